@@ -1,0 +1,117 @@
+"""Submission registry: `submissions/<id>/bundle.yaml` describes one frozen submission.
+
+Kinds:
+  command      the CodaLab contract: an environment plus a command with {input}/{output}
+  predictions  frozen prediction files per test set (a leaderboard's stored outputs)
+  hf-qa        a Transformers extractive-QA checkpoint run by our own runner
+
+A bundle's digest hashes every file in its folder (and, through bundle.yaml, the sha256 of
+any file it references), so a changed submission is a different submission.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from evaluator import paths, registry
+from evaluator.errors import ConfigError
+from evaluator.fetch import Source
+
+KINDS = ("command", "predictions", "hf-qa")
+DEFAULT_RESOURCES = {"gpus": 0, "cpus": 1, "memory": "4g", "timeout": 3600}
+
+
+@dataclass(frozen=True)
+class Bundle:
+    id: str
+    name: str
+    kind: str
+    folder: Path
+    command: str | None = None
+    environment: dict = field(default_factory=dict)
+    resources: dict = field(default_factory=dict)
+    predictions: dict[str, Source] = field(default_factory=dict)
+    reference_scores: dict = field(default_factory=dict)
+    metadata: dict = field(default_factory=dict)
+    status: str = "ready"
+
+    @property
+    def digest(self) -> str:
+        files = sorted(p for p in self.folder.rglob("*")
+                       if p.is_file() and "__pycache__" not in p.parts)
+        return folder_digest(self.folder, tuple((p, p.stat().st_mtime_ns, p.stat().st_size)
+                                                for p in files))
+
+    @property
+    def timeout(self) -> float:
+        return float(self.resources.get("timeout", DEFAULT_RESOURCES["timeout"]))
+
+    def applicable(self, testset_id: str) -> str | None:
+        """None if the bundle can run on the test set, else the reason it cannot."""
+        if self.status != "ready":
+            return f"bundle is {self.status}"
+        if self.kind == "predictions" and testset_id not in self.predictions:
+            have = ", ".join(sorted(self.predictions)) or "none"
+            return f"no stored predictions for {testset_id} (has: {have})"
+        return None
+
+
+@cache
+def folder_digest(folder: Path, files: tuple[tuple[Path, int, int], ...]) -> str:
+    """sha256 over (relative path, content) of the given files; cached on their stat info."""
+    digest = hashlib.sha256()
+    for path, _, _ in files:
+        rel = path.relative_to(folder).as_posix()
+        digest.update(rel.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def from_folder(folder: Path) -> Bundle:
+    where = folder / "bundle.yaml"
+    data = registry.read_yaml(where)
+    registry.require(data, ("id", "name", "kind"), where)
+    if data["id"] != folder.name:
+        raise ConfigError(f"{where}: id {data['id']!r} must equal the folder name {folder.name!r}")
+    if data["kind"] not in KINDS:
+        raise ConfigError(f"{where}: kind must be one of {', '.join(KINDS)}, got {data['kind']!r}")
+    if data.get("network", False):
+        raise ConfigError(f"{where}: network must be false: submissions never get a network")
+    status = data.get("status", "ready")
+    command = data.get("command")
+    if data["kind"] in ("command",) and status == "ready":
+        if not command or "{input}" not in command or "{output}" not in command:
+            raise ConfigError(f"{where}: command must contain the {{input}} and {{output}} "
+                              f"placeholders")
+    predictions = {}
+    for set_id, src in (data.get("predictions") or {}).items():
+        if not isinstance(src, dict) or "file" not in src or "sha256" not in src:
+            raise ConfigError(f"{where}: predictions.{set_id} needs file and sha256")
+        predictions[set_id] = Source(src["file"], str(src["sha256"]).lower(), src.get("url"))
+    if data["kind"] == "predictions" and not predictions:
+        raise ConfigError(f"{where}: a predictions bundle needs at least one predictions entry")
+    resources = {**DEFAULT_RESOURCES, **(data.get("resources") or {})}
+    return Bundle(
+        id=data["id"], name=data["name"], kind=data["kind"], folder=folder, command=command,
+        environment=data.get("environment") or {}, resources=resources,
+        predictions=predictions, reference_scores=data.get("reference_scores") or {},
+        metadata=data.get("metadata") or {}, status=status,
+    )
+
+
+def available(root: Path | None = None) -> dict[str, Path]:
+    return registry.discover(root or paths.submissions_dir(), "bundle.yaml")
+
+
+def get(name: str, root: Path | None = None) -> Bundle:
+    folders = available(root)
+    if name not in folders:
+        raise registry.unknown_name("bundle", name, folders)
+    return from_folder(folders[name])
+
+
+def resolve(names: list[str], root: Path | None = None) -> list[Bundle]:
+    folders = available(root)
+    return [from_folder(folders[n]) for n in registry.expand("bundle", names, folders)]

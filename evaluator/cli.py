@@ -1,0 +1,306 @@
+"""Command line: `evaluate` (the main job) and `qashift` (everything else).
+
+Heavy modules (scipy, pandas, matplotlib, docker) are imported inside commands, so that
+start-up stays fast; a cached `evaluate` touches none of them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from evaluator.errors import UserError
+
+LEVEL_HELP = "confidence level of the intervals (default 0.95)"
+
+
+class Group(click.Group):
+    """Turn UserError into a one-line message and exit status 1, everywhere."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except UserError as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(1)
+
+
+def _configure(data_dir: tuple[str, ...], workspace: str | None) -> None:
+    import os
+
+    if data_dir:
+        existing = os.environ.get("QASHIFT_DATA_DIR", "")
+        os.environ["QASHIFT_DATA_DIR"] = os.pathsep.join(
+            [str(Path(d).resolve()) for d in data_dir] + ([existing] if existing else []))
+    if workspace:
+        os.environ["QASHIFT_WORKSPACE"] = workspace
+
+
+def _fmt_interval(iv: dict) -> str:
+    return f"{iv['value']:7.3f} [{iv['lo']:6.2f}, {iv['hi']:6.2f}]"
+
+
+def _print_table(results: list[dict]) -> None:
+    if not results:
+        return
+    header = (f"{'bundle':<28} {'testset':<12} {'n':>6} {'miss':>5}  "
+              f"{'EM [lo, hi]':<25} {'F1 [lo, hi]':<25} cached")
+    click.echo(header)
+    for r in results:
+        click.echo(f"{r['bundle']:<28} {r['testset']:<12} {r['n']:>6} {r['missing']:>5}  "
+                   f"{_fmt_interval(r['em']):<25} {_fmt_interval(r['f1']):<25} "
+                   f"{'yes' if r['cached'] else 'no'}")
+    first = results[0]
+    click.echo(f"({first['em']['level']:.0%} intervals: EM {first['em']['method']}, "
+               f"F1 {first['f1']['method']})")
+
+
+@click.command("evaluate")
+@click.option("--bundle", "-b", "bundle_names", multiple=True, required=True,
+              help="submission id (repeatable; 'all' for every bundle)")
+@click.option("--testset", "-t", "testset_names", multiple=True, required=True,
+              help="test-set id (repeatable; 'all' for every test set)")
+@click.option("--level", type=float, default=0.95, show_default=True, help=LEVEL_HELP)
+@click.option("--cluster", type=click.Choice(["paragraph", "article"]), default=None,
+              help="cluster intervals by shared passage or article")
+@click.option("--rerun", is_flag=True, help="recompute even if a stored result exists")
+@click.option("--runner", default="auto", show_default=True,
+              type=click.Choice(["auto", "local", "docker"]),
+              help="how command bundles run; auto = docker when a daemon answers")
+@click.option("--device", default="auto", show_default=True,
+              type=click.Choice(["auto", "cpu", "gpu"]))
+@click.option("--data-dir", multiple=True, type=click.Path(file_okay=False),
+              help="local mirror of the public data files, tried before any URL")
+@click.option("--workspace", type=click.Path(file_okay=False),
+              help="results store location (default $QASHIFT_WORKSPACE or ./.qashift)")
+@click.option("--json", "as_json", is_flag=True, help="print a machine-readable document")
+@click.pass_context
+def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster, rerun,
+                 runner, device, data_dir, workspace, as_json) -> None:
+    """Score submissions on test sets with official SQuAD v1.1 EM/F1 and intervals."""
+    from evaluator import bundles, matrix, testsets
+    from evaluator.intervals import check_level
+    from evaluator.store import Store
+
+    _configure(data_dir, workspace)
+    try:
+        check_level(level)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--level") from None
+    chosen_bundles = bundles.resolve(list(bundle_names))
+    chosen_sets = testsets.resolve(list(testset_names))
+    explicit = "all" not in bundle_names and "all" not in testset_names
+    jobs, skipped = matrix.plan(chosen_bundles, chosen_sets, explicit)
+    store = Store.open_default()
+    needs_runner = any(j.bundle.kind != "predictions" for j in jobs)
+    from evaluator.runners import get_runner
+
+    the_runner = get_runner(runner) if needs_runner else None
+    def progress(message: str) -> None:
+        if len(jobs) > 1:
+            click.echo(message, err=True)
+
+    report = matrix.run(jobs, the_runner, store, progress=progress, level=level,
+                        cluster=cluster, rerun=rerun, device=device)
+    results = [o.result.to_dict() for o in report.outcomes if o.result is not None]
+    failed = [{"bundle": o.job.bundle.id, "testset": o.job.testset.id,
+               "failure_class": o.failure_class, "message": o.message} for o in report.failed]
+    not_applicable = [{"bundle": b, "testset": t, "reason": r} for b, t, r in skipped]
+    if as_json:
+        click.echo(json.dumps({"results": results, "failed": failed,
+                               "not_applicable": not_applicable}, indent=2))
+    else:
+        _print_table(results)
+        for b, t, r in skipped:
+            click.echo(f"not applicable: {b} x {t}: {r}")
+    for f in failed:
+        click.echo(f"error: {f['bundle']} x {f['testset']} failed ({f['failure_class']}): "
+                   f"{f['message']}", err=True)
+    ctx.exit(1 if failed else 0)
+
+
+def evaluate_command() -> None:
+    """Console-script entry point for `evaluate`."""
+    wrapper = Group(commands={"evaluate": evaluate_cmd})
+    sys.exit(wrapper.main(args=["evaluate", *sys.argv[1:]], prog_name="evaluate"))
+
+
+@click.group(cls=Group)
+@click.option("--data-dir", multiple=True, type=click.Path(file_okay=False),
+              help="local mirror of the public data files")
+@click.option("--workspace", type=click.Path(file_okay=False), help="results store location")
+def main(data_dir, workspace) -> None:
+    """qashift: evaluate frozen QA submissions under distribution shift."""
+    _configure(data_dir, workspace)
+
+
+main.add_command(evaluate_cmd)
+
+
+# test sets -------------------------------------------------------------------
+@main.group("testsets")
+def testsets_group() -> None:
+    """List, inspect and fetch test sets."""
+
+
+@testsets_group.command("list")
+def testsets_list() -> None:
+    from evaluator import testsets
+    from evaluator.fetch import cached_path
+
+    click.echo(f"{'id':<12} {'kind':<14} {'questions':>9}  {'scorer':<16} {'reference':<10} "
+               f"local")
+    for name in testsets.available():
+        ts = testsets.get(name)
+        local = "cached" if ts.source is None or cached_path(ts.sha256).exists() else "-"
+        click.echo(f"{ts.id:<12} {ts.kind:<14} {ts.questions:>9}  {ts.scorer:<16} "
+                   f"{ts.reference or '-':<10} {local}")
+
+
+@testsets_group.command("show")
+@click.argument("name")
+def testsets_show(name: str) -> None:
+    from evaluator import testsets
+
+    ts = testsets.get(name)
+    for key in ("id", "name", "version", "kind", "reference", "questions", "scorer",
+                "cluster", "license", "citation", "sha256"):
+        click.echo(f"{key:>10}: {getattr(ts, key)}")
+    if ts.source is not None:
+        click.echo(f"{'url':>10}: {ts.source.url}")
+
+
+@testsets_group.command("fetch")
+@click.argument("names", nargs=-1, required=True)
+def testsets_fetch(names) -> None:
+    """Download (or copy from a mirror), verify and cache test-set files."""
+    from evaluator import testsets
+
+    failed = False
+    for ts in testsets.resolve(list(names)):
+        try:
+            dataset = ts.load()
+            click.echo(f"{ts.id}: ok ({len(dataset.questions)} questions, sha256 verified)")
+        except UserError as exc:
+            failed = True
+            click.echo(f"error: {exc}", err=True)
+    sys.exit(1 if failed else 0)
+
+
+# bundles ---------------------------------------------------------------------
+@main.group("bundles")
+def bundles_group() -> None:
+    """List and inspect submissions."""
+
+
+@bundles_group.command("list")
+def bundles_list() -> None:
+    from evaluator import bundles
+
+    click.echo(f"{'id':<28} {'kind':<12} {'status':<18} test sets")
+    for name in bundles.available():
+        b = bundles.get(name)
+        sets = ", ".join(sorted(b.predictions)) if b.kind == "predictions" else "any"
+        click.echo(f"{b.id:<28} {b.kind:<12} {b.status:<18} {sets}")
+
+
+@bundles_group.command("show")
+@click.argument("name")
+def bundles_show(name: str) -> None:
+    from evaluator import bundles
+
+    b = bundles.get(name)
+    click.echo(f"{'id':>16}: {b.id}\n{'name':>16}: {b.name}\n{'kind':>16}: {b.kind}\n"
+               f"{'digest':>16}: {b.digest}")
+    if b.command:
+        click.echo(f"{'command':>16}: {b.command}")
+    click.echo(f"{'resources':>16}: {b.resources}")
+    if b.reference_scores:
+        click.echo(f"{'reference':>16}: {b.reference_scores}")
+    for k, v in b.metadata.items():
+        click.echo(f"{k:>16}: {v}")
+
+
+# results ---------------------------------------------------------------------
+@main.group("results")
+def results_group() -> None:
+    """Inspect and export stored results."""
+
+
+@results_group.command("list")
+@click.option("--bundle", default=None)
+@click.option("--testset", default=None)
+@click.option("--failures", is_flag=True, help="list failed runs instead")
+def results_list(bundle, testset, failures) -> None:
+    from evaluator.store import Store
+
+    store = Store.open_default()
+    if not store.exists():
+        raise UserError(f"no results store at {store.db_path}; run evaluate first")
+    if failures:
+        for f in store.failures():
+            click.echo(f"{f['bundle']:<28} {f['testset']:<12} {f['failure_class']:<22} "
+                       f"{f['message']}")
+        return
+    click.echo(f"{'bundle':<28} {'testset':<12} {'n':>6} {'miss':>5} {'EM':>8} {'F1':>8}  "
+               f"runner  key")
+    for r in store.results(bundle, testset):
+        click.echo(f"{r['bundle']:<28} {r['testset']:<12} {r['n']:>6} {r['missing']:>5} "
+                   f"{r['em']:8.3f} {r['f1']:8.3f}  {r['runner']:<7} {r['key'][:12]}")
+
+
+@results_group.command("export")
+@click.argument("bundle")
+@click.argument("testset")
+@click.option("--out", type=click.Path(file_okay=False), default=".", show_default=True)
+def results_export(bundle, testset, out) -> None:
+    """Write a cell's predictions.json and per-question scores.csv to --out."""
+    import csv
+
+    from evaluator.pipeline import load_units
+    from evaluator.store import Store
+
+    store = Store.open_default()
+    rows = store.results(bundle, testset) if store.exists() else []
+    if not rows:
+        raise UserError(f"no stored result for {bundle} x {testset}; run evaluate first")
+    row = max(rows, key=lambda r: r["created_at"])
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    predictions = store.get_object(row["predictions_sha256"])
+    if predictions is None:
+        raise UserError("stored predictions are missing or corrupt; re-run with --rerun")
+    prefix = f"{bundle}.{testset}"
+    (out_dir / f"{prefix}.predictions.json").write_bytes(predictions)
+    with open(out_dir / f"{prefix}.scores.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "em", "f1", "paragraph", "article", "missing"])
+        for u in load_units(store, row):
+            writer.writerow([u.id, u.em, u.f1, u.paragraph, u.article, u.missing])
+    click.echo(f"wrote {out_dir / (prefix + '.predictions.json')} and "
+               f"{out_dir / (prefix + '.scores.csv')}")
+
+
+@results_group.command("log")
+@click.argument("bundle")
+@click.argument("testset")
+def results_log(bundle, testset) -> None:
+    """Print the captured log of a cell's last run (finished or failed)."""
+    from evaluator.store import Store
+
+    store = Store.open_default()
+    candidates = [(r["created_at"], r["log_sha256"]) for r in store.results(bundle, testset)]
+    candidates += [(f["created_at"], f["log_sha256"]) for f in store.failures()
+                   if f["bundle"] == bundle and f["testset"] == testset]
+    if not candidates:
+        raise UserError(f"no run of {bundle} x {testset} in {store.db_path}")
+    _, sha = max(candidates, key=lambda c: c[0])
+    data = store.get_object(sha) if sha else b""
+    click.echo((data or b"(no output captured)").decode("utf-8", errors="replace"))
+
+
+if __name__ == "__main__":
+    main()

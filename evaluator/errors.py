@@ -1,0 +1,47 @@
+"""Errors a user can act on, and the failure classes a run can end in.
+
+`UserError` carries a one-line message that the CLI prints without a traceback. A run's
+failure is recorded with one of `FAILURE_CLASSES`, so a matrix can be summarised by cause.
+"""
+
+from __future__ import annotations
+
+FAILURE_CLASSES = {
+    "image-missing": "the image could not be found or pulled",
+    "build-failed": "building the submission's environment failed",
+    "out-of-memory": "the submission exceeded its memory limit",
+    "timeout": "the submission ran past its time limit",
+    "nonzero-exit": "the submission exited with a non-zero status",
+    "no-predictions": "the submission wrote no predictions file",
+    "malformed-predictions": "the predictions file is not a JSON object of id -> answer text",
+    "no-gpu-kernel": "the framework has no CUDA kernel for this GPU (retry with --device cpu)",
+    "data-unavailable": "the test set's data could not be obtained or verified",
+    "not-applicable": "the bundle cannot run on this test set",
+}
+
+
+class UserError(Exception):
+    """A problem the user can fix; the message is one line saying what failed and how to fix it."""
+
+
+class DataError(UserError):
+    """A data file could not be obtained or failed verification (offline, wrong hash, wrong count)."""
+
+
+class ConfigError(UserError):
+    """A testset.yaml or bundle.yaml is invalid."""
+
+
+class UnknownNameError(UserError):
+    """A bundle or test set name that is not registered."""
+
+
+class RunFailure(UserError):
+    """A submission's run failed; `failure_class` is one of FAILURE_CLASSES."""
+
+    def __init__(self, failure_class: str, message: str, log: str = ""):
+        if failure_class not in FAILURE_CLASSES:
+            raise ValueError(f"unknown failure class {failure_class!r}")
+        super().__init__(message)
+        self.failure_class = failure_class
+        self.log = log

@@ -1,0 +1,141 @@
+"""Evaluate one cell: stored result, or input -> runner -> predictions -> scores -> store.
+
+Each step is a function of the previous step's output; nothing reaches backwards. The
+submission sees only the answer-free input file; gold answers stay in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from evaluator import intervals
+from evaluator.errors import RunFailure
+from evaluator.jobs import Job
+from evaluator.predictions import load_predictions
+from evaluator.runners.base import Runner, RunRecord, RunRequest
+from evaluator.scoring import Scores, Unit, score
+from evaluator.store import Store, dumps
+from evaluator.testsets import input_document
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """A stored cell with intervals at the requested level and clustering."""
+
+    row: dict
+    em: intervals.Interval
+    f1: intervals.Interval
+    cached: bool
+    predictions_path: Path
+
+    def to_dict(self) -> dict:
+        return {
+            "bundle": self.row["bundle"], "testset": self.row["testset"],
+            "n": self.row["n"], "questions": self.row["questions"],
+            "missing": self.row["missing"], "extra": self.row["extra"],
+            "em": self.em.to_dict(), "f1": self.f1.to_dict(),
+            "scorer": self.row["scorer_version"], "cached": self.cached,
+            "runner": self.row["runner"], "device": self.row["device"],
+            "predictions": str(self.predictions_path), "key": self.row["key"],
+        }
+
+
+def cell_intervals(scores: Scores | list[Unit], level: float,
+                   cluster: str | None) -> tuple[intervals.Interval, intervals.Interval]:
+    """EM (Clopper-Pearson) and F1 (Student-t) intervals in percent."""
+    units = scores.units if isinstance(scores, Scores) else scores
+    groups = None
+    if cluster is not None:
+        groups = [getattr(u, cluster) for u in units]
+    em = intervals.binomial_interval([u.em for u in units], level, groups).scaled(100.0)
+    f1 = intervals.t_interval([u.f1 for u in units], level, groups).scaled(100.0)
+    return em, f1
+
+
+def _from_row(store: Store, row: dict, level: float, cluster: str | None,
+              cached: bool) -> CellResult:
+    if level == row["level"] and cluster is None:
+        em = intervals.Interval(row["em"], row["em_lo"], row["em_hi"], "clopper-pearson", level)
+        f1 = intervals.Interval(row["f1"], row["f1_lo"], row["f1_hi"], "student-t", level)
+    else:
+        em, f1 = cell_intervals(load_units(store, row), level, cluster)
+        # the point estimate is the official total, not a re-summed mean
+        em = intervals.Interval(row["em"], em.lo, em.hi, em.method, level)
+        f1 = intervals.Interval(row["f1"], f1.lo, f1.hi, f1.method, level)
+    return CellResult(row, em, f1, cached, store.object_path(row["predictions_sha256"]))
+
+
+def load_units(store: Store, row: dict) -> list[Unit]:
+    data = store.get_object(row["scores_sha256"])
+    if data is None:
+        raise RunFailure("malformed-predictions", f"stored per-question scores of "
+                         f"{row['bundle']} x {row['testset']} are missing or corrupt; "
+                         f"re-run with --rerun")
+    return [Unit(*u) for u in json.loads(data)["units"]]
+
+
+def cached_result(store: Store, job: Job, level: float = intervals.DEFAULT_LEVEL,
+                  cluster: str | None = None) -> CellResult | None:
+    row = store.get(job.key)
+    if row is None:
+        return None
+    if store.get_object(row["predictions_sha256"]) is None or \
+            not store.object_path(row["scores_sha256"]).exists():
+        return None  # a damaged entry is recomputed, never trusted
+    return _from_row(store, row, level, cluster, cached=True)
+
+
+def evaluate(job: Job, runner: Runner, store: Store, *, level: float = intervals.DEFAULT_LEVEL,
+             cluster: str | None = None, rerun: bool = False, device: str = "auto",
+             mirrors: list[Path] | None = None) -> CellResult:
+    """The stored result of `job`, running it first if needed (or if `rerun`)."""
+    intervals.check_level(level)
+    if not rerun and (hit := cached_result(store, job, level, cluster)):
+        return hit
+    dataset = job.testset.load(mirrors)
+    try:
+        with tempfile.TemporaryDirectory(prefix="qashift-cell-") as tmp:
+            input_dir, output_dir = Path(tmp) / "input", Path(tmp) / "output"
+            input_dir.mkdir()
+            output_dir.mkdir()
+            input_path = input_dir / "input.json"
+            input_path.write_bytes(dumps(input_document(dataset.raw)))
+            input_path.chmod(0o444)
+            request = RunRequest(job.bundle, input_path, output_dir, job.testset.id, device)
+            record = runner.run(request)
+            predictions = load_predictions(request.output_path)
+            predictions_bytes = request.output_path.read_bytes()
+    except RunFailure as failure:
+        store.record_failure(job.key, job.bundle.id, job.testset.id, failure.failure_class,
+                             str(failure), failure.log, getattr(runner, "name", None))
+        raise
+    scores = score(dataset.questions, predictions, job.testset.scorer)
+    return _finish(job, store, scores, predictions_bytes, record, level, cluster)
+
+
+def _finish(job: Job, store: Store, scores: Scores, predictions_bytes: bytes,
+            record: RunRecord, level: float, cluster: str | None) -> CellResult:
+    em95, f195 = cell_intervals(scores, intervals.DEFAULT_LEVEL, None)
+    predictions_sha = store.put_object(predictions_bytes)
+    units = [[u.id, u.em, u.f1, u.paragraph, u.article, u.missing] for u in scores.units]
+    scores_sha = store.put_object(dumps({"scorer": job.scorer_version, "units": units}))
+    log_sha = store.put_object(record.log.encode("utf-8", errors="replace")) \
+        if record.log else None
+    row = {
+        "key": job.key, "bundle": job.bundle.id, "bundle_digest": job.bundle.digest,
+        "testset": job.testset.id, "testset_sha256": job.testset.sha256,
+        "scorer": job.testset.scorer, "scorer_version": job.scorer_version,
+        "options": dumps(job.options).decode(), "n": scores.n, "questions": scores.questions,
+        "missing": scores.missing, "extra": scores.extra, "em": scores.em, "f1": scores.f1,
+        "em_lo": em95.lo, "em_hi": em95.hi, "f1_lo": f195.lo, "f1_hi": f195.hi,
+        "level": intervals.DEFAULT_LEVEL, "predictions_sha256": predictions_sha,
+        "scores_sha256": scores_sha, "log_sha256": log_sha, "runner": record.runner,
+        "device": record.device, "image_digest": record.image_digest, "wall_s": record.wall_s,
+        "run_record": json.dumps(record.to_dict(), sort_keys=True), "created_at": time.time(),
+    }
+    store.put(row)
+    return _from_row(store, row, level, cluster, cached=False)

@@ -1,0 +1,124 @@
+"""Run a command bundle as a local subprocess. NOT ISOLATED: use the docker runner for
+untrusted code. It gets a private copy of the bundle folder, the answer-free input, a
+minimal environment, its own virtual environment when it pins requirements, a time limit
+and a captured log.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from evaluator import paths
+from evaluator.errors import RunFailure
+from evaluator.runners.base import RunRecord, RunRequest, last_line, read_tail
+
+
+def fill_command(command: str, input_path: str, output_path: str) -> str:
+    return command.replace("{input}", shlex.quote(input_path)).replace(
+        "{output}", shlex.quote(output_path))
+
+
+class LocalRunner:
+    name = "local"
+
+    def run(self, request: RunRequest) -> RunRecord:
+        bundle = request.bundle
+        with tempfile.TemporaryDirectory(prefix=f"qashift-{bundle.id}-") as tmp:
+            workdir = Path(tmp) / "bundle"
+            shutil.copytree(bundle.folder, workdir, ignore=shutil.ignore_patterns("__pycache__"))
+            env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": tmp, "TMPDIR": tmp,
+                   "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+            requirements = bundle.environment.get("requirements")
+            if requirements:
+                venv = ensure_venv(bundle.folder / requirements)
+                env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
+                env["VIRTUAL_ENV"] = str(venv)
+            command = fill_command(bundle.command, str(request.input_path),
+                                   str(request.output_path))
+            log_path = Path(tmp) / "log.txt"
+            exit_code, wall, peak, timed_out = _run_with_limit(
+                command, workdir, env, log_path, bundle.timeout)
+            log = read_tail(log_path)
+        record = RunRecord(runner=self.name, wall_s=wall, exit_code=exit_code, log=log,
+                           peak_memory_bytes=peak, device="cpu",
+                           details={"isolated": False})
+        if timed_out:
+            raise RunFailure("timeout", f"{bundle.id} ran past its {bundle.timeout:g} s time "
+                             f"limit and was killed", log)
+        if exit_code != 0:
+            raise RunFailure("nonzero-exit", f"{bundle.id} exited with status {exit_code}: "
+                             f"{last_line(log)}", log)
+        return record
+
+
+def _run_with_limit(command: str, cwd: Path, env: dict, log_path: Path,
+                    timeout: float) -> tuple[int, float, int | None, bool]:
+    timed_out = threading.Event()
+    with open(log_path, "wb") as log:
+        start = time.perf_counter()
+        proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, env=env, stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+
+        def kill() -> None:
+            timed_out.set()
+            _kill_group(proc.pid)
+
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+            _kill_group(proc.pid)  # leftovers, and on Ctrl-C the whole group
+            proc.returncode = 0  # reaped by wait4; keep Popen from waiting again
+        wall = time.perf_counter() - start
+    exit_code = os.waitstatus_to_exitcode(status)
+    return exit_code, wall, usage.ru_maxrss * 1024, timed_out.is_set()
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def ensure_venv(requirements: Path) -> Path:
+    """A virtual environment with exactly these pinned requirements, built once and cached.
+
+    Built in place (venv scripts hold absolute paths) under a file lock; `.complete` marks a
+    finished build, so an interrupted one is rebuilt from scratch.
+    """
+    if not requirements.is_file():
+        raise RunFailure("build-failed", f"requirements file {requirements} is missing")
+    key = hashlib.sha256(requirements.read_bytes()).hexdigest()[:16]
+    target = paths.cache_dir() / "venvs" / key
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / ".complete").exists():
+            return target
+        shutil.rmtree(target, ignore_errors=True)
+        try:
+            subprocess.run([sys.executable, "-m", "venv", str(target)], check=True,
+                           capture_output=True)
+            subprocess.run([str(target / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                            "-r", str(requirements)], check=True, capture_output=True, text=True)
+        except subprocess.CalledProcessError as exc:
+            shutil.rmtree(target, ignore_errors=True)
+            raise RunFailure("build-failed", f"installing {requirements.name} failed: "
+                             f"{last_line(exc.stderr or '')}", exc.stderr or "") from None
+        (target / ".complete").touch()
+    return target

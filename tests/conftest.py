@@ -1,0 +1,70 @@
+"""Shared fixtures: the local data mirror (../shared/data) and an isolated workspace per test."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("QASHIFT_DATA_DIR", REPO.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The read-only mirror of the public data sets; tests that need it skip loudly without it."""
+    if not SHARED_DATA.is_dir():
+        pytest.fail(f"shared data mirror not found at {SHARED_DATA}; set QASHIFT_DATA_DIR")
+    return SHARED_DATA
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_data: Path) -> Path:
+    """A fresh workspace (store, objects) and cache for one test, with the mirror configured."""
+    ws = tmp_path / "workspace"
+    monkeypatch.setenv("QASHIFT_WORKSPACE", str(ws))
+    monkeypatch.setenv("QASHIFT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("QASHIFT_DATA_DIR", str(shared_data))
+    return ws
+
+
+def write_testset(root: Path, set_id: str, raw: dict, *, scorer: str = "squad-v1.1",
+                  questions: int | None = None) -> Path:
+    """A plain test-set folder (data file inside the folder), as a user would add one."""
+    import json
+
+    folder = root / set_id
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "data.json").write_text(json.dumps(raw))
+    count = sum(len(p["qas"]) for a in raw["data"] for p in a["paragraphs"])
+    (folder / "testset.yaml").write_text(
+        f"id: {set_id}\nname: {set_id}\nversion: '1'\nkind: derived\nreference: squad-dev\n"
+        f"questions: {questions or count}\nscorer: {scorer}\ncluster: paragraph\n"
+        f"license: CC BY-SA 4.0\ncitation: test fixture\nfile: data.json\n")
+    return folder
+
+
+def write_command_bundle(root: Path, bundle_id: str, program: str, *, timeout: int = 60) -> Path:
+    """A command bundle whose program is the given Python source."""
+    folder = root / bundle_id
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "program.py").write_text(program)
+    (folder / "bundle.yaml").write_text(
+        f"id: {bundle_id}\nname: {bundle_id}\nkind: command\n"
+        f"command: python3 program.py {{input}} {{output}}\n"
+        f"resources: {{timeout: {timeout}}}\n")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def dev_raw(shared_data: Path) -> dict:
+    import json
+
+    return json.loads((shared_data / "squad-v1.1" / "dev-v1.1.json").read_text())
+
+
+@pytest.fixture
+def small_dev(dev_raw: dict) -> dict:
+    """The first two articles of SQuAD dev: a real, small test set."""
+    return {"version": "1.1", "data": dev_raw["data"][:2]}
