@@ -18,13 +18,13 @@ def workspace_dir() -> Path:
 
 
 def cache_dir() -> Path:
-    """Downloaded and derived data files, keyed by sha256: $QASHIFT_CACHE, default ~/.cache/qashift."""
+    """Downloaded and derived files, by sha256: $QASHIFT_CACHE, default ~/.cache/qashift."""
     default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "qashift"
     return Path(os.environ.get("QASHIFT_CACHE", default)).resolve()
 
 
 def mirror_dirs() -> list[Path]:
-    """Local mirrors of public data tried before any URL: $QASHIFT_DATA_DIR (os.pathsep-separated)."""
+    """Local mirrors of public data, tried before any URL: $QASHIFT_DATA_DIR (os.pathsep list)."""
     value = os.environ.get("QASHIFT_DATA_DIR", "")
     return [Path(p) for p in value.split(os.pathsep) if p]
 

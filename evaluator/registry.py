@@ -39,7 +39,7 @@ def require(data: dict, keys: Iterable[str], where: Path) -> None:
 
 def unknown_name(kind: str, name: str, choices: Iterable[str]) -> UnknownNameError:
     choices = sorted(choices)
-    close = difflib.get_close_matches(name, choices, n=3, cutoff=0.5)
+    close = difflib.get_close_matches(name, choices, n=3, cutoff=0.75)
     hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
     return UnknownNameError(f"unknown {kind} {name!r}: {hint}choices: {', '.join(choices)}")
 

@@ -1,0 +1,229 @@
+"""`evaluate` end to end: official numbers with intervals, caching, JSON output, and a clear
+one-line error (exit status != 0, no result stored) for every kind of bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from evaluator.cli import evaluate_cmd, main
+from tests.conftest import write_command_bundle, write_testset
+
+ANSWER_ALL = """
+import json, sys
+doc = json.load(open(sys.argv[1]))
+json.dump({q["id"]: p["context"].split()[0] for a in doc["data"] for p in a["paragraphs"]
+           for q in p["qas"]}, open(sys.argv[2], "w"))
+"""
+
+
+def run_evaluate(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The real console script, as a user runs it."""
+    return subprocess.run(["evaluate", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=300)
+
+
+def stored_results(workspace: Path) -> int:
+    db = workspace / "results.sqlite"
+    if not db.exists():
+        return 0
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+
+
+def test_bert_ensemble_on_squad_dev_gives_the_official_scores(workspace):
+    proc = run_evaluate("--bundle", "bert-ensemble", "--testset", "squad-dev", "--json")
+    assert proc.returncode == 0, proc.stderr
+    [cell] = json.loads(proc.stdout)["results"]
+    assert cell["bundle"] == "bert-ensemble" and cell["testset"] == "squad-dev"
+    assert (round(cell["em"]["value"], 4), round(cell["f1"]["value"], 4)) == (86.2062, 92.1956)
+    assert cell["em"]["method"] == "clopper-pearson" and cell["f1"]["method"] == "student-t"
+    assert cell["em"]["lo"] < cell["em"]["value"] < cell["em"]["hi"]
+    assert cell["em"]["level"] == 0.95 and cell["n"] == 10570 and cell["missing"] == 0
+    assert cell["cached"] is False
+    assert Path(cell["predictions"]).is_file()
+    again = json.loads(run_evaluate("-b", "bert-ensemble", "-t", "squad-dev", "--json").stdout)
+    assert again["results"][0]["cached"] is True
+    assert again["results"][0]["em"] == cell["em"]
+    assert stored_results(workspace) == 1
+
+
+def test_rerun_recomputes_and_level_changes_only_the_interval(workspace):
+    first = json.loads(run_evaluate("-b", "match-lstm-ensemble", "-t", "squad-dev",
+                                    "--json").stdout)["results"][0]
+    wide = json.loads(run_evaluate("-b", "match-lstm-ensemble", "-t", "squad-dev", "--level",
+                                   "0.99", "--json").stdout)["results"][0]
+    assert wide["cached"] and wide["em"]["value"] == first["em"]["value"]
+    assert wide["em"]["lo"] < first["em"]["lo"] and wide["f1"]["hi"] > first["f1"]["hi"]
+    rerun = json.loads(run_evaluate("-b", "match-lstm-ensemble", "-t", "squad-dev", "--rerun",
+                                    "--json").stdout)["results"][0]
+    assert rerun["cached"] is False and rerun["f1"] == first["f1"]
+
+
+def test_paragraph_clustered_intervals_are_wider(workspace):
+    runner = CliRunner()
+    plain = json.loads(runner.invoke(evaluate_cmd, ["-b", "r-net-plus-ensemble", "-t",
+                                                    "squad-dev", "--json"]).output)
+    clustered = json.loads(runner.invoke(evaluate_cmd, ["-b", "r-net-plus-ensemble", "-t",
+                                                        "squad-dev", "--cluster", "paragraph",
+                                                        "--json"]).output)
+    p, c = plain["results"][0], clustered["results"][0]
+    assert c["f1"]["method"] == "student-t-clustered"
+    assert c["f1"]["value"] == p["f1"]["value"]
+    assert c["f1"]["hi"] - c["f1"]["lo"] > p["f1"]["hi"] - p["f1"]["lo"]
+
+
+def test_all_lists_inapplicable_cells_instead_of_failing(workspace):
+    result = CliRunner().invoke(evaluate_cmd, ["-b", "all", "-t", "amazon", "--json",
+                                               "--runner", "local"])
+    doc = json.loads(result.output[result.output.index("{"):])
+    na = {(c["bundle"], c["testset"]) for c in doc["not_applicable"]}
+    assert ("bert-ensemble", "amazon") in na
+    assert all(c["testset"] == "amazon" for c in doc["results"])
+
+
+def test_an_explicit_inapplicable_cell_is_an_error(workspace):
+    proc = run_evaluate("-b", "bert-ensemble", "-t", "reddit")
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == ("error: bert-ensemble cannot run on reddit: no stored "
+                                   "predictions for reddit (has: squad-dev)")
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["-b", "bert-ensembel", "-t", "squad-dev"], "unknown bundle 'bert-ensembel': did you "
+                                                 "mean 'bert-ensemble'"),
+    (["-b", "bert-ensemble", "-t", "squad-deev"], "unknown test set 'squad-deev': did you "
+                                                  "mean 'squad-dev'"),
+])
+def test_unknown_names_give_one_line_with_suggestions(workspace, args, expected):
+    proc = run_evaluate(*args)
+    assert proc.returncode == 1
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert expected in proc.stderr and "choices:" in proc.stderr
+    assert stored_results(workspace) == 0
+
+
+def test_hash_mismatch_is_one_line_and_stores_nothing(workspace, tmp_path):
+    bad = tmp_path / "bad-mirror" / "squad-v1.1"
+    bad.mkdir(parents=True)
+    (bad / "dev-v1.1.json").write_text('{"version": "1.1", "data": []}')
+    proc = run_evaluate("-b", "bert-ensemble", "-t", "squad-dev",
+                        env={"QASHIFT_DATA_DIR": str(tmp_path / "bad-mirror")})
+    assert proc.returncode == 1
+    assert "sha256 mismatch" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert stored_results(workspace) == 0
+
+
+def test_nyt_offline_is_a_clear_error_not_a_traceback(workspace, tmp_path):
+    write_command_bundle(tmp_path / "subs", "answers-all", ANSWER_ALL)
+    proc = run_evaluate("-b", "answers-all", "-t", "nyt", "--runner", "local",
+                        env={"QASHIFT_SUBMISSIONS": str(tmp_path / "subs")})
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert "nyt_v1.0.json" in proc.stderr and "--data-dir" in proc.stderr
+
+
+HOSTILE = {
+    "crashes": ("raise SystemExit('boom: model file not found')", "nonzero-exit", "boom"),
+    "sleeps": ("import time; time.sleep(60)", "timeout", "time limit"),
+    "invalid-json": ("import sys; open(sys.argv[2], 'w').write('{not json')",
+                     "malformed-predictions", "not valid JSON"),
+    "writes-list": ("import sys, json; json.dump(['a'], open(sys.argv[2], 'w'))",
+                    "malformed-predictions", "got a list"),
+    "non-string": ("import sys, json\ndoc = json.load(open(sys.argv[1]))\n"
+                   "json.dump({q['id']: 5 for a in doc['data'] for p in a['paragraphs'] "
+                   "for q in p['qas']}, open(sys.argv[2], 'w'))",
+                   "malformed-predictions", "is a int, not a string"),
+    "writes-nothing": ("print('done')", "no-predictions", "no predictions file"),
+}
+
+
+@pytest.fixture
+def toy_registry(tmp_path, small_dev, monkeypatch):
+    subs, sets = tmp_path / "subs", tmp_path / "sets"
+    write_testset(sets, "small", small_dev)
+    for name, (program, _, _) in HOSTILE.items():
+        write_command_bundle(subs, name, program, timeout=2)
+    write_command_bundle(subs, "answers-all", ANSWER_ALL)
+    write_command_bundle(subs, "answers-half", ANSWER_ALL.replace(
+        "for q in p[\"qas\"]}", "for q in p[\"qas\"][:1]}"))
+    env = {"QASHIFT_SUBMISSIONS": str(subs), "QASHIFT_TESTSETS": str(sets)}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_failing_submissions_give_one_line_and_no_result(workspace, toy_registry, name):
+    _, failure_class, phrase = HOSTILE[name]
+    proc = run_evaluate("-b", name, "-t", "small", "--runner", "local")
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"({failure_class})" in lines[0] and phrase in lines[0]
+    assert stored_results(workspace) == 0
+    with sqlite3.connect(workspace / "results.sqlite") as conn:
+        assert conn.execute("SELECT failure_class FROM failures").fetchall() == [
+            (failure_class,)]
+
+
+def test_a_partial_submission_is_scored_with_its_missing_count(workspace, toy_registry,
+                                                               small_dev):
+    proc = run_evaluate("-b", "answers-half", "-t", "small", "--runner", "local", "--json")
+    assert proc.returncode == 0, proc.stderr
+    [cell] = json.loads(proc.stdout)["results"]
+    paragraphs = sum(len(a["paragraphs"]) for a in small_dev["data"])
+    assert cell["missing"] == cell["n"] - paragraphs
+    assert cell["runner"] == "local"
+
+
+def test_a_matrix_survives_one_failing_cell(workspace, toy_registry):
+    proc = run_evaluate("-b", "crashes", "-b", "answers-all", "-t", "small", "--runner",
+                        "local", "--json")
+    assert proc.returncode == 1
+    doc = json.loads(proc.stdout)
+    assert [c["bundle"] for c in doc["results"]] == ["answers-all"]
+    assert [f["failure_class"] for f in doc["failed"]] == ["nonzero-exit"]
+    assert "[2/2]" in proc.stderr
+
+
+def test_the_submission_never_sees_gold_answers(workspace, toy_registry, tmp_path):
+    spy = tmp_path / "seen.json"
+    write_command_bundle(Path(toy_registry["QASHIFT_SUBMISSIONS"]), "spy", f"""
+import json, shutil, sys, os
+shutil.copy(sys.argv[1], {str(spy)!r})
+json.dump({{}}, open(sys.argv[2], "w"))
+""")
+    assert run_evaluate("-b", "spy", "-t", "small", "--runner", "local").returncode == 0
+    assert "answers" not in spy.read_text() and "answer_start" not in spy.read_text()
+
+
+def test_list_and_export_commands(workspace, toy_registry, tmp_path):
+    runner = CliRunner()
+    assert runner.invoke(evaluate_cmd, ["-b", "answers-all", "-t", "small", "--runner",
+                                        "local"]).exit_code == 0
+    listed = runner.invoke(main, ["results", "list"])
+    assert "answers-all" in listed.output and "small" in listed.output
+    assert "small" in runner.invoke(main, ["testsets", "list"]).output
+    assert "answers-all" in runner.invoke(main, ["bundles", "list"]).output
+    out = tmp_path / "export"
+    result = runner.invoke(main, ["results", "export", "answers-all", "small", "--out",
+                                  str(out)])
+    assert result.exit_code == 0, result.output
+    predictions = json.loads((out / "answers-all.small.predictions.json").read_text())
+    rows = (out / "answers-all.small.scores.csv").read_text().splitlines()
+    assert rows[0] == "id,em,f1,paragraph,article,missing"
+    assert len(rows) - 1 == len(predictions)
+
+
+def test_cli_start_up_does_not_import_heavy_modules():
+    code = ("import sys, evaluator.cli; heavy = {'scipy', 'pandas', 'matplotlib', 'docker', "
+            "'numpy', 'statsmodels'} & set(sys.modules); print(sorted(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "[]"

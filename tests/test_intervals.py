@@ -1,0 +1,87 @@
+"""Intervals are the stated ones: Student-t for F1, Clopper-Pearson for EM, checked against
+scipy and statsmodels directly; clustered versions against statsmodels' cluster-robust OLS."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import statsmodels.api as sm
+from scipy import stats
+from statsmodels.stats.proportion import proportion_confint
+
+from evaluator.intervals import binomial_interval, clopper_pearson, t_interval
+
+
+@pytest.mark.parametrize("level", [0.9, 0.95, 0.99])
+def test_t_interval_equals_scipy(level):
+    rng = np.random.default_rng(0)
+    values = rng.uniform(0, 1, 500).tolist()
+    ours = t_interval(values, level)
+    lo, hi = stats.t.interval(level, len(values) - 1, loc=np.mean(values),
+                              scale=stats.sem(values))
+    assert (ours.lo, ours.hi) == pytest.approx((lo, hi), rel=1e-12)
+    assert ours.value == pytest.approx(np.mean(values), rel=1e-15)
+    assert ours.method == "student-t"
+
+
+@pytest.mark.parametrize("k,n", [(0, 10), (10, 10), (3, 17), (9112, 10570), (1, 1)])
+@pytest.mark.parametrize("level", [0.9, 0.95])
+def test_clopper_pearson_equals_statsmodels_beta(k, n, level):
+    lo, hi = proportion_confint(k, n, alpha=1 - level, method="beta")
+    assert clopper_pearson(k, n, level) == pytest.approx((lo, hi), abs=1e-12)
+
+
+def test_binomial_interval_on_hits():
+    hits = [1] * 70 + [0] * 30
+    ours = binomial_interval(hits)
+    assert ours.value == 0.7
+    assert (ours.lo, ours.hi) == pytest.approx(proportion_confint(70, 100, 0.05, "beta"))
+
+
+def _statsmodels_cluster_ci(values, groups, level):
+    y = np.asarray(values, dtype=float)
+    fit = sm.OLS(y, np.ones_like(y)).fit(cov_type="cluster",
+                                         cov_kwds={"groups": np.asarray(groups)}, use_t=True)
+    return fit.conf_int(alpha=1 - level)[0], fit.df_resid_inference
+
+
+def test_clustered_t_interval_equals_statsmodels_cluster_robust_ols():
+    rng = np.random.default_rng(1)
+    groups = np.repeat(np.arange(40), rng.integers(1, 8, 40))
+    effects = rng.normal(0, 0.2, 40)[groups]
+    values = np.clip(0.6 + effects + rng.normal(0, 0.2, len(groups)), 0, 1).tolist()
+    ours = t_interval(values, 0.95, clusters=groups.tolist())
+    (lo, hi), df = _statsmodels_cluster_ci(values, groups, 0.95)
+    assert df == 39
+    assert (ours.lo, ours.hi) == pytest.approx((lo, hi), rel=1e-10)
+    assert ours.hi - ours.lo > t_interval(values).hi - t_interval(values).lo
+
+
+def test_singleton_clusters_give_the_plain_clopper_pearson_interval_up_to_df():
+    hits = [1] * 60 + [0] * 40
+    plain = binomial_interval(hits)
+    clustered = binomial_interval(hits, clusters=list(range(100)))
+    # design effect 1 and df n-1 = G-1: the effective sample size is n itself
+    assert (clustered.lo, clustered.hi) == pytest.approx((plain.lo, plain.hi), abs=1e-12)
+
+
+def test_clustered_clopper_pearson_widens_with_correlated_questions():
+    hits = ([1] * 5 + [0] * 5) * 20  # 20 paragraphs of 10 questions, perfectly correlated
+    groups = [i // 5 for i in range(200)]  # blocks of 5 identical answers
+    plain = binomial_interval(hits)
+    clustered = binomial_interval(hits, clusters=groups)
+    assert clustered.method == "clopper-pearson-korn-graubard"
+    assert clustered.value == plain.value == 0.5
+    assert clustered.hi - clustered.lo > 1.8 * (plain.hi - plain.lo)
+
+
+def test_level_must_be_a_probability():
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        t_interval([0.1, 0.2], level=95)
+
+
+def test_degenerate_inputs_give_nan_bounds_not_errors():
+    one = t_interval([0.5])
+    assert one.value == 0.5 and np.isnan(one.lo) and np.isnan(one.hi)
+    constant = t_interval([1.0] * 10)
+    assert constant.lo == constant.hi == 1.0

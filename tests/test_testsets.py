@@ -1,0 +1,130 @@
+"""The test-set registry: every shipped folder loads, verifies and counts; failures say what
+went wrong and how to fix it; submissions get an input file with no answers in it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from evaluator import testsets
+from evaluator.errors import ConfigError, DataError, UnknownNameError
+from evaluator.testsets import input_document
+from tests.conftest import write_testset
+
+LOCAL = {"squad-dev": 10570, "new-wiki": 7938, "reddit": 9803, "amazon": 9885,
+         "addsent": 3560, "addonesent": 1787}
+
+
+def test_all_shipped_test_sets_are_registered():
+    assert set(testsets.available()) >= {*LOCAL, "nyt"}
+    for name in testsets.available():
+        ts = testsets.get(name)
+        assert ts.source is not None and ts.source.url.startswith("https://")
+        assert len(ts.sha256) == 64 and ts.license and ts.citation
+        assert ts.reference in (None, "squad-dev")
+
+
+@pytest.mark.parametrize("set_id,count", sorted(LOCAL.items()))
+def test_local_sets_load_verified_with_the_expected_count(workspace, set_id, count):
+    dataset = testsets.get(set_id).load()
+    assert len(dataset.questions) == count
+    assert dataset.sha256 == testsets.get(set_id).sha256
+
+
+def test_nyt_without_a_local_copy_fails_with_a_clear_message(workspace):
+    with pytest.raises(DataError) as info:
+        testsets.get("nyt").load()
+    message = str(info.value)
+    assert "nyt_v1.0.json" in message and "--data-dir" in message
+    assert "\n" not in message
+
+
+def test_a_file_with_the_wrong_hash_is_rejected_and_not_cached(workspace, tmp_path):
+    mirror = tmp_path / "mirror" / "squadshifts"
+    mirror.mkdir(parents=True)
+    (mirror / "reddit_v1.0.json").write_text('{"data": []}')
+    with pytest.raises(DataError, match="sha256 mismatch.*expected b4ac346d"):
+        testsets.get("reddit").load([tmp_path / "mirror"])
+    assert not list((tmp_path / "cache").rglob("b4ac346d*"))
+
+
+def test_a_truncated_file_is_caught_by_its_hash(workspace, tmp_path, shared_data):
+    mirror = tmp_path / "mirror" / "squad-v1.1"
+    mirror.mkdir(parents=True)
+    data = (shared_data / "squad-v1.1" / "dev-v1.1.json").read_bytes()
+    (mirror / "dev-v1.1.json").write_bytes(data[: len(data) // 2])
+    with pytest.raises(DataError, match="sha256 mismatch"):
+        testsets.get("squad-dev").load([tmp_path / "mirror"])
+
+
+def test_a_truncated_file_in_a_plain_folder_says_so(tmp_path, small_dev):
+    folder = write_testset(tmp_path, "mine", small_dev)
+    (folder / "data.json").write_text(json.dumps(small_dev)[:1000])
+    with pytest.raises(DataError, match="not valid JSON.*truncated or corrupt"):
+        testsets.get("mine", tmp_path).load()
+
+
+def test_a_wrong_question_count_is_reported(tmp_path, small_dev):
+    write_testset(tmp_path, "mine", small_dev, questions=5)
+    with pytest.raises(DataError, match="questions, testset.yaml expects 5"):
+        testsets.get("mine", tmp_path).load()
+
+
+def test_a_corrupted_cache_entry_is_replaced(workspace):
+    ts = testsets.get("addonesent")
+    path = ts.local_path()
+    path.write_text("corrupted")
+    assert len(ts.load().questions) == 1787
+
+
+def test_unknown_names_suggest_close_matches():
+    with pytest.raises(UnknownNameError, match="did you mean 'reddit'.*choices: "):
+        testsets.get("redit")
+
+
+def test_invalid_yaml_fields_are_named(tmp_path, small_dev):
+    folder = write_testset(tmp_path, "bad", small_dev)
+    text = (folder / "testset.yaml").read_text().replace("scorer: squad-v1.1", "scorer: bleu")
+    (folder / "testset.yaml").write_text(text)
+    with pytest.raises(ConfigError, match="scorer must be one of"):
+        testsets.get("bad", tmp_path)
+    shutil.rmtree(folder)
+
+
+def _keys(node) -> set[str]:
+    if isinstance(node, dict):
+        return set(node) | set().union(*(_keys(v) for v in node.values()))
+    if isinstance(node, list):
+        return set().union(*(_keys(v) for v in node)) if node else set()
+    return set()
+
+
+def test_input_document_keeps_questions_and_drops_every_answer(workspace):
+    raw = testsets.get("addsent").load().raw
+    doc = input_document(raw)
+    assert _keys(doc) == {"version", "data", "title", "paragraphs", "context", "qas", "id",
+                          "question"}
+    ids = [q["id"] for a in doc["data"] for p in a["paragraphs"] for q in p["qas"]]
+    assert len(ids) == 3560
+    assert raw["data"][0]["paragraphs"][0]["context"] == doc["data"][0]["paragraphs"][0][
+        "context"]
+
+
+def test_adding_a_plain_folder_registers_a_test_set(tmp_path, small_dev):
+    write_testset(tmp_path, "my-set", small_dev)
+    assert "my-set" in testsets.available(tmp_path)
+    assert len(testsets.get("my-set", tmp_path).load().questions) == sum(
+        len(p["qas"]) for a in small_dev["data"] for p in a["paragraphs"])
+
+
+def test_folder_file_hash_is_the_identity(tmp_path, small_dev):
+    write_testset(tmp_path, "my-set", small_dev)
+    ts = testsets.get("my-set", tmp_path)
+    import hashlib
+
+    assert ts.sha256 == hashlib.sha256((tmp_path / "my-set" / "data.json").read_bytes()
+                                       ).hexdigest()
+    assert isinstance(Path(ts.local_path()), Path)
