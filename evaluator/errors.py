@@ -25,7 +25,7 @@ class UserError(Exception):
 
 
 class DataError(UserError):
-    """A data file could not be obtained or failed verification (offline, wrong hash, wrong count)."""
+    """A data file could not be obtained or verified (offline, wrong hash, wrong count)."""
 
 
 class ConfigError(UserError):
