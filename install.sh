@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# One command to set a fresh machine up: the package with its test dependencies, and, when
+# run as root, the real services the full test suite uses (Docker daemon, offline images).
+#   bash install.sh            # package + services
+#   QASHIFT_NO_SERVICES=1 bash install.sh   # package only
+set -euo pipefail
+cd "$(dirname "$0")"
+
+# torch is pinned: an unpinned torch pulls gigabytes of CUDA packages on CPU machines.
+python3 -m pip install --quiet "torch==2.13.0"
+python3 -m pip install --quiet -e ".[test]"
+
+if [ "${QASHIFT_NO_SERVICES:-0}" != "1" ] && [ "$(id -u)" = "0" ]; then
+  for script in .ci/docker.sh .ci/slurm.sh; do
+    if [ -f "$script" ]; then bash "$script"; fi
+  done
+fi
+echo "qashift installed: try 'evaluate --help' and 'qashift --help'"
