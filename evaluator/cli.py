@@ -140,6 +140,17 @@ def main(data_dir, workspace) -> None:
 main.add_command(evaluate_cmd)
 
 
+def _register_optional() -> None:
+    """Commands of other packages, imported only for their (light) click definitions."""
+    from analysis.cli import figures_command, fit_command
+
+    main.add_command(figures_command)
+    main.add_command(fit_command)
+
+
+_register_optional()
+
+
 # test sets -------------------------------------------------------------------
 @main.group("testsets")
 def testsets_group() -> None:

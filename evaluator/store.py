@@ -12,8 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import sqlite3
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -34,6 +36,10 @@ CREATE TABLE IF NOT EXISTS results (
     run_record TEXT NOT NULL, created_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS results_cell ON results (bundle, testset);
+CREATE TABLE IF NOT EXISTS leases (
+    key TEXT PRIMARY KEY, owner TEXT NOT NULL, bundle TEXT NOT NULL, testset TEXT NOT NULL,
+    started_at REAL NOT NULL, expires_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS failures (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     key TEXT NOT NULL, bundle TEXT NOT NULL, testset TEXT NOT NULL,
@@ -49,11 +55,35 @@ RESULT_FIELDS = ("key", "bundle", "bundle_digest", "testset", "testset_sha256", 
                  "run_record", "created_at")
 
 
+LEASE_SECONDS = 120.0
+
+
+def owner_id() -> str:
+    """host:pid: identifies a controller, and lets one on the same host see a dead one."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _owner_alive(owner: str) -> bool:
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname():
+        return True  # cannot tell from here: trust the expiry time
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError):
+        return True
+    return True
+
+
 class Store:
+    """Thread-safe: each thread gets its own SQLite connection; processes coordinate through
+    SQLite's locking and per-cell leases."""
+
     def __init__(self, workspace: Path):
         self.workspace = Path(workspace)
         self.db_path = self.workspace / "results.sqlite"
-        self._conn: sqlite3.Connection | None = None
+        self._local = threading.local()
 
     @classmethod
     def open_default(cls) -> Store:
@@ -61,23 +91,26 @@ class Store:
 
     @property
     def conn(self) -> sqlite3.Connection:
-        if self._conn is None:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
             self.workspace.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.db_path, timeout=60, isolation_level=None)
             conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA busy_timeout = 60000")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
             conn.executescript(SCHEMA)
-            self._conn = conn
-        return self._conn
+            self._local.conn = conn
+        return conn
 
     def exists(self) -> bool:
         return self.db_path.exists()
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
 
     # objects -----------------------------------------------------------------
     def object_path(self, sha256: str) -> Path:
@@ -110,13 +143,48 @@ class Store:
         row = self.conn.execute("SELECT * FROM results WHERE key = ?", (key,)).fetchone()
         return dict(row) if row else None
 
-    def put(self, row: dict) -> None:
+    def put(self, row: dict, owner: str | None = None) -> None:
+        """Insert a finished cell and release its lease, in one transaction."""
         values = [row.get(f) for f in RESULT_FIELDS]
         placeholders = ", ".join("?" for _ in RESULT_FIELDS)
         with self.conn:
             self.conn.execute("BEGIN IMMEDIATE")
             self.conn.execute(f"INSERT OR REPLACE INTO results ({', '.join(RESULT_FIELDS)}) "
                               f"VALUES ({placeholders})", values)
+            self.conn.execute("DELETE FROM leases WHERE key = ? AND owner = ?",
+                              (row["key"], owner or owner_id()))
+
+    # leases: at most one controller runs a cell at a time -------------------------
+    def acquire(self, key: str, bundle: str, testset: str, owner: str | None = None,
+                seconds: float = LEASE_SECONDS) -> bool:
+        """Take the cell's lease unless a live controller holds it or it is already done."""
+        owner = owner or owner_id()
+        now = time.time()
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            if self.conn.execute("SELECT 1 FROM results WHERE key = ?", (key,)).fetchone():
+                return False
+            held = self.conn.execute("SELECT owner, expires_at FROM leases WHERE key = ?",
+                                     (key,)).fetchone()
+            if held and held["owner"] != owner and held["expires_at"] > now \
+                    and _owner_alive(held["owner"]):
+                return False
+            self.conn.execute("INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?, ?)",
+                              (key, owner, bundle, testset, now, now + seconds))
+        return True
+
+    def renew(self, key: str, owner: str | None = None, seconds: float = LEASE_SECONDS) -> None:
+        self.conn.execute("UPDATE leases SET expires_at = ? WHERE key = ? AND owner = ?",
+                          (time.time() + seconds, key, owner or owner_id()))
+
+    def release(self, key: str, owner: str | None = None) -> None:
+        self.conn.execute("DELETE FROM leases WHERE key = ? AND owner = ?",
+                          (key, owner or owner_id()))
+
+    def live_leases(self) -> list[dict]:
+        now = time.time()
+        rows = [dict(r) for r in self.conn.execute("SELECT * FROM leases")]
+        return [r for r in rows if r["expires_at"] > now and _owner_alive(r["owner"])]
 
     def delete(self, key: str) -> None:
         self.conn.execute("DELETE FROM results WHERE key = ?", (key,))

@@ -1,0 +1,148 @@
+"""Figures: one parameterised scatter panel, grids built from it, and a concurrence heat map.
+
+Everything renders with the Agg backend and is saved without dates or random ids
+(``svg.hashsalt`` fixed, no CreationDate/Date metadata), so the same input gives
+byte-identical PNG, PDF and SVG files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from analysis.fits import Fit, to_scale  # noqa: E402
+from analysis.tidy import paired  # noqa: E402
+
+FORMATS = ("png", "pdf", "svg")
+METRIC_LABEL = {"em": "EM", "f1": "F1"}
+TESTSET_LABEL = {"new-wiki": "New Wikipedia", "nyt": "New York Times", "reddit": "Reddit",
+                 "amazon": "Amazon Reviews", "squad-test": "SQuAD v1.1 test",
+                 "squad-dev": "SQuAD v1.1 dev"}
+PROBIT_TICKS = (1, 2, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 98, 99, 99.5, 99.9)
+STYLE = {"svg.hashsalt": "qashift", "svg.fonttype": "none", "pdf.compression": 6,
+         "figure.dpi": 100, "savefig.dpi": 150, "font.size": 9}
+MODEL_COLOR, HUMAN_COLOR, FIT_COLOR = "#1f77b4", "#d62728", "#2c3e50"
+
+
+def _label(testset: str) -> str:
+    return TESTSET_LABEL.get(testset, testset)
+
+
+def scatter_panel(ax, df: pd.DataFrame, testset: str, metric: str, scale: str = "linear",
+                  fit: Fit | None = None, title: str | None = None) -> None:
+    """New-set score against original score for one (testset, metric, scale).
+
+    Models as dots and humans as stars, 95% interval bars where known (none for F1 from
+    published totals), y = x dashed, the OLS trend and its bootstrap band. On probit axes
+    positions are probit-transformed but ticks read in raw score.
+    """
+    pairs = paired(df, testset, metric)
+    tr = (lambda v: to_scale(v, scale))  # noqa: E731
+    values = pairs[["x", "y"]].to_numpy().ravel() if len(pairs) else np.array([50.0, 90.0])
+    lo, hi = max(np.nanmin(values) - 3, 0.5), min(np.nanmax(values) + 3, 99.5)
+    ax.plot(tr([lo, hi]), tr([lo, hi]), ls="--", color="0.5", lw=1, label="y = x")
+    if fit is not None:
+        ax.fill_between(tr(fit.grid), tr(fit.band_lo), tr(fit.band_hi), color=FIT_COLOR,
+                        alpha=0.18, lw=0, label=f"bootstrap 95% band ({fit.n_boot})")
+        ax.plot(tr(fit.grid), tr(fit.line), color=FIT_COLOR, lw=1.5,
+                label=f"{scale} fit: slope {fit.slope:.2f}, R² {fit.r2:.2f}")
+    for kind, marker, color, size in (("model", "o", MODEL_COLOR, 14),
+                                      ("human", "*", HUMAN_COLOR, 90)):
+        sub = pairs[pairs["kind"] == kind] if len(pairs) else pairs
+        if sub.empty:
+            continue
+        x, y = sub["x"].to_numpy(), sub["y"].to_numpy()
+        _bars(ax, tr, x, y, sub["x_lo"].to_numpy(), sub["x_hi"].to_numpy(), "x", color)
+        _bars(ax, tr, x, y, sub["y_lo"].to_numpy(), sub["y_hi"].to_numpy(), "y", color)
+        ax.scatter(tr(x), tr(y), s=size, marker=marker, color=color, zorder=3,
+                   edgecolor="white" if kind == "model" else "black", linewidth=0.4,
+                   label=f"{kind}s ({len(sub)})")
+    ax.set_xlim(tr(lo), tr(hi))
+    ax.set_ylim(tr(lo), tr(hi))
+    if scale == "probit":
+        ticks = [t for t in PROBIT_TICKS if lo <= t <= hi]
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_ticks(tr(ticks), labels=[f"{t:g}" for t in ticks])
+    ref = sorted(set(pairs["x_testset"])) if len(pairs) else []
+    ax.set_xlabel(f"{METRIC_LABEL[metric]} on {' / '.join(_label(r) for r in ref) or 'original'}")
+    ax.set_ylabel(f"{METRIC_LABEL[metric]} on {_label(testset)}")
+    ax.set_title(title or f"{_label(testset)}, {METRIC_LABEL[metric]} ({scale} axes)")
+    ax.grid(True, lw=0.3, color="0.85")
+    ax.set_aspect("equal", adjustable="box")
+    note = "" if pairs["y_lo"].notna().any() else "no intervals: published F1 totals only"
+    if metric == "f1" and note:
+        ax.text(0.98, 0.02, note, transform=ax.transAxes, ha="right", va="bottom",
+                fontsize=7, color="0.35")
+    ax.legend(loc="upper left", fontsize=7, frameon=False)
+
+
+def _bars(ax, tr, x, y, lo, hi, axis: str, color: str) -> None:
+    """Interval bars (transformed to the axis scale) for points whose interval is known."""
+    known = np.isfinite(lo) & np.isfinite(hi)
+    if not known.any():
+        return
+    x, y, lo, hi = x[known], y[known], lo[known], hi[known]
+    centre = x if axis == "x" else y
+    err = np.vstack([tr(centre) - tr(lo), tr(hi) - tr(centre)])
+    kw = {"xerr": err} if axis == "x" else {"yerr": err}
+    ax.errorbar(tr(x), tr(y), fmt="none", ecolor=color, alpha=0.35, lw=0.7, **kw)
+
+
+def panel_grid(df: pd.DataFrame, panels: Sequence[tuple[str, str, str]],
+               fits: dict | None = None, ncols: int = 2, panel_size: float = 4.2):
+    """A figure of scatter panels, one per (testset, metric, scale)."""
+    with plt.rc_context(STYLE):
+        nrows = int(np.ceil(len(panels) / ncols))
+        fig, axes = plt.subplots(nrows, ncols, figsize=(panel_size * ncols, panel_size * nrows),
+                                 squeeze=False)
+        for ax, key in zip(axes.flat, panels):
+            scatter_panel(ax, df, *key, fit=(fits or {}).get(key))
+        for ax in axes.flat[len(panels):]:
+            ax.set_visible(False)
+        fig.tight_layout()
+    return fig
+
+
+def concurrence_heatmap(matrix: pd.DataFrame, title: str, stat_label: str = "Kendall τ-b"):
+    """Heat map of a symmetric test-set matrix with the value printed in each cell."""
+    with plt.rc_context(STYLE):
+        k = len(matrix)
+        fig, ax = plt.subplots(figsize=(1.1 * k + 2.2, 1.1 * k + 1.2))
+        im = ax.imshow(matrix.to_numpy(), vmin=-1, vmax=1, cmap="RdBu_r")
+        labels = [_label(c) for c in matrix.columns]
+        ax.set_xticks(range(k), labels=labels, rotation=35, ha="right")
+        ax.set_yticks(range(k), labels=labels)
+        for i in range(k):
+            for j in range(k):
+                v = matrix.iat[i, j]
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=8,
+                        color="white" if abs(v) > 0.6 else "black")
+        fig.colorbar(im, ax=ax, label=stat_label, shrink=0.8)
+        ax.set_title(title)
+        fig.tight_layout()
+    return fig
+
+
+def save(fig, stem: Path | str, formats: Sequence[str] = FORMATS) -> list[Path]:
+    """Write fig as stem.png/.pdf/.svg without timestamps, then close it."""
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    meta = {"png": {"Software": None}, "pdf": {"CreationDate": None, "ModDate": None,
+                                               "Producer": None},
+            "svg": {"Date": None}}
+    out = []
+    with plt.rc_context(STYLE):
+        for fmt in formats:
+            path = stem.with_suffix(f".{fmt}")
+            fig.savefig(path, format=fmt, metadata=meta[fmt])
+            out.append(path)
+    plt.close(fig)
+    return out

@@ -1,0 +1,170 @@
+"""Trend fits of new-set accuracy on original accuracy, and effective robustness.
+
+Following Miller et al. 2020, y (score on the new set) is regressed on x (score on the
+reference set) by OLS over models, on two scales:
+
+* ``linear``: raw percentages;
+* ``probit``: both axes through the inverse normal CDF of score/100. Scores of 0 or 100
+  would map to infinity, so proportions are clipped to [EPS, 1 - EPS] first, EPS = 1e-4
+  (0.01 points; no real score is that close to 0 or 100).
+
+Humans are never fitted. The band is a bootstrap over models (resample models with
+replacement, refit, take percentiles of the prediction at each grid point); the slope
+interval is the usual OLS t interval from statsmodels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+from analysis.tidy import METRICS, new_testsets, paired
+
+EPS = 1e-4
+SCALES = ("linear", "probit")
+DEFAULT_BOOT = 1000
+DEFAULT_SEED = 0
+GRID_POINTS = 101
+
+
+def to_scale(score, scale: str) -> np.ndarray:
+    """Percent -> the axis the fit is done on."""
+    score = np.asarray(score, dtype=float)
+    if scale == "linear":
+        return score
+    if scale == "probit":
+        return norm.ppf(np.clip(score / 100.0, EPS, 1 - EPS))
+    raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
+
+
+def from_scale(value, scale: str) -> np.ndarray:
+    """The fit's axis -> percent."""
+    value = np.asarray(value, dtype=float)
+    if scale == "linear":
+        return value
+    if scale == "probit":
+        return 100.0 * norm.cdf(value)
+    raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
+
+
+@dataclass
+class Fit:
+    """One OLS fit; grid and band are in percent, coefficients in the fit's own scale."""
+
+    testset: str
+    metric: str
+    scale: str
+    slope: float
+    intercept: float
+    r2: float
+    slope_lo: float
+    slope_hi: float
+    n_models: int
+    n_boot: int
+    seed: int
+    grid: np.ndarray = field(repr=False)
+    line: np.ndarray = field(repr=False)
+    band_lo: np.ndarray = field(repr=False)
+    band_hi: np.ndarray = field(repr=False)
+
+    def predict(self, x) -> np.ndarray:
+        """Predicted new-set score (percent) at original score x (percent)."""
+        return from_scale(self.intercept + self.slope * to_scale(x, self.scale), self.scale)
+
+    def row(self) -> dict:
+        return {"testset": self.testset, "metric": self.metric, "scale": self.scale,
+                "slope": self.slope, "intercept": self.intercept, "r2": self.r2,
+                "slope_lo": self.slope_lo, "slope_hi": self.slope_hi,
+                "n_models": self.n_models, "n_boot": self.n_boot, "seed": self.seed}
+
+
+def fit_xy(x, y, scale: str = "linear", *, testset: str = "", metric: str = "",
+           n_boot: int = DEFAULT_BOOT, seed: int = DEFAULT_SEED, level: float = 0.95,
+           grid=None) -> Fit:
+    """OLS of y on x (both percent) on the given scale, with a bootstrap band over models."""
+    import statsmodels.api as sm
+
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) < 3:
+        raise ValueError(f"need at least 3 models to fit {testset} {metric}, got {len(x)}")
+    tx, ty = to_scale(x, scale), to_scale(y, scale)
+    res = sm.OLS(ty, sm.add_constant(tx)).fit()
+    lo, hi = res.conf_int(alpha=1 - level)[1]
+    if grid is None:
+        grid = np.linspace(x.min(), x.max(), GRID_POINTS)
+    grid = np.asarray(grid, dtype=float)
+    tg = to_scale(grid, scale)
+    band_lo, band_hi = bootstrap_band(tx, ty, tg, n_boot, seed, level)
+    return Fit(testset, metric, scale, float(res.params[1]), float(res.params[0]),
+               float(res.rsquared), float(lo), float(hi), len(x), n_boot, seed, grid,
+               from_scale(res.params[0] + res.params[1] * tg, scale),
+               from_scale(band_lo, scale), from_scale(band_hi, scale))
+
+
+def bootstrap_band(tx: np.ndarray, ty: np.ndarray, tgrid: np.ndarray, n_boot: int, seed: int,
+                   level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile band of OLS predictions at tgrid over model resamples (closed-form OLS).
+
+    Resamples where every drawn x is equal have no slope and are skipped.
+    """
+    if n_boot <= 0:
+        nan = np.full(len(tgrid), np.nan)
+        return nan, nan.copy()
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(tx), size=(n_boot, len(tx)))
+    bx, by = tx[idx], ty[idx]
+    mx, my = bx.mean(axis=1, keepdims=True), by.mean(axis=1, keepdims=True)
+    sxx = ((bx - mx) ** 2).sum(axis=1)
+    ok = sxx > 0
+    slope = ((bx - mx) * (by - my)).sum(axis=1)[ok] / sxx[ok]
+    intercept = my[ok, 0] - slope * mx[ok, 0]
+    pred = intercept[:, None] + slope[:, None] * tgrid[None, :]
+    alpha = 1 - level
+    return (np.percentile(pred, 100 * alpha / 2, axis=0),
+            np.percentile(pred, 100 * (1 - alpha / 2), axis=0))
+
+
+def fit_panel(df: pd.DataFrame, testset: str, metric: str, scale: str, **kw) -> Fit:
+    """Fit one (testset, metric, scale) panel over the models (never humans) in df."""
+    pairs = paired(df, testset, metric)
+    models = pairs[pairs["kind"] == "model"]
+    return fit_xy(models["x"], models["y"], scale, testset=testset, metric=metric, **kw)
+
+
+def fit_all(df: pd.DataFrame, testsets=None, metrics=METRICS, scales=SCALES,
+            **kw) -> list[Fit]:
+    """Every (testset, metric, scale) fit; panels with fewer than 3 models are skipped."""
+    out = []
+    for t in testsets or new_testsets(df):
+        for m in metrics:
+            for s in scales:
+                try:
+                    out.append(fit_panel(df, t, m, s, **kw))
+                except ValueError:
+                    continue
+    return out
+
+
+def fit_table(fits: list[Fit]) -> pd.DataFrame:
+    """The fit numbers as a table (one row per fit)."""
+    cols = ["testset", "metric", "scale", "slope", "intercept", "r2", "slope_lo", "slope_hi",
+            "n_models", "n_boot", "seed"]
+    return pd.DataFrame([f.row() for f in fits], columns=cols)
+
+
+def effective_robustness(df: pd.DataFrame, fits: list[Fit]) -> pd.DataFrame:
+    """Per model (humans included) and fit: y minus the fit's prediction at x, in points."""
+    rows = []
+    for f in fits:
+        pairs = paired(df, f.testset, f.metric)
+        if pairs.empty:
+            continue
+        pred = f.predict(pairs["x"])
+        for (_, p), yhat in zip(pairs.iterrows(), pred):
+            rows.append({"model": p["model"], "kind": p["kind"], "testset": f.testset,
+                         "metric": f.metric, "scale": f.scale, "x": p["x"], "y": p["y"],
+                         "predicted": float(yhat), "effective_robustness": p["y"] - yhat})
+    return pd.DataFrame(rows)

@@ -1,0 +1,66 @@
+"""Where accuracy goes: adaptivity gap, distribution gap, and rank changes.
+
+Miller et al. 2020 split the drop from the original test set to a shifted set in two:
+
+* adaptivity gap = original - New-Wiki (same distribution, fresh questions: the cost of
+  years of test-set reuse),
+* distribution gap = New-Wiki - shifted set (the cost of the new distribution),
+
+so that total drop = original - shifted = adaptivity gap + distribution gap.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.tidy import new_testsets, paired
+
+REPLICATION = "new-wiki"
+
+
+def gaps(df: pd.DataFrame, metric: str, replication: str = REPLICATION) -> pd.DataFrame:
+    """Per model and shifted set: original, new-wiki, shifted, the two gaps and total drop.
+
+    Only models with all three numbers appear. The replication set itself gets a row with
+    distribution gap 0, so its adaptivity gap is always listed.
+    """
+    base = paired(df, replication, metric)
+    if base.empty:
+        return pd.DataFrame(columns=["model", "kind", "metric", "testset", "original",
+                                     replication, "shifted", "adaptivity_gap",
+                                     "distribution_gap", "total_drop"])
+    base = base.set_index("model")
+    rows = []
+    for testset in new_testsets(df):
+        other = paired(df, testset, metric).set_index("model")
+        for model in base.index.intersection(other.index):
+            orig, nw, shifted = base.at[model, "x"], base.at[model, "y"], other.at[model, "y"]
+            rows.append({"model": model, "kind": base.at[model, "kind"], "metric": metric,
+                         "testset": testset, "original": orig, replication: nw,
+                         "shifted": shifted, "adaptivity_gap": orig - nw,
+                         "distribution_gap": nw - shifted, "total_drop": orig - shifted})
+    return pd.DataFrame(rows)
+
+
+def average_gaps(per_model: pd.DataFrame) -> pd.DataFrame:
+    """Mean gaps per (kind, metric, testset), with the number of models averaged."""
+    cols = ["adaptivity_gap", "distribution_gap", "total_drop"]
+    g = per_model.groupby(["kind", "metric", "testset"], sort=False)
+    out = g[cols].mean()
+    out["n_models"] = g.size()
+    return out.reset_index()
+
+
+def rank_changes(df: pd.DataFrame, testset: str, metric: str) -> pd.DataFrame:
+    """Rank of each model (1 = best, ties share the best rank) on the original and new set.
+
+    delta = rank on new - rank on original: positive means the model fell behind others.
+    """
+    pairs = paired(df, testset, metric)
+    pairs = pairs[pairs["kind"] == "model"]
+    out = pd.DataFrame({"model": pairs["model"], "testset": testset, "metric": metric,
+                        "original": pairs["x"], "new": pairs["y"]})
+    out["rank_original"] = out["original"].rank(ascending=False, method="min").astype(int)
+    out["rank_new"] = out["new"].rank(ascending=False, method="min").astype(int)
+    out["delta"] = out["rank_new"] - out["rank_original"]
+    return out.sort_values(["rank_original", "model"]).reset_index(drop=True)

@@ -1,0 +1,66 @@
+"""Regenerate every figure and table of the analysis from one tidy frame, in one call.
+
+Output folder layout (``stem`` = PNG, PDF and SVG):
+
+* ``{testset}-{metric}``: linear and probit panels side by side, one per new set and metric;
+* ``grid-{metric}-{scale}``: all new sets in one figure;
+* ``concurrence-{metric}``: Kendall tau-b heat map;
+* ``fits.csv``, ``effective_robustness.csv``, ``gaps.csv``, ``gaps_mean.csv``,
+  ``rank_changes.csv``, ``concurrence.csv``; ``coverage.txt`` when the tidy frame carries a
+  reconciliation report (published SQuADShifts data).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from analysis import concurrence, figures, fits, gaps
+from analysis.tidy import METRICS, new_testsets
+
+
+def regenerate(df: pd.DataFrame, out: Path | str, n_boot: int = fits.DEFAULT_BOOT,
+               seed: int = fits.DEFAULT_SEED) -> list[Path]:
+    """Write all figures and tables for df under out; return the paths written."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    all_fits = fits.fit_all(df, n_boot=n_boot, seed=seed)
+    by_key = {(f.testset, f.metric, f.scale): f for f in all_fits}
+    testsets = new_testsets(df)
+    for t in testsets:
+        for m in METRICS:
+            panels = [(t, m, s) for s in fits.SCALES]
+            fig = figures.panel_grid(df, panels, by_key, ncols=2)
+            written += figures.save(fig, out / f"{t}-{m}")
+    for m in METRICS:
+        for s in fits.SCALES:
+            fig = figures.panel_grid(df, [(t, m, s) for t in testsets], by_key, ncols=2)
+            written += figures.save(fig, out / f"grid-{m}-{s}")
+    tables = {"fits": fits.fit_table(all_fits),
+              "effective_robustness": fits.effective_robustness(df, all_fits)}
+    per_model = pd.concat([gaps.gaps(df, m) for m in METRICS], ignore_index=True)
+    tables["gaps"] = per_model
+    tables["gaps_mean"] = gaps.average_gaps(per_model) if len(per_model) else per_model
+    tables["rank_changes"] = pd.concat(
+        [gaps.rank_changes(df, t, m) for t in testsets for m in METRICS], ignore_index=True)
+    conc = pd.concat([concurrence.concurrence(df, m, n_boot=n_boot, seed=seed)
+                      for m in METRICS], ignore_index=True)
+    tables["concurrence"] = conc
+    for m in METRICS:
+        pairs = conc[conc["metric"] == m]
+        if len(pairs):
+            fig = figures.concurrence_heatmap(
+                concurrence.as_matrix(pairs),
+                f"Concurrence ({figures.METRIC_LABEL[m]}, {pairs['n_models'].iat[0]} models)")
+            written += figures.save(fig, out / f"concurrence-{m}")
+    for name, table in tables.items():
+        path = out / f"{name}.csv"
+        table.to_csv(path, index=False, float_format="%.6g")
+        written.append(path)
+    if df.attrs.get("coverage"):
+        path = out / "coverage.txt"
+        path.write_text(df.attrs["coverage"], encoding="utf-8")
+        written.append(path)
+    return written

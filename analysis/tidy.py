@@ -1,0 +1,309 @@
+"""The tidy results table every analysis reads, and the loaders that build it.
+
+One row per (model, testset, metric). ``value``, ``lo`` and ``hi`` are percentages; ``n``
+is the number of questions. ``reference`` names, for a row on a new test set, the test set
+whose row for the same model gives the x value of trend plots (empty on reference rows).
+``source`` says where a number came from, so a plot never mixes provenance silently.
+
+Intervals from totals only: EM is a count of exact matches, so ``k = round(value/100 * n)``
+recovers it and Clopper-Pearson is exact. F1 is a mean of per-question scores whose spread a
+total does not reveal, so F1 rows from published totals carry NaN intervals, never a guess.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from analysis import reconcile
+from evaluator.intervals import clopper_pearson
+
+COLUMNS = ["model", "family", "kind", "testset", "metric", "value", "lo", "hi", "n",
+           "source", "reference"]
+METRICS = ("em", "f1")
+
+# Question counts. The four SQuADShifts sets: Miller et al. 2020, Table 1 (and the files).
+# SQuAD v1.1 hidden test: 9,533 questions (Rajpurkar et al. 2016, dataset statistics; every
+# exact_match in the leaderboard export out-v1.1.json times 9533/100 is an integer to 1e-12,
+# which no neighbouring n satisfies -- tests/test_analysis_tidy.py checks this).
+TESTSET_SIZES = {"new-wiki": 7938, "nyt": 10065, "reddit": 9803, "amazon": 9885,
+                 "squad-test": 9533, "squad-dev": 10570}
+SHIFT_SETS = ("new-wiki", "nyt", "reddit", "amazon")
+DEFAULT_REFERENCES = {t: "squad-dev" for t in (*SHIFT_SETS, "addsent", "addonesent")}
+
+# Human baseline on the original test set: Rajpurkar et al. 2016 (SQuAD v1.1 leaderboard
+# "Human Performance"), as used for the humans in Miller et al. 2020.
+HUMAN_ORIGINAL = {"em": 82.304, "f1": 91.221}
+HUMAN_SOURCE = "Rajpurkar et al. 2016 human performance on the SQuAD v1.1 test set"
+PUBLISHED_SOURCE = "SQuADShifts results.json (Miller et al. 2020)"
+LEADERBOARD_SOURCE = "SQuAD v1.1 leaderboard export out-v1.1.json"
+F1_NO_INTERVAL = ("F1 from published totals has no interval: the per-question spread "
+                  "needed for one is not published")
+
+
+def em_interval(value: float, n: float | None, level: float = 0.95) -> tuple[float, float]:
+    """Clopper-Pearson interval (percent) for an EM total, counting k = round(value/100*n)."""
+    if n is None or not n or (isinstance(n, float) and math.isnan(n)) or value is None:
+        return (math.nan, math.nan)
+    k = round(value / 100.0 * n)
+    lo, hi = clopper_pearson(k, n, level)
+    return (100.0 * lo, 100.0 * hi)
+
+
+def _row(model: str, testset: str, metric: str, value: float, *, family=None, kind="model",
+         lo=math.nan, hi=math.nan, n=None, source="", reference="", **extra) -> dict:
+    return {"model": model, "family": family, "kind": kind, "testset": testset,
+            "metric": metric, "value": float(value), "lo": lo, "hi": hi,
+            "n": n, "source": source, "reference": reference, **extra}
+
+
+def _total_rows(model: str, testset: str, em: float | None, f1: float | None, n, **kw) -> list:
+    """EM with Clopper-Pearson from n, F1 with no interval: for totals without per-question data."""
+    rows = []
+    if em is not None:
+        lo, hi = em_interval(em, n)
+        rows.append(_row(model, testset, "em", em, lo=lo, hi=hi, n=n, **kw))
+    if f1 is not None:
+        rows.append(_row(model, testset, "f1", f1, n=n, **kw))
+    return rows
+
+
+def frame(rows: Iterable[Mapping]) -> pd.DataFrame:
+    """Rows -> tidy DataFrame with the standard columns first and stable types."""
+    df = pd.DataFrame(list(rows))
+    if df.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    for col in COLUMNS:
+        if col not in df:
+            df[col] = math.nan if col in ("lo", "hi", "n") else ""
+    df["reference"] = df["reference"].fillna("").astype(str)
+    df["n"] = pd.to_numeric(df["n"], errors="coerce").astype("Int64")
+    for col in ("value", "lo", "hi"):
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
+    extra = [c for c in df.columns if c not in COLUMNS]
+    return df[COLUMNS + extra].reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- results store
+
+def from_records(records: Iterable[Mapping],
+                 references: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Tidy frame from results-store records (see docs/analysis.md for the keys).
+
+    A record's test set is compared against ``record["reference"]``, else
+    ``references[testset]``, else :data:`DEFAULT_REFERENCES`. The x value for a model is its
+    own run on that reference set when the records hold one (source ``run``), otherwise the
+    ``reference_scores`` it was published with (source ``published: ...``).
+    """
+    records = list(records)
+    refs = {**DEFAULT_REFERENCES, **(references or {})}
+    names = {}
+    for r in records:
+        names.setdefault(r["name"], set()).add(r.get("bundle"))
+    rows: list[dict] = []
+    runs = {(_model_id(r, names), r["testset"]) for r in records}
+    published: dict[str, dict] = {}
+    for r in records:
+        model = _model_id(r, names)
+        meta = {k: v for k, v in (r.get("metadata") or {}).items() if k not in COLUMNS}
+        base = {"family": r.get("family"), "kind": r.get("kind") or "model",
+                "bundle": r.get("bundle"), **meta}
+        ref = r.get("reference") or refs.get(r["testset"], "")
+        rs = r.get("reference_scores") or {}
+        if ref and (model, ref) not in runs and rs.get("testset"):
+            ref = rs["testset"]
+            published[model] = {"rs": rs, "base": base}
+        for metric in METRICS:
+            value = r.get(metric)
+            if value is None:
+                continue
+            rows.append(_row(model, r["testset"], metric, value, lo=_num(r.get(f"{metric}_lo")),
+                             hi=_num(r.get(f"{metric}_hi")), n=r.get("n"), source="run",
+                             reference=ref, **base))
+    for model, p in published.items():
+        rs = p["rs"]
+        n = rs.get("n") or TESTSET_SIZES.get(rs["testset"])
+        rows += _total_rows(model, rs["testset"], rs.get("em"), rs.get("f1"), n,
+                            source=f"published: {rs.get('source', 'reference_scores')}",
+                            **p["base"])
+    return frame(rows)
+
+
+def _model_id(record: Mapping, names: dict) -> str:
+    """The display name, made unique with the bundle id when two bundles share a name."""
+    name = record["name"]
+    return name if len(names[name]) == 1 else f"{name} [{record.get('bundle')}]"
+
+
+def _num(v) -> float:
+    return math.nan if v is None else float(v)
+
+
+# ------------------------------------------------------------------- SQuADShifts published
+
+def leaderboard_entries(path: Path) -> list[reconcile.Entry]:
+    """Entries of the SQuAD leaderboard export, in file order."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    out = []
+    for i, e in enumerate(data["leaderboard"]):
+        sub, scores = e.get("submission") or {}, e.get("scores") or {}
+        meta = (e.get("bundle") or {}).get("metadata") or {}
+        out.append(reconcile.Entry(i, sub.get("description") or "", scores.get("exact_match"),
+                                   scores.get("f1"), sub.get("created") or None,
+                                   meta.get("name")))
+    return out
+
+
+def published_reconciliation(data_dir: Path) -> tuple[dict, list[reconcile.Outcome], str]:
+    """Read results.json, join its models to the leaderboard; return (results, outcomes, report).
+
+    Targets are the union of model names over the four sets (New-Wiki first, so the report's
+    first section is about the 105 New-Wiki models); the New-Wiki F1 feeds the score check.
+    """
+    data_dir = Path(data_dir)
+    results = json.loads((data_dir / "squadshifts" / "results.json").read_text("utf-8"))
+    entries = leaderboard_entries(data_dir / "squad-leaderboard" / "out-v1.1.json")
+    seen: dict[str, reconcile.Target] = {}
+    for testset in ("new-wiki", *[t for t in results if t != "new-wiki"]):
+        for m in results[testset]["models"]:
+            if m["name"] not in seen:
+                nw = m.get("new-wiki_f1")
+                seen[m["name"]] = reconcile.Target(m["name"], m.get("institution") or None,
+                                                   float(nw) if nw else None)
+    targets = list(seen.values())
+    outcomes = reconcile.reconcile(targets, entries)
+    nw_names = {m["name"] for m in results["new-wiki"]["models"]}
+    nw = [o for o in outcomes if o.target.name in nw_names]
+    rest = [o for o in outcomes if o.target.name not in nw_names]
+    report = reconcile.coverage_report(nw, "New-Wiki models (SQuADShifts results.json)")
+    if rest:
+        report += "\n" + reconcile.coverage_report(rest, "Models only on NYT/Reddit/Amazon")
+    return results, outcomes, report
+
+
+def from_squadshifts_published(data_dir: Path | str) -> pd.DataFrame:
+    """Tidy frame of the published SQuADShifts numbers plus original-test scores.
+
+    Each model's x value (testset ``squad-test``) comes from the leaderboard entry the
+    reconciliation matched; unmatched or ambiguous models keep their new-set rows but get
+    no x. Humans get the Rajpurkar et al. 2016 human baseline as x. The coverage report is
+    in ``df.attrs["coverage"]``.
+    """
+    results, outcomes, report = published_reconciliation(Path(data_dir))
+    by_name = {o.target.name: o for o in outcomes}
+    rows: list[dict] = []
+    for testset, block in results.items():
+        for kind in ("models", "humans"):
+            for m in block[kind]:
+                extra = {"institution": m.get("institution") or "",
+                         "paper_link": m.get("paper_link") or ""}
+                rows += _total_rows(
+                    m["name"], testset, _float(m.get(f"{testset}_em")),
+                    _float(m.get(f"{testset}_f1")), TESTSET_SIZES.get(testset),
+                    kind=kind[:-1], source=PUBLISHED_SOURCE, reference="squad-test", **extra)
+    n_test = TESTSET_SIZES["squad-test"]
+    for name, o in by_name.items():
+        if o.status == "matched" and o.entry.scored:
+            rows += _total_rows(name, "squad-test", o.entry.em, o.entry.f1, n_test,
+                                source=f"{LEADERBOARD_SOURCE} #{o.entry.index} ({o.method})",
+                                institution=o.target.institution or "")
+    humans = {m["name"] for block in results.values() for m in block["humans"]}
+    for name in sorted(humans):
+        rows += _total_rows(name, "squad-test", HUMAN_ORIGINAL["em"], HUMAN_ORIGINAL["f1"],
+                            n_test, kind="human", source=HUMAN_SOURCE, institution="")
+    df = frame(rows)
+    df.attrs["coverage"] = report
+    return df
+
+
+def _float(v) -> float | None:
+    return None if v in (None, "") else float(v)
+
+
+# ------------------------------------------------------------------------------ CSV import
+
+CSV_REQUIRED = ("model", "testset", "metric", "value")
+
+
+def from_csv(path: Path | str, reference: str = "squad-test") -> pd.DataFrame:
+    """Tidy frame from any published table in long CSV form.
+
+    Required columns: model, testset, metric (em|f1), value (percent). Optional: lo, hi, n,
+    kind (model|human, default model), family, source, reference, and any metadata column
+    (e.g. extra_data, institution). Without a ``reference`` column, every test set other than
+    ``reference`` is compared against it. EM rows with n but no lo/hi get Clopper-Pearson;
+    F1 rows without lo/hi stay NaN.
+    """
+    raw = pd.read_csv(path, keep_default_na=True)
+    missing = [c for c in CSV_REQUIRED if c not in raw.columns]
+    if missing:
+        raise ValueError(f"{path}: missing required column(s) {missing}; "
+                         f"need {list(CSV_REQUIRED)}")
+    raw["metric"] = raw["metric"].str.strip().str.lower()
+    bad = sorted(set(raw["metric"]) - set(METRICS))
+    if bad:
+        raise ValueError(f"{path}: metric must be 'em' or 'f1', got {bad}")
+    if "reference" not in raw:
+        raw["reference"] = [("" if t == reference else reference) for t in raw["testset"]]
+    raw["kind"] = raw["kind"].fillna("model") if "kind" in raw else "model"
+    raw["source"] = raw["source"].fillna(str(path)) if "source" in raw else str(path)
+    for col in ("lo", "hi", "n"):
+        if col not in raw:
+            raw[col] = math.nan
+    if "extra_data" in raw:
+        raw["extra_data"] = raw["extra_data"].map(_truthy)
+    df = frame(raw.to_dict("records"))
+    need = (df["metric"] == "em") & df["lo"].isna() & df["n"].notna()
+    for i in df.index[need]:
+        df.loc[i, ["lo", "hi"]] = em_interval(df.at[i, "value"], int(df.at[i, "n"]))
+    return df
+
+
+def _truthy(v) -> bool | None:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return str(v).strip().lower() in ("1", "true", "yes", "y")
+
+
+# --------------------------------------------------------------------------------- helpers
+
+def select_models(df: pd.DataFrame, exclude: Mapping[str, object] | None = None) -> pd.DataFrame:
+    """Drop models whose metadata column equals a value, e.g. ``{"extra_data": True}``."""
+    out = df
+    for col, val in (exclude or {}).items():
+        if col in out:
+            drop = set(out.loc[out[col] == val, "model"])
+            out = out[~out["model"].isin(drop)]
+    return out
+
+
+def new_testsets(df: pd.DataFrame) -> list[str]:
+    """Test sets that are compared against a reference, in a stable, familiar order."""
+    sets = set(df.loc[df["reference"] != "", "testset"])
+    known = [t for t in SHIFT_SETS if t in sets]
+    return known + sorted(sets - set(known))
+
+
+def paired(df: pd.DataFrame, testset: str, metric: str) -> pd.DataFrame:
+    """One row per model: x (reference score), y (score on testset), intervals, provenance."""
+    new = df[(df["testset"] == testset) & (df["metric"] == metric) & (df["reference"] != "")]
+    ref = df[df["metric"] == metric].set_index(["model", "testset"])
+    keep = [c for c in new.columns if c not in ("testset", "metric", "value", "lo", "hi", "n",
+                                                 "source", "reference")]
+    rows = []
+    for r in new.to_dict("records"):
+        key = (r["model"], r["reference"])
+        if key not in ref.index:
+            continue
+        x = ref.loc[key]
+        if isinstance(x, pd.DataFrame):
+            x = x.iloc[0]
+        rows.append({**{c: r[c] for c in keep}, "x": x["value"], "x_lo": x["lo"],
+                     "x_hi": x["hi"], "x_source": x["source"], "x_testset": r["reference"],
+                     "y": r["value"], "y_lo": r["lo"], "y_hi": r["hi"], "y_source": r["source"]})
+    cols = keep + ["x", "x_lo", "x_hi", "x_source", "x_testset", "y", "y_lo", "y_hi", "y_source"]
+    return pd.DataFrame(rows, columns=cols)

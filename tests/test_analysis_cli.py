@@ -1,0 +1,72 @@
+"""The analysis commands, as the qashift group will run them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from click.testing import CliRunner
+
+from analysis.cli import figures_command, fit_command, load_source
+
+NEW_SETS = ("new-wiki", "nyt", "reddit", "amazon")
+
+
+def test_figures_regenerates_everything_from_published_data(shared_data, tmp_path):
+    out = tmp_path / "figs"
+    start = time.process_time()
+    result = CliRunner().invoke(figures_command, ["--source", "squadshifts-published",
+                                                  "--data-dir", str(shared_data),
+                                                  "--out", str(out)])
+    cpu = time.process_time() - start
+    assert result.exit_code == 0, result.output
+    for t in NEW_SETS:
+        for m in ("f1", "em"):
+            for fmt in ("png", "pdf", "svg"):
+                assert (out / f"{t}-{m}.{fmt}").stat().st_size > 1000
+    for name in ("fits.csv", "gaps.csv", "coverage.txt", "concurrence-f1.png",
+                 "grid-f1-probit.svg"):
+        assert (out / name).exists(), name
+    fits = (out / "fits.csv").read_text().splitlines()
+    assert len(fits) == 1 + 16 and fits[0].startswith("testset,metric,scale,slope")
+    assert "matched:" in result.output
+    # The budget is 15 s for the one command; CPU time, so a busy machine does not flake.
+    assert cpu < 15
+
+
+def test_fit_prints_the_table(shared_data):
+    result = CliRunner().invoke(fit_command, ["--data-dir", str(shared_data)])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].split()[:4] == ["testset", "metric", "scale", "slope"]
+    assert len(lines) == 17
+
+
+def test_csv_source_and_bad_source(tmp_path):
+    path = tmp_path / "t.csv"
+    rows = ["model,testset,metric,value"] + [
+        f"m{i},{t},f1,{v}" for i in range(5) for t, v in (("squad-test", 70 + i),
+                                                           ("x", 60 + 2 * i))]
+    path.write_text("\n".join(rows) + "\n")
+    result = CliRunner().invoke(fit_command, ["--source", str(path)])
+    assert result.exit_code == 0 and "2.0000" in result.output
+    bad = CliRunner().invoke(fit_command, ["--source", "nope"])
+    assert bad.exit_code != 0 and "neither" in bad.output
+
+
+def test_store_records_can_be_passed_in():
+    recs = [{"bundle": f"b{i}", "name": f"m{i}", "family": None, "kind": "model",
+             "testset": t, "n": 100, "em": v, "f1": v, "em_lo": None, "em_hi": None,
+             "f1_lo": None, "f1_hi": None, "reference_scores": {}, "metadata": {}}
+            for i in range(4) for t, v in (("squad-dev", 70 + i), ("reddit", 50 + i))]
+    df = load_source("store", None, store_records=lambda: recs)
+    assert set(df["testset"]) == {"squad-dev", "reddit"}
+
+
+def test_cli_module_imports_only_click():
+    code = ("import sys, analysis.cli; "
+            "print(sorted(m for m in ('pandas','matplotlib','numpy','scipy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,50 @@
+"""Kendall tau-b and Pearson r between test sets, with a seeded bootstrap over models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import kendalltau, pearsonr
+
+from analysis.concurrence import _tau_b, as_matrix, concurrence, score_matrix
+from analysis.tidy import from_csv, from_squadshifts_published
+
+
+def test_point_estimates_are_scipys_over_common_models(tmp_path):
+    rows = ["model,testset,metric,value"]
+    vals = {"a": (90, 80, 70), "b": (85, 82, 60), "c": (80, 70, 65), "d": (75, 70, 50)}
+    for m, (o, s1, s2) in vals.items():
+        rows += [f"{m},squad-test,em,{o}", f"{m},s1,em,{s1}", f"{m},s2,em,{s2}"]
+    rows += ["e,squad-test,em,60", "e,s1,em,55"]  # not on s2: left out of every pair
+    path = tmp_path / "c.csv"
+    path.write_text("\n".join(rows) + "\n")
+    c = concurrence(from_csv(path), "em", n_boot=200, seed=3).set_index(["a", "b"])
+    x, y = [90, 85, 80, 75], [80, 82, 70, 70]
+    row = c.loc[("squad-test", "s1")]
+    assert row["n_models"] == 4
+    assert row["kendall_tau_b"] == pytest.approx(kendalltau(x, y).statistic)
+    assert row["pearson_r"] == pytest.approx(pearsonr(x, y).statistic)
+    again = concurrence(from_csv(path), "em", n_boot=200, seed=3).set_index(["a", "b"])
+    assert np.array_equal(c[["tau_lo", "r_hi"]].to_numpy(), again[["tau_lo", "r_hi"]].to_numpy())
+
+
+def test_vectorised_bootstrap_tau_equals_scipy_with_ties():
+    rng = np.random.default_rng(0)
+    x = np.round(rng.normal(size=25), 1)
+    y = x + np.round(rng.normal(size=25), 1)
+    idx = rng.integers(0, 25, size=(40, 25))
+    expected = [kendalltau(x[i], y[i]).statistic for i in idx]
+    assert _tau_b(x[idx], y[idx]) == pytest.approx(expected)
+
+
+def test_published_concurrence(shared_data):
+    df = from_squadshifts_published(shared_data)
+    c = concurrence(df, "f1", n_boot=100)
+    assert len(c) == 10 and (c["n_models"] == len(score_matrix(df, "f1"))).all()
+    wide = score_matrix(df, "f1")
+    row = c[(c["a"] == "squad-test") & (c["b"] == "amazon")].iloc[0]
+    assert row["kendall_tau_b"] == pytest.approx(
+        kendalltau(wide["squad-test"], wide["amazon"]).statistic)
+    assert row["tau_lo"] <= row["kendall_tau_b"] <= row["tau_hi"]
+    m = as_matrix(c)
+    assert m.loc["amazon", "squad-test"] == m.loc["squad-test", "amazon"]

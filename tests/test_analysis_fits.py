@@ -1,0 +1,117 @@
+"""Trend fits agree with a direct statsmodels/scipy computation, small and real."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import statsmodels.api as sm
+from scipy.stats import linregress, norm
+
+from analysis.fits import (
+    EPS,
+    bootstrap_band,
+    effective_robustness,
+    fit_all,
+    fit_panel,
+    fit_xy,
+    from_scale,
+    to_scale,
+)
+from analysis.tidy import from_csv, from_squadshifts_published, paired
+
+X = np.array([60.0, 65.0, 70.0, 75.0, 80.0, 85.0, 90.0])
+Y = np.array([50.0, 56.0, 59.0, 66.0, 70.0, 77.0, 80.0])
+
+
+def direct(x, y):
+    res = sm.OLS(y, sm.add_constant(x)).fit()
+    return res.params[1], res.params[0], res.rsquared, res.conf_int(0.05)[1]
+
+
+def test_linear_fit_matches_statsmodels_and_scipy():
+    f = fit_xy(X, Y, "linear", n_boot=200)
+    slope, intercept, r2, (lo, hi) = direct(X, Y)
+    lr = linregress(X, Y)
+    assert (f.slope, f.intercept, f.r2) == pytest.approx((slope, intercept, r2), rel=1e-12)
+    assert f.slope == pytest.approx(lr.slope) and f.r2 == pytest.approx(lr.rvalue ** 2)
+    assert (f.slope_lo, f.slope_hi) == pytest.approx((lo, hi))
+    assert f.n_models == 7
+
+
+def test_probit_fit_is_ols_on_inverse_normal_cdf():
+    f = fit_xy(X, Y, "probit", n_boot=0)
+    slope, intercept, r2, _ = direct(norm.ppf(X / 100), norm.ppf(Y / 100))
+    assert (f.slope, f.intercept, f.r2) == pytest.approx((slope, intercept, r2))
+    assert f.predict(80.0) == pytest.approx(100 * norm.cdf(intercept + slope * norm.ppf(0.8)))
+
+
+def test_probit_clips_at_eps():
+    assert to_scale(0.0, "probit") == pytest.approx(norm.ppf(EPS))
+    assert to_scale(100.0, "probit") == pytest.approx(norm.ppf(1 - EPS))
+    assert from_scale(to_scale(37.5, "probit"), "probit") == pytest.approx(37.5)
+
+
+def test_bootstrap_band_is_seeded_and_matches_a_refit_loop():
+    grid = np.array([60.0, 75.0, 90.0])
+    lo1, hi1 = bootstrap_band(X, Y, grid, 300, seed=7)
+    lo2, hi2 = bootstrap_band(X, Y, grid, 300, seed=7)
+    assert np.array_equal(lo1, lo2) and np.array_equal(hi1, hi2)
+    rng = np.random.default_rng(7)
+    idx = rng.integers(0, len(X), size=(300, len(X)))
+    preds = []
+    for i in idx:
+        if np.ptp(X[i]) == 0:
+            continue
+        s, c = np.polyfit(X[i], Y[i], 1)
+        preds.append(c + s * grid)
+    assert lo1 == pytest.approx(np.percentile(preds, 2.5, axis=0))
+    assert hi1 == pytest.approx(np.percentile(preds, 97.5, axis=0))
+    f = fit_xy(X, Y, n_boot=300, seed=7)
+    assert np.all(f.band_lo <= f.line + 1e-9) and np.all(f.line <= f.band_hi + 1e-9)
+
+
+def test_humans_are_never_fitted_and_extra_data_can_be_excluded(tmp_path):
+    rows = ["model,testset,metric,value,kind,extra_data"]
+    for i, (x, y) in enumerate(zip(X, Y)):
+        rows += [f"m{i},squad-test,f1,{x},model,{i == 0}", f"m{i},new,f1,{y},model,{i == 0}"]
+    rows += ["human,squad-test,f1,91,human,", "human,new,f1,20,human,"]
+    path = tmp_path / "t.csv"
+    path.write_text("\n".join(rows) + "\n")
+    df = from_csv(path)
+    f = fit_panel(df, "new", "f1", "linear", n_boot=0)
+    assert f.slope == pytest.approx(direct(X, Y)[0]) and f.n_models == 7
+    g = fit_panel(df[df["extra_data"] != True], "new", "f1", "linear", n_boot=0)  # noqa: E712
+    assert g.slope == pytest.approx(direct(X[1:], Y[1:])[0]) and g.n_models == 6
+    er = effective_robustness(df, [f]).set_index("model")
+    assert er.at["human", "effective_robustness"] == pytest.approx(20 - f.predict(91.0)[()])
+    assert er.at["m3", "effective_robustness"] == pytest.approx(66 - (f.intercept + f.slope * 75))
+
+
+@pytest.fixture(scope="module")
+def published(shared_data):
+    return from_squadshifts_published(shared_data)
+
+
+def test_every_published_fit_matches_statsmodels(published):
+    fits = fit_all(published, n_boot=50)
+    assert len(fits) == 16
+    for f in fits:
+        p = paired(published, f.testset, f.metric)
+        p = p[p["kind"] == "model"]
+        slope, intercept, r2, (lo, hi) = direct(to_scale(p["x"], f.scale),
+                                                 to_scale(p["y"], f.scale))
+        assert (f.slope, f.intercept, f.r2, f.slope_lo, f.slope_hi) == pytest.approx(
+            (slope, intercept, r2, lo, hi)), (f.testset, f.metric, f.scale)
+        assert f.n_models == len(p)
+
+
+def test_published_effective_robustness_in_points(published):
+    fits = [f for f in fit_all(published, testsets=["amazon"], metrics=["f1"], n_boot=0)]
+    er = effective_robustness(published, fits)
+    probit = er[(er["scale"] == "probit") & (er["kind"] == "model")]
+    f = next(f for f in fits if f.scale == "probit")
+    row = probit.iloc[0]
+    expected = row["y"] - 100 * norm.cdf(f.intercept + f.slope * norm.ppf(row["x"] / 100))
+    assert row["effective_robustness"] == pytest.approx(expected)
+    assert isinstance(er, pd.DataFrame) and set(er["kind"]) == {"model", "human"}
