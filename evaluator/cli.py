@@ -76,10 +76,12 @@ def _print_table(results: list[dict]) -> None:
               help="local mirror of the public data files, tried before any URL")
 @click.option("--workspace", type=click.Path(file_okay=False),
               help="results store location (default $QASHIFT_WORKSPACE or ./.qashift)")
+@click.option("--jobs", "-j", "parallel", type=click.IntRange(1, 64), default=1,
+              show_default=True, help="cells to run at once")
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable document")
 @click.pass_context
 def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster, rerun,
-                 runner, device, data_dir, workspace, as_json) -> None:
+                 runner, device, data_dir, workspace, parallel, as_json) -> None:
     """Score submissions on test sets with official SQuAD v1.1 EM/F1 and intervals."""
     from evaluator import bundles, matrix, testsets
     from evaluator.intervals import check_level
@@ -103,8 +105,8 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
         if len(jobs) > 1:
             click.echo(message, err=True)
 
-    report = matrix.run(jobs, the_runner, store, progress=progress, level=level,
-                        cluster=cluster, rerun=rerun, device=device)
+    report = matrix.run(jobs, the_runner, store, parallel=parallel, progress=progress,
+                        level=level, cluster=cluster, rerun=rerun, device=device)
     results = [o.result.to_dict() for o in report.outcomes if o.result is not None]
     failed = [{"bundle": o.job.bundle.id, "testset": o.job.testset.id,
                "failure_class": o.failure_class, "message": o.message} for o in report.failed]
@@ -149,6 +151,50 @@ def _register_optional() -> None:
 
 
 _register_optional()
+
+
+@main.command("status")
+@click.option("--bundle", "-b", "bundle_names", multiple=True, default=("all",),
+              show_default=True)
+@click.option("--testset", "-t", "testset_names", multiple=True, default=("all",),
+              show_default=True)
+def status_cmd(bundle_names, testset_names) -> None:
+    """The matrix from the store: done (F1), running, failed (class), pending, n/a."""
+    from evaluator import bundles, testsets
+    from evaluator.jobs import Job
+    from evaluator.store import Store
+
+    store = Store.open_default()
+    chosen_bundles = bundles.resolve(list(bundle_names))
+    chosen_sets = testsets.resolve(list(testset_names))
+    running = {lease["key"] for lease in store.live_leases()} if store.exists() else set()
+    failures = {}
+    for f in store.failures() if store.exists() else []:
+        failures[f["key"]] = f["failure_class"]
+    width = max([len(b.id) for b in chosen_bundles] + [6])
+    click.echo(" " * width + "".join(f" {t.id[:12]:>12}" for t in chosen_sets))
+    counts: dict[str, int] = {}
+    for bundle in chosen_bundles:
+        cells = []
+        for testset in chosen_sets:
+            if bundle.applicable(testset.id) is not None:
+                state, text = "n/a", "n/a"
+            else:
+                key = Job(bundle, testset).key
+                row = store.get(key) if store.exists() else None
+                if row:
+                    state, text = "done", f"{row['f1']:.1f}"
+                elif key in running:
+                    state, text = "running", "running"
+                elif key in failures:
+                    state, text = "failed", failures[key][:12]
+                else:
+                    state, text = "pending", "."
+            counts[state] = counts.get(state, 0) + 1
+            cells.append(f" {text:>12}")
+        click.echo(f"{bundle.id:<{width}}" + "".join(cells))
+    click.echo(", ".join(f"{k} {v}" for k, v in sorted(counts.items())) +
+               "  (done cells show F1)")
 
 
 # test sets -------------------------------------------------------------------

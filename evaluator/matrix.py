@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from evaluator.bundles import Bundle
 from evaluator.errors import RunFailure, UserError
 from evaluator.jobs import Job
-from evaluator.pipeline import CellResult, evaluate
+from evaluator.pipeline import CellBusy, CellResult, evaluate
 from evaluator.runners.base import Runner
 from evaluator.store import Store
 from evaluator.testsets import TestSet
@@ -62,27 +63,63 @@ def runner_for(bundle: Bundle, runner: Runner) -> Runner:
         from evaluator.runners.frozen import FrozenRunner
 
         return FrozenRunner()
+    if bundle.kind == "hf-qa" and getattr(runner, "name", None) == "local":
+        # Transformers checkpoints run in our own runner (a child process), not a command.
+        from evaluator.runners.hfqa import HFQARunner
+
+        return HFQARunner()
     return runner
 
 
-def run(jobs: list[Job], runner: Runner, store: Store, *,
-        progress: Callable[[str], None] = lambda _: None, **options) -> MatrixReport:
+def _attempt(job: Job, runner: Runner, store: Store, options: dict) -> Outcome | None:
+    """One try at a cell: an outcome, or None when another controller is running it."""
+    outcome = Outcome(job)
+    try:
+        outcome.result = evaluate(job, runner_for(job.bundle, runner), store, **options)
+    except CellBusy:
+        return None
+    except RunFailure as failure:
+        outcome.failure_class, outcome.message = failure.failure_class, str(failure)
+    except UserError as error:  # e.g. the test set's data cannot be obtained
+        outcome.failure_class, outcome.message = "data-unavailable", str(error)
+    return outcome
+
+
+def run(jobs: list[Job], runner: Runner | None, store: Store, *, parallel: int = 1,
+        progress: Callable[[str], None] = lambda _: None, poll_seconds: float = 1.0,
+        **options) -> MatrixReport:
+    """Run every cell, `parallel` at a time; cells busy in another controller are retried
+    until that controller finishes them (or dies and its lease lapses)."""
     report = MatrixReport()
+    pending = list(jobs)
+    running: dict[Future, Job] = {}
     start = time.perf_counter()
-    for i, job in enumerate(jobs, 1):
-        progress(f"[{i}/{len(jobs)}] {job.label}")
-        outcome = Outcome(job)
-        try:
-            outcome.result = evaluate(job, runner_for(job.bundle, runner), store, **options)
-        except RunFailure as failure:
-            outcome.failure_class, outcome.message = failure.failure_class, str(failure)
-        except UserError as error:  # e.g. data missing for this test set
-            outcome.failure_class, outcome.message = "data-unavailable", str(error)
-        report.outcomes.append(outcome)
-        if outcome.result is None:
-            progress(f"    failed ({outcome.failure_class}): {outcome.message}")
-        elapsed = time.perf_counter() - start
-        if i < len(jobs):
-            eta = elapsed / i * (len(jobs) - i)
-            progress(f"    done {i}, failed {len(report.failed)}, eta {eta:.0f} s")
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        while pending or running:
+            while pending and len(running) < max(1, parallel):
+                job = pending.pop(0)
+                running[pool.submit(_attempt, job, runner, store, options)] = job
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            busy = []
+            for future in finished:
+                job = running.pop(future)
+                outcome = future.result()
+                if outcome is None:
+                    busy.append(job)
+                    continue
+                report.outcomes.append(outcome)
+                done = len(report.outcomes)
+                status = "ok" if outcome.result else f"FAILED ({outcome.failure_class})"
+                elapsed = time.perf_counter() - start
+                eta = elapsed / done * (len(jobs) - done)
+                progress(f"[{done}/{len(jobs)}] {job.label}: {status} | running "
+                         f"{len(running)}, failed {len(report.failed)}, eta {eta:.0f} s")
+                if outcome.result is None:
+                    progress(f"    {outcome.message}")
+            if busy:
+                pending.extend(busy)
+                if not running and len(busy) == len(pending):
+                    time.sleep(poll_seconds)  # everything left is held elsewhere: wait
+    order = {id(j): i for i, j in enumerate(jobs)}
+    report.outcomes.sort(key=lambda o: order[id(o.job)])
     return report

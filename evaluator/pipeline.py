@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from evaluator.jobs import Job
 from evaluator.predictions import load_predictions
 from evaluator.runners.base import Runner, RunRecord, RunRequest
 from evaluator.scoring import Scores, Unit, score
-from evaluator.store import Store, dumps
+from evaluator.store import LEASE_SECONDS, Store, dumps
 from evaluator.testsets import input_document
 
 
@@ -83,19 +84,60 @@ def cached_result(store: Store, job: Job, level: float = intervals.DEFAULT_LEVEL
     row = store.get(job.key)
     if row is None:
         return None
-    if store.get_object(row["predictions_sha256"]) is None or \
-            not store.object_path(row["scores_sha256"]).exists():
-        return None  # a damaged entry is recomputed, never trusted
+    if any(store.get_object(row[f]) is None for f in ("predictions_sha256", "scores_sha256")):
+        return None  # a damaged or missing object: the cell is recomputed, never trusted
     return _from_row(store, row, level, cluster, cached=True)
+
+
+class CellBusy(Exception):
+    """Another live controller holds this cell's lease; try again later."""
+
+
+class _Heartbeat:
+    """Renews a cell's lease while it runs, so a live controller is never taken over."""
+
+    def __init__(self, store: Store, key: str):
+        self.store, self.key = store, key
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._beat, daemon=True)
+
+    def _beat(self) -> None:
+        while not self.stop.wait(LEASE_SECONDS / 4):
+            self.store.renew(self.key)
+
+    def __enter__(self) -> _Heartbeat:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join()
 
 
 def evaluate(job: Job, runner: Runner, store: Store, *, level: float = intervals.DEFAULT_LEVEL,
              cluster: str | None = None, rerun: bool = False, device: str = "auto",
              mirrors: list[Path] | None = None) -> CellResult:
-    """The stored result of `job`, running it first if needed (or if `rerun`)."""
+    """The stored result of `job`, running it first if needed (or if `rerun`).
+
+    Raises CellBusy when another live controller is running the same cell.
+    """
     intervals.check_level(level)
     if not rerun and (hit := cached_result(store, job, level, cluster)):
         return hit
+    damaged = not rerun and store.get(job.key) is not None  # a row whose objects failed
+    if not store.acquire(job.key, job.bundle.id, job.testset.id, replace=rerun or damaged):
+        if hit := cached_result(store, job, level, cluster):
+            return hit  # finished by another controller meanwhile
+        raise CellBusy(job.label)
+    try:
+        with _Heartbeat(store, job.key):
+            return _run_and_score(job, runner, store, level, cluster, device, mirrors)
+    finally:
+        store.release(job.key)  # a no-op after success: put() released it with the row
+
+
+def _run_and_score(job: Job, runner: Runner, store: Store, level: float, cluster: str | None,
+                   device: str, mirrors: list[Path] | None) -> CellResult:
     dataset = job.testset.load(mirrors)
     try:
         with tempfile.TemporaryDirectory(prefix="qashift-cell-") as tmp:

@@ -156,13 +156,15 @@ class Store:
 
     # leases: at most one controller runs a cell at a time -------------------------
     def acquire(self, key: str, bundle: str, testset: str, owner: str | None = None,
-                seconds: float = LEASE_SECONDS) -> bool:
-        """Take the cell's lease unless a live controller holds it or it is already done."""
+                seconds: float = LEASE_SECONDS, replace: bool = False) -> bool:
+        """Take the cell's lease unless a live controller holds it, or it is already done
+        (when not `replace`: a rerun keeps the old result until the new one is stored)."""
         owner = owner or owner_id()
         now = time.time()
         with self.conn:
             self.conn.execute("BEGIN IMMEDIATE")
-            if self.conn.execute("SELECT 1 FROM results WHERE key = ?", (key,)).fetchone():
+            done = self.conn.execute("SELECT 1 FROM results WHERE key = ?", (key,)).fetchone()
+            if done and not replace:
                 return False
             held = self.conn.execute("SELECT owner, expires_at FROM leases WHERE key = ?",
                                      (key,)).fetchone()
