@@ -43,6 +43,19 @@ def _fmt_interval(iv: dict) -> str:
     return f"{iv['value']:7.3f} [{iv['lo']:6.2f}, {iv['hi']:6.2f}]"
 
 
+def _print_not_applicable(skipped: list[tuple[str, str, str]]) -> None:
+    """Each cell when few; otherwise a count per reason (--json lists every cell)."""
+    if len(skipped) <= 12:
+        for b, t, r in skipped:
+            click.echo(f"not applicable: {b} x {t}: {r}")
+        return
+    reasons: dict[str, int] = {}
+    for _, _, r in skipped:
+        reasons[r] = reasons.get(r, 0) + 1
+    for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
+        click.echo(f"not applicable: {count} cells: {reason}")
+
+
 def _print_table(results: list[dict]) -> None:
     if not results:
         return
@@ -116,8 +129,7 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
                                "not_applicable": not_applicable}, indent=2))
     else:
         _print_table(results)
-        for b, t, r in skipped:
-            click.echo(f"not applicable: {b} x {t}: {r}")
+        _print_not_applicable(skipped)
     for f in failed:
         click.echo(f"error: {f['bundle']} x {f['testset']} failed ({f['failure_class']}): "
                    f"{f['message']}", err=True)
@@ -158,14 +170,17 @@ _register_optional()
               show_default=True)
 @click.option("--testset", "-t", "testset_names", multiple=True, default=("all",),
               show_default=True)
-def status_cmd(bundle_names, testset_names) -> None:
+@click.option("--include-waiting", is_flag=True,
+              help="also show bundles still waiting for their program files")
+def status_cmd(bundle_names, testset_names, include_waiting) -> None:
     """The matrix from the store: done (F1), running, failed (class), pending, n/a."""
     from evaluator import bundles, testsets
     from evaluator.jobs import Job
     from evaluator.store import Store
 
     store = Store.open_default()
-    chosen_bundles = bundles.resolve(list(bundle_names))
+    chosen_bundles = [b for b in bundles.resolve(list(bundle_names))
+                      if include_waiting or b.status == "ready" or "all" not in bundle_names]
     chosen_sets = testsets.resolve(list(testset_names))
     running = {lease["key"] for lease in store.live_leases()} if store.exists() else set()
     failures = {}
@@ -254,14 +269,74 @@ def bundles_group() -> None:
 
 
 @bundles_group.command("list")
-def bundles_list() -> None:
+@click.option("--runnable", "show", flag_value="runnable", help="only bundles that can run")
+@click.option("--awaiting", "show", flag_value="awaiting", help="only bundles still lacking "
+              "their program files")
+def bundles_list(show) -> None:
+    """Every submission, whether it can run, and what it lacks if not."""
     from evaluator import bundles
+    from evaluator.leaderboard import lacks
 
-    click.echo(f"{'id':<28} {'kind':<12} {'status':<18} test sets")
+    click.echo(f"{'id':<44} {'kind':<12} {'status':<17} runs on / lacks")
+    counts = {"ready": 0, "other": 0}
     for name in bundles.available():
         b = bundles.get(name)
-        sets = ", ".join(sorted(b.predictions)) if b.kind == "predictions" else "any"
-        click.echo(f"{b.id:<28} {b.kind:<12} {b.status:<18} {sets}")
+        ready = b.status == "ready"
+        counts["ready" if ready else "other"] += 1
+        if (show == "runnable" and not ready) or (show == "awaiting" and ready):
+            continue
+        if ready:
+            what = ", ".join(sorted(b.predictions)) if b.kind == "predictions" else "any set"
+        else:
+            what = "lacks " + lacks(b.status, b.command, b.environment)
+        click.echo(f"{b.id:<44} {b.kind:<12} {b.status:<17} {what}")
+    click.echo(f"{counts['ready']} runnable, {counts['other']} waiting for program files")
+
+
+@bundles_group.command("import-leaderboard")
+@click.option("--export", "export_path", type=click.Path(dir_okay=False, exists=True),
+              help="the leaderboard export (default: squad-leaderboard/out-v1.1.json in the "
+                   "data mirror)")
+@click.option("--overwrite", is_flag=True, help="rewrite folders that already exist")
+def bundles_import_leaderboard(export_path, overwrite) -> None:
+    """Create a bundle folder per SQuAD v1.1 leaderboard entry, awaiting its program."""
+    from evaluator import paths
+    from evaluator.leaderboard import import_export
+
+    if export_path is None:
+        candidates = [m / "squad-leaderboard" / "out-v1.1.json" for m in paths.mirror_dirs()]
+        found = [c for c in candidates if c.is_file()]
+        if not found:
+            raise UserError("leaderboard export not found: pass --export PATH or --data-dir")
+        export_path = found[0]
+    written, kept = import_export(Path(export_path), paths.submissions_dir(), overwrite)
+    click.echo(f"{written} bundle folders written, {kept} already present, under "
+               f"{paths.submissions_dir()}")
+
+
+@bundles_group.command("complete")
+@click.argument("name")
+@click.argument("program_dir", type=click.Path(file_okay=False, exists=True))
+@click.option("--command", "command", required=True,
+              help="how the program runs, with {input} and {output}, e.g. "
+                   "'python predict.py {input} {output}'")
+@click.option("--image", help="its image, pinned by digest (name@sha256:...)")
+@click.option("--dockerfile", help="a Dockerfile among the program files to build instead")
+@click.option("--requirements", help="a pinned requirements file among the program files")
+def bundles_complete(name, program_dir, command, image, dockerfile, requirements) -> None:
+    """Make a waiting leaderboard bundle runnable from its CodaLab bundle's files."""
+    from evaluator import bundles
+    from evaluator.leaderboard import complete
+
+    folders = bundles.available()
+    if name not in folders:
+        from evaluator.registry import unknown_name
+
+        raise unknown_name("bundle", name, folders)
+    complete(folders[name], Path(program_dir), command, image=image, dockerfile=dockerfile,
+             requirements=requirements)
+    bundle = bundles.get(name)
+    click.echo(f"{name} is ready: kind {bundle.kind}, digest {bundle.digest[:12]}")
 
 
 @bundles_group.command("show")
