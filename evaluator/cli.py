@@ -81,8 +81,11 @@ def _print_table(results: list[dict]) -> None:
               help="cluster intervals by shared passage or article")
 @click.option("--rerun", is_flag=True, help="recompute even if a stored result exists")
 @click.option("--runner", default="auto", show_default=True,
-              type=click.Choice(["auto", "local", "docker"]),
-              help="how command bundles run; auto = docker when a daemon answers")
+              type=click.Choice(["auto", "local", "docker", "slurm"]),
+              help="how command bundles run; auto = docker when a daemon answers; slurm = "
+                   "one Slurm job per cell (docs/slurm.md)")
+@click.option("--partition", default=None, help="Slurm partition (--runner slurm)")
+@click.option("--account", default=None, help="Slurm account (--runner slurm)")
 @click.option("--device", default="auto", show_default=True,
               type=click.Choice(["auto", "cpu", "gpu"]))
 @click.option("--data-dir", multiple=True, type=click.Path(file_okay=False),
@@ -94,7 +97,8 @@ def _print_table(results: list[dict]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable document")
 @click.pass_context
 def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster, rerun,
-                 runner, device, data_dir, workspace, parallel, as_json) -> None:
+                 runner, partition, account, device, data_dir, workspace, parallel,
+                 as_json) -> None:
     """Score submissions on test sets with official SQuAD v1.1 EM/F1 and intervals."""
     from evaluator import bundles, matrix, testsets
     from evaluator.intervals import check_level
@@ -113,7 +117,10 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
     needs_runner = any(j.bundle.kind != "predictions" for j in jobs)
     from evaluator.runners import get_runner
 
-    the_runner = get_runner(runner) if needs_runner else None
+    if (partition or account) and runner != "slurm":
+        raise UserError("--partition and --account apply only to --runner slurm")
+    slurm = {"partition": partition, "account": account} if runner == "slurm" else {}
+    the_runner = get_runner(runner, **slurm) if needs_runner else None
     def progress(message: str) -> None:
         if len(jobs) > 1:
             click.echo(message, err=True)
@@ -157,12 +164,13 @@ main.add_command(evaluate_cmd)
 def _register_optional() -> None:
     """Commands of other packages, imported only for their (light) click definitions."""
     from analysis.cli import figures_command, fit_command
+    from evaluator.cli_derive import challenge, testsets_derive
 
     main.add_command(figures_command)
     main.add_command(fit_command)
+    main.add_command(challenge)
+    testsets_group.add_command(testsets_derive)
 
-
-_register_optional()
 
 
 @main.command("status")
@@ -175,36 +183,40 @@ _register_optional()
 def status_cmd(bundle_names, testset_names, include_waiting) -> None:
     """The matrix from the store: done (F1), running, failed (class), pending, n/a."""
     from evaluator import bundles, testsets
-    from evaluator.jobs import Job
     from evaluator.store import Store
 
     store = Store.open_default()
     chosen_bundles = [b for b in bundles.resolve(list(bundle_names))
                       if include_waiting or b.status == "ready" or "all" not in bundle_names]
     chosen_sets = testsets.resolve(list(testset_names))
-    running = {lease["key"] for lease in store.live_leases()} if store.exists() else set()
-    failures = {}
-    for f in store.failures() if store.exists() else []:
-        failures[f["key"]] = f["failure_class"]
+    have = store.exists()
+    # by name, newest first; a row counts only for the bundle's current digest. Keys are not
+    # recomputed here, so status never triggers downloads or derived-set generation.
+    rows: dict[tuple[str, str], dict] = {}
+    for row in sorted(store.results() if have else [], key=lambda r: r["created_at"]):
+        rows[(row["bundle"], row["testset"])] = row
+    running = {(lease["bundle"], lease["testset"]) for lease in store.live_leases()} \
+        if have else set()
+    failures = {(f["bundle"], f["testset"]): f["failure_class"]
+                for f in (store.failures() if have else [])}
     width = max([len(b.id) for b in chosen_bundles] + [6])
     click.echo(" " * width + "".join(f" {t.id[:12]:>12}" for t in chosen_sets))
     counts: dict[str, int] = {}
     for bundle in chosen_bundles:
         cells = []
         for testset in chosen_sets:
+            cell = (bundle.id, testset.id)
+            row = rows.get(cell)
             if bundle.applicable(testset.id) is not None:
                 state, text = "n/a", "n/a"
+            elif row and row["bundle_digest"] == bundle.digest:
+                state, text = "done", f"{row['f1']:.1f}"
+            elif cell in running:
+                state, text = "running", "running"
+            elif cell in failures:
+                state, text = "failed", failures[cell][:12]
             else:
-                key = Job(bundle, testset).key
-                row = store.get(key) if store.exists() else None
-                if row:
-                    state, text = "done", f"{row['f1']:.1f}"
-                elif key in running:
-                    state, text = "running", "running"
-                elif key in failures:
-                    state, text = "failed", failures[key][:12]
-                else:
-                    state, text = "pending", "."
+                state, text = "pending", "."
             counts[state] = counts.get(state, 0) + 1
             cells.append(f" {text:>12}")
         click.echo(f"{bundle.id:<{width}}" + "".join(cells))
@@ -223,12 +235,19 @@ def testsets_list() -> None:
     from evaluator import testsets
     from evaluator.fetch import cached_path
 
-    click.echo(f"{'id':<12} {'kind':<14} {'questions':>9}  {'scorer':<16} {'reference':<10} "
-               f"local")
-    for name in testsets.available():
+    names = list(testsets.available())
+    width = max(len(n) for n in names) if names else 2
+    click.echo(f"{'id':<{width}} {'kind':<14} {'questions':>9}  {'scorer':<16} "
+               f"{'reference':<10} data")
+    for name in names:
         ts = testsets.get(name)
-        local = "cached" if ts.source is None or cached_path(ts.sha256).exists() else "-"
-        click.echo(f"{ts.id:<12} {ts.kind:<14} {ts.questions:>9}  {ts.scorer:<16} "
+        if ts.derive is not None:
+            local = f"derived ({ts.derive.transform})"
+        elif ts.source is not None:
+            local = "cached" if cached_path(ts.sha256).exists() else "fetched on first use"
+        else:
+            local = f"in folder ({ts.data_file})"
+        click.echo(f"{ts.id:<{width}} {ts.kind:<14} {ts.questions:>9}  {ts.scorer:<16} "
                    f"{ts.reference or '-':<10} {local}")
 
 
@@ -433,6 +452,8 @@ def results_log(bundle, testset) -> None:
     data = store.get_object(sha) if sha else b""
     click.echo((data or b"(no output captured)").decode("utf-8", errors="replace"))
 
+
+_register_optional()
 
 if __name__ == "__main__":
     main()

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from evaluator import derive as derive_mod
 from evaluator import paths, registry
+from evaluator.derive import DeriveSpec
 from evaluator.errors import ConfigError, DataError
 from evaluator.fetch import Source, fetch, sha256_of
 
@@ -59,17 +61,22 @@ class TestSet:
     source: Source | None = None
     data_file: str | None = None
     description: str = ""
+    derive: DeriveSpec | None = None  # generated from a parent (or from nothing) on first use
 
     @property
     def sha256(self) -> str:
         """The identity of the data: the declared hash, or the hash of the file in the folder."""
         if self.source is not None:
             return self.source.sha256
+        if self.derive is not None:
+            return derive_mod.materialize(self.derive, self.id).sha256
         return _file_hash(self.folder / self.data_file)
 
     def local_path(self, mirrors: list[Path] | None = None) -> Path:
         if self.source is not None:
             return fetch(self.source, f"test set {self.id!r}", mirrors)
+        if self.derive is not None:
+            return derive_mod.materialize(self.derive, self.id, mirrors).path
         path = self.folder / self.data_file
         if not path.is_file():
             raise DataError(f"test set {self.id!r}: data file {path} is missing")
@@ -153,8 +160,10 @@ def from_folder(folder: Path) -> TestSet:
                               f"got {data[key]!r}")
     if not isinstance(data["questions"], int) or data["questions"] <= 0:
         raise ConfigError(f"{where}: questions must be a positive integer")
-    source, data_file = None, None
-    if "source" in data:
+    source, data_file, derive = None, None, None
+    if "derive" in data:
+        derive = DeriveSpec.from_yaml(data["derive"], where)
+    elif "source" in data:
         src = data["source"]
         if not isinstance(src, dict) or "file" not in src or "sha256" not in src:
             raise ConfigError(f"{where}: source needs file and sha256")
@@ -164,13 +173,15 @@ def from_folder(folder: Path) -> TestSet:
     elif "file" in data:
         data_file = data["file"]
     else:
-        raise ConfigError(f"{where}: give either source: {{file, sha256, url}} or file: NAME")
+        raise ConfigError(f"{where}: give source: {{file, sha256, url}}, file: NAME or "
+                          f"derive: {{from, transform, params, seed}}")
+    reference = data.get("reference", derive.parent if derive is not None else None)
     return TestSet(
         id=data["id"], name=data["name"], version=str(data["version"]), kind=data["kind"],
-        reference=data.get("reference"), questions=data["questions"], scorer=data["scorer"],
+        reference=reference, questions=data["questions"], scorer=data["scorer"],
         cluster=data["cluster"], license=data["license"], citation=data["citation"].strip(),
         folder=folder, source=source, data_file=data_file,
-        description=str(data.get("description", "")).strip(),
+        description=str(data.get("description", "")).strip(), derive=derive,
     )
 
 

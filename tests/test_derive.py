@@ -1,0 +1,171 @@
+"""Derived and generated test sets behave like any other: a dropped-in folder works with
+`evaluate`; a derived folder is generated on first use, cached by its inputs, byte-identical
+when regenerated, different under another seed, and carries its provenance."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from evaluator import cli_derive, derive, testsets
+from evaluator.errors import ConfigError
+from tests.conftest import write_command_bundle, write_testset
+
+FIRST_WORD = """
+import json, sys
+doc = json.load(open(sys.argv[1]))
+json.dump({q["id"]: p["context"].split()[0] for a in doc["data"] for p in a["paragraphs"]
+           for q in p["qas"]}, open(sys.argv[2], "w"))
+"""
+
+
+@pytest.fixture
+def roots(tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch, small_dev: dict):
+    """A test-set root with a plain parent folder, and a submissions root with one bundle."""
+    sets, subs = tmp_path / "testsets", tmp_path / "submissions"
+    write_testset(sets, "tiny", small_dev)
+    write_command_bundle(subs, "first-word", FIRST_WORD)
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    return sets
+
+
+def derived_folder(sets: Path, set_id: str, transform: str, seed: object = 0,
+                   parent: str = "tiny", questions: int = 0) -> Path:
+    folder = sets / set_id
+    folder.mkdir()
+    (folder / "testset.yaml").write_text(
+        f"id: {set_id}\nname: {set_id}\nversion: '1'\nkind: derived\n"
+        f"questions: {questions}\nscorer: squad-v1.1\ncluster: paragraph\n"
+        f"license: CC BY-SA 4.0\ncitation: test\n"
+        f"derive: {{from: {parent}, transform: {transform}, seed: {json.dumps(seed)}}}\n")
+    return folder
+
+
+def evaluate(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["evaluate", *args, "--runner", "local", "--json"], capture_output=True,
+                          text=True, env=dict(os.environ), timeout=300)
+
+
+def test_a_dropped_in_plain_folder_works_with_evaluate(roots, small_dev):
+    folder = roots / "my-set"
+    folder.mkdir()
+    (folder / "dev.json").write_text(json.dumps(small_dev))
+    n = sum(len(p["qas"]) for a in small_dev["data"] for p in a["paragraphs"])
+    (folder / "testset.yaml").write_text(
+        f"id: my-set\nname: My set\nversion: '1'\nkind: natural-shift\nreference: squad-dev\n"
+        f"questions: {n}\nscorer: squad-v1.1\ncluster: paragraph\nlicense: CC0\n"
+        f"citation: me\nfile: dev.json\n")
+    proc = evaluate("-b", "first-word", "-t", "my-set")
+    assert proc.returncode == 0, proc.stderr
+    [cell] = json.loads(proc.stdout)["results"]
+    assert cell["testset"] == "my-set" and cell["missing"] == 0 and 0 <= cell["f1"]["value"] < 100
+
+
+def test_a_derived_folder_is_generated_scored_and_refers_to_its_parent(roots, small_dev):
+    n = sum(len(p["qas"]) for a in small_dev["data"] for p in a["paragraphs"])
+    derived_folder(roots, "tiny-content", "content-words-only", questions=n)
+    ts = testsets.get("tiny-content")
+    assert ts.reference == "tiny" and ts.kind == "derived"
+    path = ts.local_path()
+    assert ts.sha256 == derive._sha256(path.read_bytes())
+    provenance = json.loads((path.parent / "provenance.json").read_text())
+    assert provenance["parent_sha256"] == testsets.get("tiny").sha256
+    assert provenance["derive"] == {"from": "tiny", "transform": "content-words-only",
+                                    "params": {}, "seed": 0}
+    assert provenance["tools"]["stopwords"] == "nltk-english-179"
+    assert provenance["sha256"] == ts.sha256
+    proc = evaluate("-b", "first-word", "-t", "tiny", "-t", "tiny-content")
+    assert proc.returncode == 0, proc.stderr
+    cells = {c["testset"]: c for c in json.loads(proc.stdout)["results"]}
+    assert cells["tiny-content"]["n"] == n
+    assert cells["tiny-content"]["f1"]["value"] != cells["tiny"]["f1"]["value"]
+
+
+def test_regeneration_is_byte_identical_and_the_seed_changes_it(roots, small_dev):
+    n = sum(len(p["qas"]) for a in small_dev["data"] for p in a["paragraphs"])
+    derived_folder(roots, "shuf-a", "context-words-shuffled", seed=1, questions=n)
+    derived_folder(roots, "shuf-b", "context-words-shuffled", seed=2, questions=n)
+    first = testsets.get("shuf-a").local_path()
+    data = first.read_bytes()
+    shutil.rmtree(first.parent)  # empty the cache: generate again from scratch
+    again = testsets.get("shuf-a").local_path()
+    assert again == first and again.read_bytes() == data
+    assert testsets.get("shuf-b").local_path().read_bytes() != data
+
+
+def test_a_seed_list_stacks_one_copy_per_seed(roots, small_dev):
+    n = sum(len(p["qas"]) for a in small_dev["data"] for p in a["paragraphs"])
+    derived_folder(roots, "shuf-3", "sentence-order-shuffled", seed=[4, 5, 6], questions=3 * n)
+    ds = testsets.get("shuf-3").load()
+    assert len(ds.questions) == 3 * n
+    seeds = {derive.base_question_id(q.id)[1] for q in ds.questions}
+    assert seeds == {4, 5, 6}
+    assert derive.base_question_id("abc@s5") == ("abc", 5)
+    assert derive.base_question_id("abc") == ("abc", None)
+
+
+def test_the_cache_key_covers_parent_params_seed_and_tools():
+    t = derive.get_transform("content-words-only")
+    spec = derive.DeriveSpec("p", "content-words-only", {}, (0,))
+    base = derive.cache_key("a" * 64, spec, t, {"x": "1"})
+    assert base != derive.cache_key("b" * 64, spec, t, {"x": "1"})
+    assert base != derive.cache_key("a" * 64, spec, t, {"x": "2"})
+    assert base != derive.cache_key(
+        "a" * 64, derive.DeriveSpec("p", "content-words-only", {}, (1,)), t, {"x": "1"})
+    assert base != derive.cache_key(
+        "a" * 64, derive.DeriveSpec("p", "content-words-only", {"k": 1}, (0,)), t, {"x": "1"})
+
+
+@pytest.mark.parametrize("block, message", [
+    ({"from": "tiny"}, "transform"), ({"transform": "x", "seed": "one"}, "seed"),
+    ({"transform": "x", "seed": [1, 1]}, "twice"), ({"transform": "x", "params": [1]}, "params"),
+])
+def test_bad_derive_blocks_are_refused_with_a_clear_message(block, message):
+    with pytest.raises(ConfigError, match=message):
+        derive.DeriveSpec.from_yaml(block, Path("testset.yaml"))
+
+
+def test_an_unknown_transform_suggests_the_close_name(roots):
+    derived_folder(roots, "bad", "content-word-only", questions=1)
+    with pytest.raises(Exception, match="did you mean 'content-words-only'"):
+        testsets.get("bad").local_path()
+
+
+def test_the_derive_command_prints_hash_and_provenance(roots, small_dev):
+    n = sum(len(p["qas"]) for a in small_dev["data"] for p in a["paragraphs"])
+    derived_folder(roots, "tiny-logic", "logical-words-dropped", questions=n)
+    result = CliRunner().invoke(cli_derive.testsets_derive, ["tiny-logic"])
+    assert result.exit_code == 0, result.output
+    assert testsets.get("tiny-logic").sha256 in result.output
+    assert "provenance.json" in result.output
+
+
+def test_every_shipped_derived_folder_parses_and_names_a_registered_transform():
+    names = derive.transforms()
+    shipped = [testsets.get(n) for n in testsets.available()]
+    derived = [ts for ts in shipped if ts.derive is not None]
+    assert len(derived) >= 16
+    for ts in derived:
+        assert ts.derive.transform in names
+        assert ts.reference == (ts.derive.parent or "squad-dev")
+
+
+@pytest.mark.slow
+def test_every_shipped_derived_folder_regenerates_byte_identically(workspace):
+    pytest.importorskip("spacy")
+    for ts in [testsets.get(n) for n in testsets.available()]:
+        if ts.derive is None:
+            continue
+        dataset = ts.load()
+        path = ts.local_path()
+        data = path.read_bytes()
+        path.unlink()
+        assert ts.local_path().read_bytes() == data, ts.id
+        assert len(dataset.questions) == ts.questions
