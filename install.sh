@@ -11,7 +11,7 @@ python3 -m pip install --quiet "torch==2.13.0"
 python3 -m pip install --quiet -e ".[test]"
 
 if [ "${QASHIFT_NO_SERVICES:-0}" != "1" ] && [ "$(id -u)" = "0" ]; then
-  for script in .ci/docker.sh .ci/slurm.sh; do
+  for script in .ci/docker.sh .ci/slurm.sh .ci/chromium.sh; do
     if [ -f "$script" ]; then bash "$script"; fi
   done
 fi

@@ -97,7 +97,10 @@ def figures_command(source, data_dir, exclude_extra_data, out, bootstrap, seed):
     from analysis.report import regenerate
 
     df = _load(source, data_dir, exclude_extra_data)
-    written = regenerate(df, out, n_boot=bootstrap, seed=seed)
+    try:
+        written = regenerate(df, out, n_boot=bootstrap, seed=seed)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
     click.echo(f"wrote {len(written)} files to {out}")
     if df.attrs.get("coverage"):
         click.echo(df.attrs["coverage"].split("\n\n")[0])

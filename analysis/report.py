@@ -29,6 +29,10 @@ def regenerate(df: pd.DataFrame, out: Path | str, n_boot: int = fits.DEFAULT_BOO
     all_fits = fits.fit_all(df, n_boot=n_boot, seed=seed)
     by_key = {(f.testset, f.metric, f.scale): f for f in all_fits}
     testsets = new_testsets(df)
+    if not testsets:
+        raise ValueError("nothing to plot: no test set in these results has scores for models "
+                         "that also have a reference (original) score; evaluate the same "
+                         "bundles on a shifted set and on its reference set")
     for t in testsets:
         for m in METRICS:
             panels = [(t, m, s) for s in fits.SCALES]
@@ -40,7 +44,8 @@ def regenerate(df: pd.DataFrame, out: Path | str, n_boot: int = fits.DEFAULT_BOO
             written += figures.save(fig, out / f"grid-{m}-{s}")
     tables = {"fits": fits.fit_table(all_fits),
               "effective_robustness": fits.effective_robustness(df, all_fits)}
-    per_model = pd.concat([gaps.gaps(df, m) for m in METRICS], ignore_index=True)
+    per_model = pd.concat([g for g in (gaps.gaps(df, m) for m in METRICS) if len(g)]
+                          or [gaps.gaps(df, METRICS[0])], ignore_index=True)
     tables["gaps"] = per_model
     tables["gaps_mean"] = gaps.average_gaps(per_model) if len(per_model) else per_model
     tables["rank_changes"] = pd.concat(

@@ -164,10 +164,12 @@ main.add_command(evaluate_cmd)
 def _register_optional() -> None:
     """Commands of other packages, imported only for their (light) click definitions."""
     from analysis.cli import figures_command, fit_command
+    from analysis.cli_report import report_command
     from evaluator.cli_derive import challenge, testsets_derive
 
     main.add_command(figures_command)
     main.add_command(fit_command)
+    main.add_command(report_command)
     main.add_command(challenge)
     testsets_group.add_command(testsets_derive)
 

@@ -12,7 +12,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from evaluator.bundles import Bundle
-from evaluator.errors import RunFailure, UserError
+from evaluator.errors import DataError, RunFailure, UserError
 from evaluator.jobs import Job
 from evaluator.pipeline import CellBusy, CellResult, evaluate
 from evaluator.runners.base import Runner
@@ -80,8 +80,10 @@ def _attempt(job: Job, runner: Runner, store: Store, options: dict) -> Outcome |
         return None
     except RunFailure as failure:
         outcome.failure_class, outcome.message = failure.failure_class, str(failure)
-    except UserError as error:  # e.g. the test set's data cannot be obtained
+    except DataError as error:
         outcome.failure_class, outcome.message = "data-unavailable", str(error)
+    except UserError as error:  # e.g. the scheduler rejected the job
+        outcome.failure_class, outcome.message = "runner-error", str(error)
     return outcome
 
 

@@ -212,8 +212,14 @@ class Store:
 
     def records(self) -> list[dict]:
         """Result rows joined with their bundles' names and metadata, for the analysis."""
-        from evaluator import bundles
+        from evaluator import bundles, testsets
 
+        references: dict[str, str | None] = {}
+        for name in testsets.available():
+            try:
+                references[name] = testsets.get(name).reference
+            except Exception:  # an invalid folder must not hide the other results
+                references[name] = None
         out = []
         for row in self.results():
             try:
@@ -224,7 +230,8 @@ class Store:
             except Exception:  # a result outlives its bundle folder: keep the numbers
                 extra = {"name": row["bundle"], "family": None, "reference_scores": {},
                          "metadata": {}}
-            out.append({**row, **extra, "kind": "model"})
+            out.append({**row, **extra, "kind": "model",
+                        "reference": references.get(row["testset"])})
         return out
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 from evaluator.errors import UserError
 from evaluator.runners.base import Runner, RunRecord, RunRequest
 
-RUNNERS = ("local", "docker")
+RUNNERS = ("local", "docker", "slurm")
 
 
-def get_runner(name: str) -> Runner:
-    """The runner for command/hf-qa bundles; 'auto' picks docker when a daemon answers."""
+def get_runner(name: str, **options) -> Runner:
+    """The runner for command/hf-qa bundles; 'auto' picks docker when a daemon answers.
+    `options` configure the slurm runner (partition, account)."""
     if name == "auto":
         from evaluator.runners import docker
 
@@ -26,6 +27,12 @@ def get_runner(name: str) -> Runner:
         from evaluator.runners.docker import DockerRunner
 
         return DockerRunner()
+    if name == "slurm":
+        from evaluator.runners.slurm import SlurmRunner
+
+        runner = SlurmRunner(**options)
+        runner.check()
+        return runner
     raise UserError(f"unknown runner {name!r}; choices: auto, {', '.join(RUNNERS)}")
 
 

@@ -1,0 +1,511 @@
+"""The static leaderboard site: HTML pages, figures and the same data as CSV/JSON, from one
+tidy frame (and, for our own results store, the run records behind it).
+
+Output folder::
+
+    index.html            overview: robustness figures, the test sets
+    testsets/<id>.html    one leaderboard per test set, EM and F1 tabs, sortable columns
+    models.html           every submission with its score on every set
+    models/<slug>.html    one submission: scores, environment, failures, links to logs
+    analysis.html         trend fits, gaps, concurrence heat maps
+    figures/              PNG, SVG and PDF from analysis.report.regenerate
+    data/                 every table as CSV and JSON (results, leaderboards, fits, gaps, ...)
+    logs/<sha256>.txt     run and failure logs (store source only)
+    static/               site.css, site.js
+
+Only relative links and local assets, so the folder works from ``file://`` and from any
+static server. No clock and no unordered iteration reaches the output: the same input gives
+byte-identical files. Pages carry numbers for reading; the data files carry full precision.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import struct
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+
+from analysis import fits as fits_mod
+from analysis import gaps as gaps_mod
+from analysis import report
+from analysis.figures import METRIC_LABEL, TESTSET_LABEL
+from analysis.tidy import METRICS, SHIFT_SETS, new_testsets, paired
+
+TEMPLATES = Path(__file__).parent / "templates"
+STATIC = Path(__file__).parent / "static"
+MARKER = ".qashift-site"
+GENERATED = ("index.html", "models.html", "analysis.html", "testsets", "models", "figures",
+             "data", "logs", "static", MARKER)
+METRIC_ORDER = ("f1", "em")
+RUN_COLUMNS = ["model", "bundle", "testset", "runner", "device", "image_digest", "bundle_digest",
+               "testset_sha256", "scorer_version", "n", "missing", "wall_s", "finished",
+               "log_sha256", "key"]
+FAILURE_COLUMNS = ["model", "bundle", "testset", "failure_class", "message", "runner", "when",
+                   "log_sha256"]  # F1 first: the headline metric of SQuAD leaderboards
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What only our own store knows: how each cell ran, what failed, and the logs.
+
+    ``runs`` are result rows (bundle, testset, runner, device, image_digest, bundle_digest,
+    wall_s, log_sha256, ...); ``failures`` are failure rows; ``read_log(sha256)`` returns a
+    stored log's bytes or None; ``names`` maps bundle ids to display names for bundles that
+    only failed (they have no row in the tidy frame).
+    """
+
+    runs: Sequence[Mapping] = ()
+    failures: Sequence[Mapping] = ()
+    read_log: Callable[[str], bytes | None] = field(default=lambda sha: None)
+    names: Mapping[str, str] = field(default_factory=dict)
+
+
+class SiteError(ValueError):
+    """The site cannot be written where asked (a folder with other people's files)."""
+
+
+def build(df: pd.DataFrame, out: Path | str, *, source: str, runs: RunInfo | None = None,
+          labels: Mapping[str, str] | None = None, n_boot: int = fits_mod.DEFAULT_BOOT,
+          seed: int = fits_mod.DEFAULT_SEED) -> Path:
+    """Write the whole site for df under out and return the path of index.html.
+
+    ``source`` is shown on every page (where the numbers come from); ``labels`` names test
+    sets (id -> display name) beyond the SQuADShifts ones the figures already know.
+    """
+    out = Path(out)
+    _prepare(out)
+    labels = {**TESTSET_LABEL, **(labels or {})}
+    figures_dir, data_dir = out / "figures", out / "data"
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    if new_testsets(df):  # nothing to plot or fit without a set compared against another
+        report.regenerate(df, figures_dir, n_boot=n_boot, seed=seed)
+    tables = _move_tables(figures_dir, data_dir)
+    for name in ("site.css", "site.js"):
+        (out / "static").mkdir(exist_ok=True)
+        shutil.copyfile(STATIC / name, out / "static" / name)
+
+    testsets = _testset_order(df)
+    models = _models(df, runs)
+    boards = {(t, m): leaderboard(df, t, m) for t in testsets for m in METRICS}
+    _write_table(data_dir / "results", _tidy_for_export(df))
+    _write_table(data_dir / "leaderboards",
+                 pd.DataFrame([{"testset": t, "metric": m, **r}
+                               for (t, m), rows in boards.items() for r in rows]))
+    if runs is not None:
+        _write_table(data_dir / "runs",
+                     pd.DataFrame(_run_rows(runs, models), columns=RUN_COLUMNS))
+        _write_table(data_dir / "failures",
+                     pd.DataFrame(_failure_rows(runs, models), columns=FAILURE_COLUMNS))
+        _write_logs(out / "logs", runs)
+
+    env = _environment()
+    ctx = {"source": source, "labels": labels, "metric_label": METRIC_LABEL,
+           "testsets": testsets, "models": models, "has_runs": runs is not None}
+    fits_table = tables.get("fits", pd.DataFrame())
+    conc = tables.get("concurrence", pd.DataFrame())
+    summaries = [_testset_summary(df, t, boards, fits_table) for t in testsets]
+    pages = {
+        "index.html": env.get_template("index.html.j2").render(
+            **ctx, root="", page="index", summaries=summaries,
+            figures=_overview_figures(df, figures_dir, fits_table, labels)),
+        "models.html": env.get_template("models.html.j2").render(
+            **ctx, root="", page="models", table=_model_index(df, models, testsets)),
+        "analysis.html": env.get_template("analysis.html.j2").render(
+            **ctx, root="", page="analysis", fits=_records(fits_table),
+            gaps_mean=_records(tables.get("gaps_mean", pd.DataFrame())),
+            concurrence=_records(conc),
+            heatmaps=_heatmaps(conc, figures_dir, labels),
+            data_files=sorted(p.name for p in data_dir.iterdir())),
+    }
+    for t in testsets:
+        pages[f"testsets/{t}.html"] = env.get_template("testset.html.j2").render(
+            **ctx, root="../", page="testset", testset=t,
+            reference=_reference_of(df, t), summary=summaries[testsets.index(t)],
+            tabs=[_tab(df, t, m, boards[(t, m)], figures_dir, fits_table, labels)
+                  for m in METRIC_ORDER])
+    for name, info in models.items():
+        pages[f"models/{info['slug']}.html"] = env.get_template("model.html.j2").render(
+            **ctx, root="../", page="model", model=name, info=info,
+            scores=_model_scores(df, name, testsets, boards),
+            runs=[r for r in _run_rows(runs, models) if r["model"] == name] if runs else [],
+            failures=[f for f in _failure_rows(runs, models) if f["model"] == name]
+            if runs else [])
+    for rel, html in pages.items():
+        path = out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(html, encoding="utf-8")
+    (out / MARKER).write_text("written by qashift report; the whole folder is regenerated\n")
+    return out / "index.html"
+
+
+# ----------------------------------------------------------------------------- tables
+
+def leaderboard(df: pd.DataFrame, testset: str, metric: str) -> list[dict]:
+    """Rows of one leaderboard, best first (ties by name): models and humans.
+
+    ``rank`` is among the models with a score on this set (humans are marked, never ranked).
+    ``original`` is the model's score on the set this one is compared against, ``gap`` =
+    original - new, and ``rank_change`` = rank on the original set - rank on this set among
+    the models that have both scores (positive: the model moved up).
+    """
+    rows = df[(df["testset"] == testset) & (df["metric"] == metric)]
+    if rows.empty:
+        return []
+    pairs = paired(df, testset, metric).drop_duplicates("model").set_index("model")
+    changes = (gaps_mod.rank_changes(df, testset, metric).set_index("model")
+               if len(pairs) else pd.DataFrame())
+    models = rows[rows["kind"] == "model"]
+    rank = models["value"].rank(ascending=False, method="min")
+    out = []
+    for i, r in rows.iterrows():
+        model = r["model"]
+        x = _num(pairs.at[model, "x"]) if model in pairs.index else None
+        ch = changes.loc[model] if model in changes.index else None
+        out.append({
+            "rank": int(rank[i]) if i in rank.index else None, "model": model,
+            "kind": r["kind"], "value": _num(r["value"]), "lo": _num(r["lo"]),
+            "hi": _num(r["hi"]), "n": None if pd.isna(r["n"]) else int(r["n"]),
+            "original": x,
+            "original_testset": r["reference"] or None,
+            "gap": None if x is None else x - float(r["value"]),
+            "rank_original": None if ch is None else int(ch["rank_original"]),
+            "rank_new": None if ch is None else int(ch["rank_new"]),
+            "rank_change": None if ch is None else -int(ch["delta"]),
+            "source": r["source"]})
+    out.sort(key=lambda d: (-(d["value"] if d["value"] is not None else -math.inf),
+                            d["model"]))
+    return out
+
+
+def _testset_order(df: pd.DataFrame) -> list[str]:
+    """Reference sets first, then the new sets in the familiar SQuADShifts order."""
+    new = new_testsets(df)
+    refs = sorted(set(df["testset"]) - set(new))
+    return refs + new
+
+
+def _reference_of(df: pd.DataFrame, testset: str) -> str | None:
+    refs = sorted(set(df.loc[(df["testset"] == testset) & (df["reference"] != ""),
+                             "reference"]))
+    return ", ".join(refs) or None
+
+
+def _models(df: pd.DataFrame, runs: RunInfo | None) -> dict[str, dict]:
+    """Every model (and human) with a stable, unique page slug, in name order."""
+    info: dict[str, dict] = {}
+    meta_cols = [c for c in ("family", "institution", "paper_link", "bundle") if c in df]
+    for r in df.sort_values(["model", "testset", "metric"]).to_dict("records"):
+        entry = info.setdefault(r["model"], {"kind": r["kind"], "meta": {}})
+        for c in meta_cols:
+            v = r.get(c)
+            if v not in (None, "") and not (isinstance(v, float) and math.isnan(v)):
+                entry["meta"].setdefault(c, str(v))
+    if runs is not None:
+        for bundle in sorted({f["bundle"] for f in runs.failures}):
+            if any(e["meta"].get("bundle") == bundle for e in info.values()):
+                continue
+            name = runs.names.get(bundle, bundle)
+            name = name if name not in info else f"{name} [{bundle}]"
+            info[name] = {"kind": "model", "meta": {"bundle": bundle}}
+    used: set[str] = set()
+    for name in sorted(info):
+        base = re.sub(r"[^a-z0-9]+", "-", name.lower())[:60].strip("-") or "model"
+        slug, k = base, 1
+        while slug in used:
+            k += 1
+            slug = f"{base}-{k}"
+        used.add(slug)
+        info[name]["slug"] = slug
+    return dict(sorted(info.items()))
+
+
+def _bundle_to_model(models: Mapping[str, dict]) -> dict[str, str]:
+    return {info["meta"]["bundle"]: name for name, info in models.items()
+            if info["meta"].get("bundle")}
+
+
+def _run_rows(runs: RunInfo, models: Mapping[str, dict]) -> list[dict]:
+    """How each stored cell ran: the environment a reader needs to trust or repeat it."""
+    names = _bundle_to_model(models)
+    rows = []
+    for r in sorted(runs.runs, key=lambda r: (r["bundle"], r["testset"], r.get("key", ""))):
+        rows.append({"model": names.get(r["bundle"], r["bundle"]), "bundle": r["bundle"],
+                     "testset": r["testset"], "runner": r.get("runner"),
+                     "device": r.get("device"), "image_digest": r.get("image_digest"),
+                     "bundle_digest": r.get("bundle_digest"),
+                     "testset_sha256": r.get("testset_sha256"),
+                     "scorer_version": r.get("scorer_version"), "n": r.get("n"),
+                     "missing": r.get("missing"), "wall_s": _num(r.get("wall_s")),
+                     "finished": _utc(r.get("created_at")), "log_sha256": r.get("log_sha256"),
+                     "key": r.get("key")})
+    return rows
+
+
+def _failure_rows(runs: RunInfo, models: Mapping[str, dict]) -> list[dict]:
+    names = _bundle_to_model(models)
+    rows = []
+    for f in sorted(runs.failures, key=lambda f: (f["bundle"], f["testset"],
+                                                  f.get("created_at") or 0, f.get("id") or 0)):
+        rows.append({"model": names.get(f["bundle"], f["bundle"]), "bundle": f["bundle"],
+                     "testset": f["testset"], "failure_class": f["failure_class"],
+                     "message": f["message"], "runner": f.get("runner"),
+                     "when": _utc(f.get("created_at")), "log_sha256": f.get("log_sha256")})
+    return rows
+
+
+def _write_logs(folder: Path, runs: RunInfo) -> None:
+    """Every log a page links to, as logs/<sha256>.txt (content-addressed, so stable)."""
+    shas = sorted({r.get("log_sha256") for r in (*runs.runs, *runs.failures)} - {None, ""})
+    for sha in shas:
+        data = runs.read_log(sha)
+        if data is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{sha}.txt").write_bytes(data)
+
+
+def _model_scores(df: pd.DataFrame, model: str, testsets: list[str],
+                  boards: Mapping[tuple[str, str], list[dict]]) -> list[dict]:
+    """One row per test set the model was scored on: both metrics, rank and gap."""
+    out = []
+    for t in testsets:
+        row = {"testset": t}
+        for m in METRICS:
+            hit = next((r for r in boards[(t, m)] if r["model"] == model), None)
+            row[m] = hit
+        if row["em"] or row["f1"]:
+            out.append(row)
+    return out
+
+
+def _model_index(df: pd.DataFrame, models: Mapping[str, dict], testsets: list[str]) -> list:
+    wide = (df[df["metric"] == "f1"].drop_duplicates(["model", "testset"])
+            .pivot(index="model", columns="testset", values="value"))
+    rows = []
+    for name, info in models.items():
+        vals = [(_num(wide.at[name, t]) if name in wide.index and t in wide.columns else None)
+                for t in testsets]
+        rows.append({"model": name, "info": info, "values": vals})
+    return rows
+
+
+def _testset_summary(df: pd.DataFrame, t: str, boards, fits_table: pd.DataFrame) -> dict:
+    f1 = boards[(t, "f1")] or boards[(t, "em")]
+    models = [r for r in f1 if r["kind"] == "model"]
+    below = [r for r in models if r["original"] is not None and r["value"] < r["original"]]
+    with_x = [r for r in models if r["original"] is not None]
+    slope = None
+    if len(fits_table):
+        hit = fits_table[(fits_table["testset"] == t) & (fits_table["metric"] == "f1")
+                         & (fits_table["scale"] == "linear")]
+        slope = _num(hit["slope"].iat[0]) if len(hit) else None
+    return {"testset": t, "reference": _reference_of(df, t), "n_models": len(models),
+            "n_humans": sum(r["kind"] == "human" for r in f1),
+            "top": models[0] if models else None, "slope": slope,
+            "n_below": len(below), "n_paired": len(with_x)}
+
+
+# ------------------------------------------------------------------------ figures/alt text
+
+def _figure(figures_dir: Path, stem: str, alt: str, caption: str) -> dict | None:
+    png = figures_dir / f"{stem}.png"
+    if not png.exists():
+        return None
+    width, height = _png_size(png)
+    downloads = [fmt for fmt in ("svg", "pdf") if (figures_dir / f"{stem}.{fmt}").exists()]
+    return {"stem": stem, "alt": alt, "caption": caption, "width": width // 2,
+            "height": height // 2, "downloads": downloads}
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    with open(path, "rb") as handle:
+        head = handle.read(24)
+    return struct.unpack(">II", head[16:24])
+
+
+def _scatter_alt(df, testsets, metric, scale, fits_table, labels) -> str:
+    """Say what the scatter shows, with the numbers a sighted reader takes from it."""
+    parts = []
+    for t in testsets:
+        pairs = paired(df, t, metric)
+        models = pairs[pairs["kind"] == "model"]
+        text = (f"{labels.get(t, t)}: {int((models['y'] < models['x']).sum())} of "
+                f"{len(models)} models score lower than on the original set")
+        hit = fits_table[(fits_table["testset"] == t) & (fits_table["metric"] == metric)
+                         & (fits_table["scale"] == scale)] if len(fits_table) else []
+        if len(hit):
+            text += f", {scale} fit slope {hit['slope'].iat[0]:.2f}"
+        parts.append(text)
+    m = METRIC_LABEL[metric]
+    return (f"Scatter plot{'s' if len(testsets) > 1 else ''} of {m} on the new test set "
+            f"(vertical) against {m} on the original test set (horizontal), {scale} axes; "
+            f"models as dots, humans as stars, the line y = x dashed and the trend fit solid. "
+            + "; ".join(parts) + ".")
+
+
+def _overview_figures(df, figures_dir, fits_table, labels) -> list[dict]:
+    testsets = new_testsets(df)
+    out = []
+    for m in METRIC_ORDER:
+        for s in fits_mod.SCALES:
+            fig = _figure(figures_dir, f"grid-{m}-{s}",
+                          _scatter_alt(df, testsets, m, s, fits_table, labels),
+                          f"{METRIC_LABEL[m]} on each new test set against {METRIC_LABEL[m]} "
+                          f"on the original test set, {s} axes.")
+            if fig:
+                out.append(fig)
+    return out
+
+
+def _tab(df, t, m, rows, figures_dir, fits_table, labels) -> dict:
+    has_ref = any(r["original_testset"] for r in rows)
+    alt = " ".join(_scatter_alt(df, [t], m, s, fits_table, labels) for s in fits_mod.SCALES)
+    fig = _figure(figures_dir, f"{t}-{m}", alt,
+                  f"{labels.get(t, t)}, {METRIC_LABEL[m]}: linear (left) and probit (right) "
+                  f"axes.") if has_ref else None
+    ci = sorted({"no interval" if r["lo"] is None else "interval" for r in rows})
+    return {"metric": m, "rows": rows, "has_ref": has_ref, "figure": fig,
+            "n_paired": sum(r["rank_change"] is not None for r in rows),
+            "no_intervals": ci == ["no interval"]}
+
+
+def _heatmaps(conc: pd.DataFrame, figures_dir: Path, labels) -> list[dict]:
+    out = []
+    for m in METRIC_ORDER:
+        pairs = conc[conc["metric"] == m] if len(conc) else conc
+        if not len(pairs):
+            continue
+        values = "; ".join(f"{labels.get(p['a'], p['a'])} and {labels.get(p['b'], p['b'])} "
+                           f"{p['kendall_tau_b']:.2f}" for p in pairs.to_dict("records"))
+        fig = _figure(figures_dir, f"concurrence-{m}",
+                      f"Heat map of Kendall tau-b rank correlation between test sets, "
+                      f"{METRIC_LABEL[m]}, over {int(pairs['n_models'].iat[0])} models: "
+                      f"{values}.",
+                      f"Concurrence ({METRIC_LABEL[m]}): Kendall τ-b between every pair of "
+                      f"test sets.")
+        if fig:
+            out.append(fig)
+    return out
+
+
+# --------------------------------------------------------------------------- data files
+
+def _move_tables(figures_dir: Path, data_dir: Path) -> dict[str, pd.DataFrame]:
+    """The analysis tables regenerate wrote: moved to data/, each also as JSON."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    tables = {}
+    for path in sorted(figures_dir.glob("*.csv")):
+        table = pd.read_csv(path, keep_default_na=True) if path.stat().st_size > 1 \
+            else pd.DataFrame()
+        path.replace(data_dir / path.name)
+        _write_json(data_dir / f"{path.stem}.json", table)
+        tables[path.stem] = table
+    coverage = figures_dir / "coverage.txt"
+    if coverage.exists():
+        coverage.replace(data_dir / "coverage.txt")
+    return tables
+
+
+def _tidy_for_export(df: pd.DataFrame) -> pd.DataFrame:
+    return df.sort_values(["testset", "metric", "model"]).reset_index(drop=True)
+
+
+def _write_table(stem: Path, table: pd.DataFrame) -> None:
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(stem.with_suffix(".csv"), index=False)
+    _write_json(stem.with_suffix(".json"), table)
+
+
+def _write_json(path: Path, table: pd.DataFrame) -> None:
+    rows = [{k: _plain(v) for k, v in r.items()} for r in table.to_dict("records")]
+    path.write_text(json.dumps(rows, indent=1, ensure_ascii=False, allow_nan=False) + "\n",
+                    encoding="utf-8")
+
+
+def _records(table: pd.DataFrame) -> list[dict]:
+    return [{k: _plain(v) for k, v in r.items()} for r in table.to_dict("records")]
+
+
+def _plain(v):
+    """JSON-safe scalar: NaN/NA -> None, numpy numbers -> Python numbers."""
+    if v is None or v is pd.NA:
+        return None
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
+
+
+def _num(v) -> float | None:
+    if v is None or v is pd.NA:
+        return None
+    v = float(v)
+    return None if math.isnan(v) else v
+
+
+def _utc(ts) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(float(ts), tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+# ----------------------------------------------------------------------------- rendering
+
+def _prepare(out: Path) -> None:
+    """Empty the folder of a previous site; refuse a non-empty folder that is not one."""
+    if out.exists() and any(out.iterdir()):
+        if not (out / MARKER).exists():
+            raise SiteError(f"{out} is not empty and holds no earlier site ({MARKER}); "
+                            f"choose an empty or new folder")
+        for name in GENERATED:
+            path = out / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _environment():
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
+                             autoescape=jinja2.select_autoescape(["html", "j2"]),
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                             undefined=jinja2.StrictUndefined)
+    env.filters.update(score=_fmt_score, interval=_fmt_interval, signed=_fmt_signed,
+                       sortkey=_sortkey)
+    env.globals["shift_sets"] = SHIFT_SETS
+    return env
+
+
+def _fmt_score(v, digits: int = 3) -> str:
+    return "–" if v is None else f"{v:.{digits}f}"
+
+
+def _fmt_interval(row: Mapping) -> str:
+    if row.get("lo") is None or row.get("hi") is None:
+        return ""
+    return f"[{row['lo']:.2f}, {row['hi']:.2f}]"
+
+
+def _fmt_signed(v, digits: int = 2) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, int):
+        return f"{v:+d}".replace("-", "−") if v else "0"
+    return f"{v:+.{digits}f}".replace("-", "−")
+
+
+def _sortkey(v) -> str:
+    """data-sort value: full precision for numbers, empty (sorted last) when missing."""
+    if v is None:
+        return ""
+    return repr(float(v)) if isinstance(v, float) else str(v)

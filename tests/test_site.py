@@ -1,0 +1,364 @@
+"""The static site, read as files: what `qashift report` writes from the store and from the
+published SQuADShifts results. tests/test_site_browser.py reads the same sites in Chromium.
+
+Both sites are built once per test session (helpers below, cached under pytest's session
+temp folder) because the published one renders every figure (~20 s of CPU).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from analysis.cli_report import report_command
+from tests.conftest import REPO, write_command_bundle, write_testset
+
+SETS = ("new-wiki", "nyt", "reddit", "amazon")
+
+FIRST_WORDS = """import json, sys
+doc = json.load(open(sys.argv[1]))
+out = {q["id"]: " ".join(p["context"].split()[:N])
+       for a in doc["data"] for p in a["paragraphs"] for q in p["qas"]}
+json.dump(out, open(sys.argv[2], "w"))
+"""
+CRASHES = """import sys
+print("loading weights from /models/crash.bin", flush=True)
+sys.stderr.write("RuntimeError: CUDA driver not found\\n")
+sys.exit(3)
+"""
+
+
+# ------------------------------------------------------------------------ site builders
+
+def _env(root: Path, shared_data: Path) -> dict:
+    return {**os.environ, "QASHIFT_WORKSPACE": str(root / "workspace"),
+            "QASHIFT_CACHE": str(root / "cache"), "QASHIFT_DATA_DIR": str(shared_data),
+            "QASHIFT_SUBMISSIONS": str(root / "submissions"),
+            "QASHIFT_TESTSETS": str(root / "testsets")}
+
+
+def _evaluate(env: dict, *args: str) -> subprocess.CompletedProcess:
+    code = "from evaluator.cli import evaluate_command; evaluate_command()"
+    return subprocess.run([sys.executable, "-c", code, "--runner", "local", *args], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def build_store_site(tmp_path_factory, shared_data: Path) -> tuple[Path, dict]:
+    """A real store made by `evaluate`, and the site `qashift report` builds from it.
+
+    bert-ensemble (stored leaderboard predictions) on SQuAD dev; sliding-window and two
+    command bundles on two small sets cut from SQuAD dev (tiny-shift compared against
+    tiny-orig, so there are gaps, ranks and a fit); one bundle that crashes (a failure with a
+    log). Returns (site folder, environment with the store's location).
+    """
+    root = tmp_path_factory.getbasetemp() / "store-site"
+    env = _env(root, shared_data)
+    if (root / "done").exists():
+        return root / "site", env
+    shutil.rmtree(root, ignore_errors=True)
+    subs, sets = root / "submissions", root / "testsets"
+    for bundle in ("bert-ensemble", "sliding-window"):
+        shutil.copytree(REPO / "submissions" / bundle, subs / bundle)
+    shutil.copytree(REPO / "testsets" / "squad-dev", sets / "squad-dev")
+    write_command_bundle(subs, "first-words", FIRST_WORDS.replace("N", "3"))
+    write_command_bundle(subs, "first-word", FIRST_WORDS.replace("N", "1"))
+    write_command_bundle(subs, "crashes", CRASHES)
+    dev = json.loads((shared_data / "squad-v1.1" / "dev-v1.1.json").read_text())
+    write_testset(sets, "tiny-orig", {"version": "1.1", "data": dev["data"][:1]})
+    shift = write_testset(sets, "tiny-shift", {"version": "1.1", "data": dev["data"][1:2]})
+    yaml = shift / "testset.yaml"
+    yaml.write_text(yaml.read_text().replace("reference: squad-dev", "reference: tiny-orig"))
+
+    runs = [_evaluate(env, "-b", "bert-ensemble", "-t", "squad-dev"),
+            _evaluate(env, "-b", "sliding-window", "-b", "first-words", "-b", "first-word",
+                      "-t", "tiny-orig", "-t", "tiny-shift"),
+            _evaluate(env, "-b", "crashes", "-t", "tiny-shift")]
+    for r in runs[:2]:
+        assert r.returncode == 0, r.stdout + r.stderr
+    assert runs[2].returncode == 1 and "nonzero-exit" in runs[2].stderr, runs[2].stderr
+    result = CliRunner().invoke(report_command, ["--source", "store", "--out",
+                                                 str(root / "site")], env=env)
+    assert result.exit_code == 0, result.output
+    (root / "done").write_text("")
+    return root / "site", env
+
+
+def build_published_site(tmp_path_factory, shared_data: Path) -> Path:
+    """The site of the published SQuADShifts results (every figure, every table)."""
+    root = tmp_path_factory.getbasetemp() / "published-site"
+    if (root / "done").exists():
+        return root / "site"
+    shutil.rmtree(root, ignore_errors=True)
+    result = CliRunner().invoke(report_command, [
+        "--source", "squadshifts-published", "--data-dir", str(shared_data),
+        "--out", str(root / "site")])
+    assert result.exit_code == 0, result.output
+    (root / "done").write_text("")
+    return root / "site"
+
+
+def store_rows(env: dict) -> list[dict]:
+    """The result rows as the store holds them (the numbers the site must show)."""
+    from evaluator.store import Store
+
+    return Store(Path(env["QASHIFT_WORKSPACE"])).results()
+
+
+# ------------------------------------------------------------------------- HTML reading
+
+class Tables(HTMLParser):
+    """Every <table>: id, caption, header cells (with scope) and body rows (cell texts)."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables, self.links, self.imgs, self._cell, self._stack = [], [], [], None, []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "table":
+            self.tables.append({"id": a.get("id"), "caption": "", "head": [], "rows": [],
+                                "row_attrs": [], "_in": None})
+        t = self.tables[-1] if self.tables else None
+        if tag == "a" and "href" in a:
+            self.links.append(a["href"])
+        if tag == "img":
+            self.imgs.append(a)
+        if t is None:
+            return
+        if tag in ("thead", "tbody", "caption"):
+            t["_in"] = tag
+        elif tag == "tr" and t["_in"] == "tbody":
+            t["rows"].append([])
+            t["row_attrs"].append(a)
+        elif tag in ("th", "td"):
+            self._cell = {"tag": tag, "attrs": a, "text": ""}
+
+    def handle_endtag(self, tag):
+        t = self.tables[-1] if self.tables else None
+        if t is None:
+            return
+        if tag in ("th", "td") and self._cell is not None:
+            self._cell["text"] = " ".join(self._cell["text"].split())
+            (t["head"] if t["_in"] == "thead" else t["rows"][-1]).append(self._cell)
+            self._cell = None
+        elif tag in ("thead", "tbody", "caption"):
+            t["_in"] = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell["text"] += data
+        elif self.tables and self.tables[-1]["_in"] == "caption":
+            self.tables[-1]["caption"] += data
+
+
+def parse(path: Path) -> Tables:
+    p = Tables()
+    p.feed(path.read_text(encoding="utf-8"))
+    return p
+
+
+def table(page: Tables, table_id: str) -> dict:
+    return next(t for t in page.tables if t["id"] == table_id)
+
+
+# ------------------------------------------------------------------------------- tests
+
+@pytest.mark.slow
+def test_published_site_lists_every_model_and_human_on_every_set(tmp_path_factory,
+                                                                 shared_data):
+    site = build_published_site(tmp_path_factory, shared_data)
+    results = json.loads((shared_data / "squadshifts" / "results.json").read_text())
+    for t in SETS:
+        page = parse(site / "testsets" / f"{t}.html")
+        models = {m["name"] for m in results[t]["models"]}
+        humans = {m["name"] for m in results[t]["humans"]}
+        assert len(models) >= 97 and len(humans) == 3
+        for metric in ("f1", "em"):
+            board = table(page, f"board-{metric}")
+            names = [r[1]["attrs"]["data-sort"] for r in board["rows"]]
+            assert sorted(names) == sorted(models | humans), (t, metric)
+            human_rows = [a for a in board["row_attrs"] if a.get("class") == "human"]
+            assert len(human_rows) == 3
+            shown = {r[1]["attrs"]["data-sort"]: float(r[3]["text"]) for r in board["rows"]}
+            for m in results[t]["models"] + results[t]["humans"]:
+                assert shown[m["name"]] == pytest.approx(float(m[f"{t}_{metric}"]), abs=5e-4)
+    # new-wiki: 105 models + 3 humans, as in the paper
+    assert len(table(parse(site / "testsets" / "new-wiki.html"), "board-f1")["rows"]) == 108
+
+
+@pytest.mark.slow
+def test_published_leaderboard_columns_rank_gap_and_rank_change(tmp_path_factory, shared_data):
+    site = build_published_site(tmp_path_factory, shared_data)
+    board = table(parse(site / "testsets" / "new-wiki.html"), "board-f1")
+    head = [c["text"] for c in board["head"]]
+    assert head == ["Rank", "Model", "F1 original", "F1 on New Wikipedia", "95% interval",
+                    "Gap", "Rank change"]
+    assert all(c["attrs"].get("scope") == "col" for c in board["head"])
+    assert all(r[1]["tag"] == "th" and r[1]["attrs"]["scope"] == "row" for r in board["rows"])
+    assert "No intervals" in board["caption"]  # published F1 totals have none
+    values = [float(r[3]["text"]) for r in board["rows"]]
+    assert values == sorted(values, reverse=True)
+    ranked = [r for r, a in zip(board["rows"], board["row_attrs"]) if a.get("class") != "human"]
+    assert [int(r[0]["text"]) for r in ranked][:3] == [1, 2, 3]
+    lb = json.loads((site / "data" / "leaderboards.json").read_text())
+    nw = {r["model"]: r for r in lb if r["testset"] == "new-wiki" and r["metric"] == "f1"}
+    for r in ranked:
+        row = nw[r[1]["attrs"]["data-sort"]]
+        if row["original"] is None:
+            assert r[2]["text"] == "–" and r[5]["text"] == "–"
+            continue
+        assert float(r[5]["text"].replace("−", "-")) == pytest.approx(
+            row["original"] - row["value"], abs=0.006)
+        assert row["rank_change"] == row["rank_original"] - row["rank_new"]
+    em = table(parse(site / "testsets" / "new-wiki.html"), "board-em")
+    assert "No intervals" not in em["caption"] and em["rows"][0][4]["text"].startswith("[")
+
+
+@pytest.mark.slow
+def test_published_site_pages_data_and_accessibility(tmp_path_factory, shared_data):
+    site = build_published_site(tmp_path_factory, shared_data)
+    index = parse(site / "index.html")
+    assert {f"testsets/{t}.html" for t in SETS} <= set(index.links)
+    assert len(index.imgs) == 4 and all(len(i["alt"]) > 80 for i in index.imgs)
+    for img in index.imgs:
+        assert (site / img["src"]).stat().st_size > 10_000
+    assert re.search(r"New Wikipedia: \d+ of \d+ models score lower", index.imgs[0]["alt"])
+    analysis = parse(site / "analysis.html")
+    assert len(table(analysis, "fits-table")["rows"]) == 16
+    assert {i["src"] for i in analysis.imgs} == {"figures/concurrence-f1.png",
+                                                 "figures/concurrence-em.png"}
+    for name in ("results", "leaderboards", "fits", "gaps", "gaps_mean", "concurrence",
+                 "rank_changes", "effective_robustness"):
+        assert (site / "data" / f"{name}.csv").exists() and (site / "data" / f"{name}.json")
+    assert (site / "data" / "coverage.txt").exists()
+    models = list((site / "models").glob("*.html"))
+    assert len(models) == len(table(parse(site / "models.html"), "models")["rows"]) > 110
+    # small: no page carries inline data or remote assets
+    for page in [site / "index.html", *sorted((site / "testsets").glob("*.html"))]:
+        html = page.read_text()
+        assert len(html) < 200_000 and "http://" not in html.replace("http://www", "")
+        assert not re.search(r"<(script|link|img)[^>]+(src|href)=\"https?:", html)
+
+
+def bundle_names(env: dict) -> dict[str, str]:
+    from evaluator import bundles
+
+    root = Path(env["QASHIFT_SUBMISSIONS"])
+    return {b: bundles.from_folder(root / b).name for b in bundles.available(root)}
+
+
+def by_header(board: dict) -> list[dict]:
+    """Body rows as {header text: cell}."""
+    head = [c["text"] for c in board["head"]]
+    return [dict(zip(head, r)) for r in board["rows"]]
+
+
+@pytest.mark.slow
+def test_store_site_shows_the_stores_numbers(tmp_path_factory, shared_data):
+    site, env = build_store_site(tmp_path_factory, shared_data)
+    rows, names = store_rows(env), bundle_names(env)
+    assert len(rows) == 7
+    for row in rows:
+        page = parse(site / "testsets" / f"{row['testset']}.html")
+        for metric, label in (("em", "EM"), ("f1", "F1")):
+            board = by_header(table(page, f"board-{metric}"))
+            (cells,) = [c for c in board if c["Model"]["attrs"]["data-sort"]
+                        == names[row["bundle"]]]
+            (score,) = [v for k, v in cells.items() if k.startswith(f"{label} on ")]
+            assert score["text"] == f"{row[metric]:.3f}"
+            assert float(score["attrs"]["data-sort"]) == row[metric]  # full precision
+            lo, hi = row[f"{metric}_lo"], row[f"{metric}_hi"]
+            assert cells["95% interval"]["text"] == f"[{lo:.2f}, {hi:.2f}]"
+    (bert,) = [r for r in rows if r["bundle"] == "bert-ensemble"]
+    scores = by_header(table(parse(site / "models" / "bert-ensemble.html"), "scores"))
+    assert [scores[0][k]["text"] for k in ("EM", "EM 95% interval", "F1", "Questions")] == [
+        f"{bert['em']:.3f}", f"[{bert['em_lo']:.2f}, {bert['em_hi']:.2f}]",
+        f"{bert['f1']:.3f}", str(bert["n"])]
+
+
+@pytest.mark.slow
+def test_store_site_shows_environment_failures_and_logs(tmp_path_factory, shared_data):
+    site, env = build_store_site(tmp_path_factory, shared_data)
+    rows = store_rows(env)
+    (bert,) = [r for r in rows if r["bundle"] == "bert-ensemble"]
+    html = (site / "models" / "bert-ensemble.html").read_text()
+    for field, value in (("runner", "frozen"), ("device", "cpu"),
+                         ("bundle-digest", bert["bundle_digest"])):
+        assert re.search(rf'<dd class="{field}">(<code class="digest">)?{value}<', html), field
+    assert '<dd class="image-digest"><span class="none">none</span>' in html
+    sw = [r for r in rows if r["bundle"] == "sliding-window"]
+    html = (site / "models" / "sliding-window-baseline-richardson-et-al-2013-span-extractio"
+            ".html").read_text()
+    for r in sw:
+        assert r["log_sha256"] and f'href="../logs/{r["log_sha256"]}.txt"' in html
+        assert (site / "logs" / f"{r['log_sha256']}.txt").exists()
+    failures = by_header(table(parse(site / "models" / "crashes.html"), "failures"))
+    assert [failures[0][k]["text"] for k in ("Test set", "Failure")] == ["tiny-shift",
+                                                                         "nonzero-exit"]
+    crash = (site / "models" / "crashes.html").read_text()
+    log = re.search(r'href="\.\./logs/([0-9a-f]{64})\.txt"', crash).group(1)
+    assert "CUDA driver not found" in (site / "logs" / f"{log}.txt").read_text()
+    data = json.loads((site / "data" / "failures.json").read_text())
+    assert data[0]["failure_class"] == "nonzero-exit" and data[0]["log_sha256"] == log
+    runs = json.loads((site / "data" / "runs.json").read_text())
+    assert sorted((r["bundle"], r["testset"]) for r in runs) == sorted(
+        (r["bundle"], r["testset"]) for r in rows)
+
+
+@pytest.mark.slow
+def test_store_site_leaderboard_compares_against_the_reference_set(tmp_path_factory,
+                                                                   shared_data):
+    site, env = build_store_site(tmp_path_factory, shared_data)
+    rows = {(r["bundle"], r["testset"]): r for r in store_rows(env)}
+    names = {v: k for k, v in bundle_names(env).items()}
+    board = table(parse(site / "testsets" / "tiny-shift.html"), "board-f1")
+    assert len(board["rows"]) == 3  # the crashed bundle has no score, so no row
+    lb = [r for r in json.loads((site / "data" / "leaderboards.json").read_text())
+          if r["testset"] == "tiny-shift"]
+    assert len(lb) == 6
+    for r in lb:
+        bundle = names[r["model"]]
+        new, orig = rows[(bundle, "tiny-shift")], rows[(bundle, "tiny-orig")]
+        assert (r["value"], r["original"], r["original_testset"]) == (
+            new[r["metric"]], orig[r["metric"]], "tiny-orig")
+        assert r["gap"] == pytest.approx(orig[r["metric"]] - new[r["metric"]])
+    assert (site / "figures" / "tiny-shift-f1.png").exists()
+
+
+@pytest.mark.slow
+def test_same_input_gives_byte_identical_site(tmp_path_factory, shared_data, tmp_path):
+    site, env = build_store_site(tmp_path_factory, shared_data)
+    again = tmp_path / "again"
+    result = CliRunner().invoke(report_command, ["--out", str(again)], env=env)
+    assert result.exit_code == 0, result.output
+
+    def files(root):
+        return {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*"))
+                if p.is_file()}
+    assert files(site) == files(again)
+
+
+@pytest.mark.slow
+def test_report_refuses_a_folder_it_did_not_write(tmp_path, tmp_path_factory, shared_data):
+    _, env = build_store_site(tmp_path_factory, shared_data)
+    (tmp_path / "notes.txt").write_text("mine")
+    result = CliRunner().invoke(report_command, ["--out", str(tmp_path)], env=env)
+    assert result.exit_code == 1 and "not empty" in result.output
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_report_module_imports_only_click():
+    code = ("import sys, analysis.cli_report; print(sorted(m for m in "
+            "('pandas','matplotlib','numpy','scipy','jinja2') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
