@@ -96,12 +96,14 @@ def run(jobs: list[Job], runner: Runner | None, store: Store, *, parallel: int =
     pending = list(jobs)
     running: dict[Future, Job] = {}
     start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, parallel))
+    try:
         while pending or running:
             while pending and len(running) < max(1, parallel):
                 job = pending.pop(0)
                 running[pool.submit(_attempt, job, runner, store, options)] = job
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            # a timeout keeps the main thread responsive to Ctrl-C while cells run
+            finished, _ = wait(running, timeout=1.0, return_when=FIRST_COMPLETED)
             busy = []
             for future in finished:
                 job = running.pop(future)
@@ -122,6 +124,13 @@ def run(jobs: list[Job], runner: Runner | None, store: Store, *, parallel: int =
                 pending.extend(busy)
                 if not running and len(busy) == len(pending):
                     time.sleep(poll_seconds)  # everything left is held elsewhere: wait
+    except KeyboardInterrupt:
+        cancel = getattr(runner, "cancel", None)
+        if cancel is not None:
+            cancel()  # stop this controller's containers or jobs, and only those
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     order = {id(j): i for i, j in enumerate(jobs)}
     report.outcomes.sort(key=lambda o: order[id(o.job)])
     return report

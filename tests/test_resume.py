@@ -127,3 +127,43 @@ def test_status_shows_done_failed_and_pending(matrix_env, tmp_path):
     assert float(lines["model-0"][0]) > 0
     assert lines["model-1"] == [".", "."]
     assert "done 1" in out.stdout and "failed 1" in out.stdout and "pending 6" in out.stdout
+
+
+def test_ctrl_c_stops_a_local_matrix_promptly_and_leaves_no_process(matrix_env, tmp_path):
+    env, ledger, workspace = matrix_env
+    subs = Path(env["QASHIFT_SUBMISSIONS"])
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    write_command_bundle(subs, "sleeper", f"""
+import os, time, pathlib
+pathlib.Path({str(pids)!r}, str(os.getpid())).touch()
+time.sleep(60)
+""", timeout=120)
+    proc = subprocess.Popen(["evaluate", "-b", "sleeper", "-t", "all", "--runner", "local",
+                             "-j", "2"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    started_pids = [int(p.name) for p in pids.iterdir()]
+    assert len(started_pids) == 2  # both cells running in parallel
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert time.monotonic() - started < 10
+    assert proc.returncode != 0
+    time.sleep(0.5)
+    for pid in started_pids:
+        assert not _alive(pid), pid
+    if (workspace / "results.sqlite").exists():
+        assert results(workspace) == {}
+
+
+def _alive(pid: int) -> bool:
+    """Running, as opposed to gone or a zombie left for a non-reaping init to collect."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    state = next(line for line in status.splitlines() if line.startswith("State:"))
+    return "Z" not in state.split()[1]

@@ -23,6 +23,9 @@ from evaluator import paths
 from evaluator.errors import RunFailure
 from evaluator.runners.base import RunRecord, RunRequest, last_line, read_tail
 
+_ACTIVE: set[int] = set()  # process groups of running submissions, for cancel()
+_ACTIVE_LOCK = threading.Lock()
+
 
 def fill_command(command: str, input_path: str, output_path: str) -> str:
     return command.replace("{input}", shlex.quote(input_path)).replace(
@@ -31,6 +34,14 @@ def fill_command(command: str, input_path: str, output_path: str) -> str:
 
 class LocalRunner:
     name = "local"
+
+    def cancel(self) -> int:
+        """Kill every process group this process started (Ctrl-C of a matrix)."""
+        with _ACTIVE_LOCK:
+            pids = list(_ACTIVE)
+        for pid in pids:
+            _kill_group(pid)
+        return len(pids)
 
     def run(self, request: RunRequest) -> RunRecord:
         bundle = request.bundle
@@ -77,9 +88,13 @@ def _run_with_limit(command: str, cwd: Path, env: dict, log_path: Path,
 
         timer = threading.Timer(timeout, kill)
         timer.start()
+        with _ACTIVE_LOCK:
+            _ACTIVE.add(proc.pid)
         try:
             _, status, usage = os.wait4(proc.pid, 0)
         finally:
+            with _ACTIVE_LOCK:
+                _ACTIVE.discard(proc.pid)
             timer.cancel()
             _kill_group(proc.pid)  # leftovers, and on Ctrl-C the whole group
             proc.returncode = 0  # reaped by wait4; keep Popen from waiting again

@@ -1,0 +1,601 @@
+"""Run a command bundle in its own container, sandboxed, through the Docker SDK for Python.
+
+A run is a short state machine: resolve the image (digest-pinned, local id, or built once from
+the bundle's Dockerfile and cached by the content hash of its folder) -> create the container
+-> start -> wait (with the bundle's time limit) -> classify the exit -> collect the
+predictions -> remove the container. Removal is in a `finally`, so it happens on success,
+failure, timeout and Ctrl-C alike; because a parallel matrix runs cells in worker threads,
+where KeyboardInterrupt never arrives, the runner also chains a cleanup (kill and remove this
+process's containers) in front of the default SIGINT and SIGTERM handlers.
+
+What the submission sees: the bundle folder read-only at /bundle (its working directory), the
+answer-free input read-only at /input/input.json, an empty writable /output, a private tmpfs
+/tmp, and nothing else from the host. No network, no capabilities, no new privileges, an
+unprivileged user, a read-only root file system, and memory, CPU and process-count limits.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import os
+import re
+import shutil
+import signal
+import stat
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from evaluator import paths
+from evaluator.bundles import Bundle
+from evaluator.errors import RunFailure, UserError
+from evaluator.predictions import MAX_BYTES
+from evaluator.runners.base import (
+    LOG_TAIL_BYTES,
+    PREDICTIONS_FILE,
+    RunRecord,
+    RunRequest,
+    last_line,
+)
+from evaluator.runners.local import fill_command
+
+LABEL = "qashift"  # every container we create carries qashift=1, so leftovers can be found
+DEFAULT_IMAGE = "qashift/python:bookworm"  # for command bundles that name no environment
+DEFAULT_USER = "65534:65534"  # nobody:nogroup
+DEFAULT_PIDS = 512
+INPUT, OUTPUT, WORKDIR = "/input/input.json", "/output", "/bundle"
+NO_GPU_KERNEL = "no kernel image is available for execution on the device"
+PING_TIMEOUT_S = 2.0
+
+
+def daemon_available(timeout: float = PING_TIMEOUT_S) -> bool:
+    """Whether a Docker daemon answers within `timeout` seconds (never raises)."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=timeout)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except Exception:  # noqa: BLE001 - any failure means "no usable daemon"
+        return False
+
+
+# Containers this process is running (by name), so that a Ctrl-C or SIGTERM removes them even
+# when the run is in a worker thread of a parallel matrix, where KeyboardInterrupt never lands.
+_LIVE: dict[str, bool] = {}
+_CANCELLED: set[str] = set()
+_SIGNALS_INSTALLED = False
+
+
+def cancel_all() -> int:
+    """Kill and remove every container this process is running; their runs raise
+    KeyboardInterrupt (a cancelled cell is not a failure: it is simply not stored)."""
+    names = list(_LIVE)
+    if not names:
+        return 0
+    _CANCELLED.update(names)
+    try:
+        import docker
+
+        client = docker.from_env(timeout=15)
+    except Exception:  # noqa: BLE001 - nothing to clean up with
+        return 0
+    for name in names:
+        _remove(client, name)
+    client.close()
+    return len(names)
+
+
+def _install_signal_cleanup() -> None:
+    """Chain container cleanup in front of the default SIGINT and SIGTERM behaviour.
+
+    Only from the main thread and only where the handler is still Python's default, so an
+    application's own handlers are left alone.
+    """
+    global _SIGNALS_INSTALLED
+    if _SIGNALS_INSTALLED or threading.current_thread() is not threading.main_thread():
+        return
+    _SIGNALS_INSTALLED = True
+    watched = set()
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        def on_interrupt(signum, frame):
+            cancel_all()
+            signal.default_int_handler(signum, frame)
+
+        signal.signal(signal.SIGINT, on_interrupt)
+        watched.add(signal.SIGINT)
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        def on_terminate(signum, frame):
+            cancel_all()
+            raise SystemExit(128 + signum)
+
+        signal.signal(signal.SIGTERM, on_terminate)
+        watched.add(signal.SIGTERM)
+    # Python runs handlers in the main thread only, and a main thread blocked on a lock (a
+    # matrix waiting for its workers) is not woken when the kernel hands the signal to another
+    # thread. The wakeup fd is written whichever thread gets it: a watcher cancels at once.
+    if watched:
+        read_end, write_end = os.pipe()
+        os.set_blocking(write_end, False)
+        previous = signal.set_wakeup_fd(write_end)
+        if previous != -1:  # someone else's (e.g. asyncio's): put it back, do without
+            signal.set_wakeup_fd(previous)
+            os.close(read_end)
+            os.close(write_end)
+            return
+        threading.Thread(target=_watch_signals, args=(read_end, watched), daemon=True,
+                         name="qashift-docker-signals").start()
+
+
+def _watch_signals(fd: int, watched: set[int]) -> None:
+    while data := os.read(fd, 64):
+        if watched & set(data):
+            cancel_all()
+
+
+def parse_memory(value: int | float | str) -> int:
+    """Bytes from 4g, 512m, 1.5GiB, 1048576 (plain numbers are bytes)."""
+    if isinstance(value, (int, float)):
+        return int(value)
+    match = re.fullmatch(r"\s*([0-9.]+)\s*([kmgt]?)(i?b)?\s*", str(value).lower())
+    if not match:
+        raise UserError(f"cannot read memory size {value!r}; use e.g. 512m or 4g")
+    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[match.group(2)]
+    return int(float(match.group(1)) * scale)
+
+
+def context_hash(folder: Path) -> str:
+    """sha256 over (relative path, mode, content) of every file in a build context."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        if "__pycache__" in path.parts:
+            continue
+        rel = path.relative_to(folder).as_posix()
+        digest.update(f"{rel}\0{path.stat().st_mode & 0o111:o}\0".encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+class DockerRunner:
+    name = "docker"
+
+    def __init__(self, client=None):
+        self._client = client
+        self._ncpu: int | None = None
+        _install_signal_cleanup()
+
+    def cancel(self) -> int:
+        """Kill and remove every container this process is running; see cancel_all."""
+        return cancel_all()
+
+    @property
+    def client(self):
+        if self._client is None:
+            import docker
+
+            try:
+                self._client = docker.from_env(timeout=120)
+                self._client.ping()
+            except Exception as exc:  # noqa: BLE001
+                raise UserError(f"no Docker daemon answers ({type(exc).__name__}); start "
+                                f"dockerd or use --runner local") from None
+        return self._client
+
+    # -- the run --------------------------------------------------------------------------
+    def run(self, request: RunRequest) -> RunRecord:
+        bundle = request.bundle
+        if not bundle.command:
+            raise UserError(f"{bundle.id} has no command; the docker runner runs command "
+                            f"bundles")
+        image_id, image_ref, image_digest = self.resolve_image(bundle)
+        gpus = self._gpus(bundle, request.device)
+        with tempfile.TemporaryDirectory(prefix="qashift-docker-") as tmp:
+            staging = Path(tmp) / "output"
+            staging.mkdir()
+            staging.chmod(0o777)  # the container's user owns nothing on the host; tmp is 0700
+            outcome = self._run_container(request, image_id, staging, gpus)
+            outcome.details.update(image=image_ref, image_id=image_id)
+            if gpus:
+                outcome.details.update(gpu_info())
+            record = RunRecord(runner=self.name, wall_s=outcome.wall_s,
+                               exit_code=outcome.exit_code, log=outcome.log,
+                               peak_memory_bytes=outcome.peak_memory, image_digest=image_digest,
+                               device="gpu" if gpus else "cpu", details=outcome.details)
+            self._classify(bundle, outcome, staging)
+            mark = time.perf_counter()
+            _collect(staging / PREDICTIONS_FILE, request.output_path)
+            outcome.details["phases_s"]["collect"] = time.perf_counter() - mark
+        return record
+
+    def _run_container(self, request: RunRequest, image_id: str, staging: Path,
+                       gpus: int) -> _Outcome:
+        import docker.errors
+        import requests.exceptions
+
+        bundle = request.bundle
+        name = f"qashift-{re.sub(r'[^a-zA-Z0-9_.-]', '-', bundle.id)[:40]}-{uuid.uuid4().hex[:8]}"
+        kwargs = self._container_kwargs(request, image_id, staging, gpus, name)
+        container, sampler = None, None
+        phases: dict[str, float] = {}  # seconds per step, for the overhead benchmark
+        mark = time.perf_counter()
+        _LIVE[name] = True  # before create: a Ctrl-C during create still finds it by name
+        try:
+            container = self.client.containers.create(**kwargs)
+            # Output is streamed from an attach made before start, keeping only its tail; the
+            # daemon stores none of it (log driver "none"), so 1 GB of stdout costs no disk.
+            log = _LogTail(self.client.api.attach(container.id, stdout=True, stderr=True,
+                                                  stream=True, logs=False))
+            start = time.perf_counter()
+            phases["create"] = start - mark
+            try:
+                container.start()
+            except docker.errors.APIError as exc:
+                if gpus and "device driver" in str(exc):
+                    raise RunFailure("no-gpu", f"{bundle.id} asks for {gpus} GPU(s) but "
+                                     f"the Docker daemon offers none (no NVIDIA container "
+                                     f"toolkit?); retry with --device cpu") from None
+                raise
+            phases["start"] = time.perf_counter() - start
+            sampler = _PeakMemory(container.id)
+            sampler.start()
+            timed_out, status = False, None
+            while status is None:
+                remaining = bundle.timeout - (time.perf_counter() - start)
+                if remaining <= 0:
+                    timed_out = True
+                    _quietly(container.kill)
+                    status = container.wait(timeout=30)
+                    break
+                try:  # short waits keep Ctrl-C responsive; wait returns at once on exit
+                    status = container.wait(timeout=min(remaining, 2.0))
+                except requests.exceptions.RequestException:
+                    pass
+                except docker.errors.APIError:
+                    if name not in _CANCELLED:
+                        raise
+                if name in _CANCELLED:  # Ctrl-C/SIGTERM while this ran in a worker thread
+                    raise KeyboardInterrupt(f"{bundle.id}: run cancelled")
+            wall = time.perf_counter() - start
+            phases["wait"] = wall - phases["start"]
+            mark = time.perf_counter()
+            sampler.stop()
+            state = container.client.api.inspect_container(container.id)["State"]
+            text = log.text()
+            phases["inspect_and_log"] = time.perf_counter() - mark
+            return _Outcome(wall_s=wall, exit_code=state.get("ExitCode", status["StatusCode"]),
+                            log=text, peak_memory=sampler.peak, timed_out=timed_out,
+                            oom_killed=bool(state.get("OOMKilled")),
+                            memory_limit=kwargs["mem_limit"],
+                            details={"container_limits": _limits_summary(kwargs),
+                                     "gpus": gpus, "log_bytes": log.total,
+                                     "phases_s": phases})
+        finally:
+            if sampler is not None:
+                sampler.stop()
+            mark = time.perf_counter()
+            _remove(self.client, container.id if container is not None else name)
+            phases["remove"] = time.perf_counter() - mark
+            _LIVE.pop(name, None)
+            _CANCELLED.discard(name)
+
+    def _container_kwargs(self, request: RunRequest, image_id: str, staging: Path, gpus: int,
+                          name: str) -> dict:
+        from docker.types import DeviceRequest, LogConfig, Mount
+
+        bundle = request.bundle
+        env = bundle.environment
+        res = bundle.resources
+        memory = parse_memory(res.get("memory", "4g"))
+        cpus = min(float(res.get("cpus", 1) or 1), float(self._host_cpus()))
+        command = fill_command(bundle.command, INPUT, f"{OUTPUT}/{PREDICTIONS_FILE}")
+        writable_root = bool(env.get("writable_root", False))
+        kwargs = dict(
+            image=image_id, command=["/bin/sh", "-c", command], name=name,
+            working_dir=WORKDIR, user=str(env.get("user", DEFAULT_USER)), hostname="qashift",
+            labels={LABEL: "1", "qashift.bundle": bundle.id,
+                    "qashift.testset": request.testset_id, "qashift.pid": str(os.getpid()),
+                    "qashift.folder": str(bundle.folder.resolve())},
+            environment={"HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+                         "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+                         "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+            mounts=[Mount(WORKDIR, str(bundle.folder.resolve()), type="bind", read_only=True),
+                    Mount(INPUT, str(request.input_path.resolve()), type="bind",
+                          read_only=True),
+                    Mount(OUTPUT, str(staging), type="bind", read_only=False)],
+            network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"],
+            read_only=not writable_root,
+            tmpfs={"/tmp": f"rw,nosuid,nodev,exec,size={memory}"},
+            mem_limit=memory, memswap_limit=memory, nano_cpus=int(cpus * 1e9),
+            pids_limit=int(res.get("pids", DEFAULT_PIDS)), init=True, ipc_mode="private",
+            log_config=LogConfig(type="none"),
+            stdin_open=False, tty=False, detach=True,
+        )
+        if gpus:
+            kwargs["device_requests"] = [DeviceRequest(count=gpus, capabilities=[["gpu"]])]
+        return kwargs
+
+    def _classify(self, bundle: Bundle, outcome: _Outcome, staging: Path) -> None:
+        log = outcome.log
+        if outcome.timed_out:
+            raise RunFailure("timeout", f"{bundle.id} ran past its {bundle.timeout:g} s time "
+                             f"limit; its container was killed and removed", log)
+        if outcome.oom_killed or (outcome.exit_code == 137 and outcome.peak_memory and
+                                  outcome.peak_memory >= 0.95 * outcome.memory_limit):
+            raise RunFailure("out-of-memory", f"{bundle.id} exceeded its memory limit of "
+                             f"{outcome.memory_limit / (1 << 20):.0f} MiB and was killed "
+                             f"(raise resources.memory)", log)
+        missing = not (staging / PREDICTIONS_FILE).exists()
+        if NO_GPU_KERNEL in log and (outcome.exit_code != 0 or missing):
+            raise RunFailure("no-gpu-kernel", f"{bundle.id}: the framework has no CUDA kernel "
+                             f"for this GPU ({NO_GPU_KERNEL}); retry with --device cpu", log)
+        if outcome.exit_code != 0:
+            raise RunFailure("nonzero-exit", f"{bundle.id} exited with status "
+                             f"{outcome.exit_code}: {last_line(log)}", log)
+
+    # -- images ---------------------------------------------------------------------------
+    def resolve_image(self, bundle: Bundle) -> tuple[str, str, str]:
+        """(image id, reference as given, digest recorded with the result)."""
+        env = bundle.environment
+        if env.get("build"):
+            image, tag = self._build(bundle, str(env["build"]))
+            return image.id, tag, image.id
+        ref = str(env.get("image") or DEFAULT_IMAGE)
+        image = self._local_or_pull(bundle, ref)
+        repo_digests = image.attrs.get("RepoDigests") or []
+        pinned = ref if "@sha256:" in ref else None
+        return image.id, ref, pinned or (repo_digests[0] if repo_digests else image.id)
+
+    def _local_or_pull(self, bundle: Bundle, ref: str):
+        import docker.errors
+
+        try:
+            return self.client.images.get(ref)
+        except docker.errors.ImageNotFound:
+            pass
+        except docker.errors.APIError as exc:
+            raise RunFailure("image-missing", f"{bundle.id}: bad image reference {ref!r} "
+                             f"({_one_line(exc)})") from None
+        if ref.startswith("sha256:"):
+            raise RunFailure("image-missing", f"{bundle.id}: image {ref[:19]}... is not on "
+                             f"this host and a bare id cannot be pulled")
+        hint = (" (build it offline: qashift images python)" if ref.startswith("qashift/")
+                else "")
+        try:
+            repository, tag = _split_ref(ref)
+            self.client.api.pull(repository, tag=tag)
+            return self.client.images.get(ref)
+        except docker.errors.DockerException as exc:
+            raise RunFailure("image-missing", f"{bundle.id}: image {ref} is not on this host "
+                             f"and pulling it failed: {_one_line(exc)}{hint}") from None
+
+    def _build(self, bundle: Bundle, dockerfile: str):
+        """Build from the bundle folder once per content hash; concurrent builds share a lock."""
+        import fcntl
+
+        import docker.errors
+
+        from evaluator import images
+
+        if not (bundle.folder / dockerfile).is_file():
+            raise RunFailure("build-failed", f"{bundle.id}: environment.build names "
+                             f"{dockerfile}, which is not in the bundle folder")
+        key = context_hash(bundle.folder)
+        tag = f"qashift-bundle/{_repo_name(bundle.id)}:{key[:12]}"
+        locks = paths.cache_dir() / "docker-build-locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        with open(locks / f"{key[:16]}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                return self.client.images.get(tag), tag
+            except docker.errors.ImageNotFound:
+                pass
+            network = str(bundle.environment.get("build_network", "default"))
+            try:
+                images.build(bundle.folder, tag, dockerfile=dockerfile, network_mode=network,
+                             say=lambda _: None,
+                             labels={LABEL: "1", "qashift.bundle": bundle.id,
+                                     "qashift.context": key})
+            except images.BuildError as exc:
+                raise RunFailure("build-failed", f"{bundle.id}: docker build failed: {exc}",
+                                 exc.log) from None
+            except docker.errors.DockerException as exc:
+                raise RunFailure("build-failed", f"{bundle.id}: docker build failed: "
+                                 f"{_one_line(exc)}") from None
+            return self.client.images.get(tag), tag
+
+    # -- host facts -----------------------------------------------------------------------
+    def _host_cpus(self) -> int:
+        if self._ncpu is None:
+            self._ncpu = int(self.client.info().get("NCPU") or os.cpu_count() or 1)
+        return self._ncpu
+
+    @staticmethod
+    def _gpus(bundle: Bundle, device: str) -> int:
+        """GPUs to request: the bundle's count, none with --device cpu, one with --device gpu."""
+        wanted = int(bundle.resources.get("gpus", 0) or 0)
+        if device == "cpu":
+            return 0
+        if device == "gpu":
+            return max(wanted, 1)
+        return wanted
+
+
+class _Outcome:
+    def __init__(self, *, wall_s: float, exit_code: int | None, log: str,
+                 peak_memory: int | None, timed_out: bool, oom_killed: bool,
+                 memory_limit: int, details: dict):
+        self.wall_s, self.exit_code, self.log = wall_s, exit_code, log
+        self.peak_memory, self.timed_out, self.oom_killed = peak_memory, timed_out, oom_killed
+        self.memory_limit, self.details = memory_limit, details
+
+
+class _PeakMemory:
+    """Samples the container's memory high-water mark from the host's cgroup files.
+
+    The cgroup disappears with the container, so the last sample before exit is kept
+    (cgroup v1 `memory.max_usage_in_bytes`; v2 `memory.peak` where the kernel has it).
+    """
+
+    def __init__(self, container_id: str, interval: float = 0.1):
+        self.files = [Path(f"/sys/fs/cgroup/memory/docker/{container_id}/"
+                           f"memory.max_usage_in_bytes"),
+                      Path(f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/"
+                           f"memory.peak"),
+                      Path(f"/sys/fs/cgroup/docker/{container_id}/memory.peak")]
+        self.interval, self.peak = interval, None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> None:
+        self._sample()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=1)
+
+    def _sample(self) -> None:
+        for path in self.files:
+            try:
+                value = int(path.read_text())
+            except (OSError, ValueError):
+                continue
+            self.peak = max(self.peak or 0, value)
+            self.files = [path]
+            return
+
+    def _loop(self) -> None:
+        while not self._done.wait(self.interval):
+            self._sample()
+
+
+class _LogTail:
+    """Drains a container's output stream in a thread, keeping only the last `limit` bytes."""
+
+    def __init__(self, stream, limit: int = LOG_TAIL_BYTES):
+        self.limit, self.total = limit, 0
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self._kept = 0
+        self._thread = threading.Thread(target=self._drain, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _drain(self, stream) -> None:
+        try:
+            for chunk in stream:
+                self.total += len(chunk)
+                self._chunks.append(chunk)
+                self._kept += len(chunk)
+                while self._kept - len(self._chunks[0]) >= self.limit:
+                    self._kept -= len(self._chunks.popleft())
+        except Exception:  # noqa: BLE001 - the stream ends with the container, however it ends
+            pass
+
+    def text(self, timeout: float = 10.0) -> str:
+        self._thread.join(timeout)
+        data = b"".join(list(self._chunks))[-self.limit:]
+        dropped = self.total - len(data)
+        head = f"[... {dropped} earlier bytes dropped ...]\n" if dropped > 0 else ""
+        return head + data.decode("utf-8", errors="replace")
+
+
+def _collect(produced: Path, target: Path) -> None:
+    """Copy the predictions out without following links and without reading past the limit."""
+    try:
+        fd = os.open(produced, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return  # load_predictions reports no-predictions
+    except OSError:
+        raise RunFailure("malformed-predictions", f"{PREDICTIONS_FILE} is a link or "
+                         f"unreadable, not a regular file") from None
+    with os.fdopen(fd, "rb") as src:
+        if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
+            raise RunFailure("malformed-predictions", f"{PREDICTIONS_FILE} is not a regular "
+                             f"file")
+        with open(target, "wb") as dst:
+            remaining = MAX_BYTES + 1  # one byte more, so the size check sees an oversize file
+            while remaining > 0 and (chunk := src.read(min(remaining, 1 << 20))):
+                dst.write(chunk)
+                remaining -= len(chunk)
+
+
+def _remove(client, container: str) -> None:
+    """Force-remove a container; retried, because this is what keeps the host clean."""
+    import docker.errors
+
+    for attempt in range(3):
+        try:
+            client.api.remove_container(container, force=True, v=True)
+            return
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as exc:
+            if "already in progress" in str(exc):
+                return
+            time.sleep(0.5 * (attempt + 1))
+        except Exception:  # noqa: BLE001 - e.g. a connection error; try again
+            time.sleep(0.5 * (attempt + 1))
+
+
+def _quietly(call) -> None:
+    try:
+        call()
+    except Exception:  # noqa: BLE001 - the container may already have exited
+        pass
+
+
+def _limits_summary(kwargs: dict) -> dict:
+    return {"memory": kwargs["mem_limit"], "cpus": kwargs["nano_cpus"] / 1e9,
+            "pids": kwargs["pids_limit"], "network": kwargs["network_mode"],
+            "read_only_root": kwargs["read_only"], "user": kwargs["user"]}
+
+
+def gpu_info() -> dict:
+    """GPU model(s) and driver version of this host, from the NVIDIA driver's /proc files."""
+    info: dict = {}
+    version = Path("/proc/driver/nvidia/version")
+    if version.is_file():
+        match = re.search(r"Kernel Module\s+(?:for\s+\S+\s+)?([0-9.]+)", version.read_text())
+        info["gpu_driver"] = match.group(1) if match else version.read_text().splitlines()[0]
+    models = []
+    for entry in sorted(Path("/proc/driver/nvidia/gpus").glob("*/information")):
+        match = re.search(r"^Model:\s*(.+)$", entry.read_text(), re.MULTILINE)
+        if match:
+            models.append(match.group(1).strip())
+    if models:
+        info["gpu_models"] = models
+    if not info and shutil.which("nvidia-smi"):
+        import subprocess
+
+        proc = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
+                               "--format=csv,noheader"], capture_output=True, text=True)
+        rows = [r.split(", ") for r in proc.stdout.splitlines() if ", " in r]
+        if rows:
+            info = {"gpu_models": [r[0] for r in rows], "gpu_driver": rows[0][1]}
+    return info
+
+
+def _split_ref(ref: str) -> tuple[str, str | None]:
+    """'name@sha256:..' -> (name, 'sha256:..'); 'name:tag' -> (name, tag); 'name' -> latest."""
+    if "@" in ref:
+        name, digest = ref.split("@", 1)
+        return name, digest
+    name, _, tag = ref.rpartition(":")
+    if name and "/" not in tag:
+        return name, tag
+    return ref, "latest"
+
+
+def _repo_name(bundle_id: str) -> str:
+    return re.sub(r"[^a-z0-9._-]+", "-", bundle_id.lower()).strip("-._") or "bundle"
+
+
+def _one_line(exc: Exception) -> str:
+    text = getattr(exc, "explanation", None) or str(exc)
+    text = str(text).strip().splitlines()[0] if str(text).strip() else type(exc).__name__
+    return text[:300]

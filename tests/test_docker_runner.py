@@ -1,0 +1,392 @@
+"""The Docker runner against a real daemon: hostile submissions are contained and classified,
+containers never outlive their run, images are pinned, built once and recorded, and the
+sliding-window baseline gives byte-identical predictions under the local and Docker runners.
+
+Needs a daemon and qashift/python:bookworm (`bash .ci/docker.sh` provides both, offline).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from evaluator import bundles, images
+from evaluator.cli import evaluate_cmd
+from evaluator.errors import RunFailure
+from evaluator.runners import get_runner
+from evaluator.runners.base import RunRequest
+from evaluator.runners.docker import LABEL, DockerRunner, daemon_available
+from evaluator.store import Store
+from evaluator.testsets import input_document
+from tests import hostile
+from tests.conftest import REPO, write_testset
+
+pytestmark = pytest.mark.skipif(
+    not daemon_available(), reason="no Docker daemon answers (CI starts one: bash .ci/docker.sh)")
+
+
+@pytest.fixture(scope="module")
+def client():
+    import docker
+
+    client = docker.from_env()
+    if not images.image_exists(images.PYTHON_TAG, client):  # normally built by .ci/docker.sh
+        images.build_python(say=lambda _: None)
+    yield client
+    client.close()
+
+
+def ours(client, tmp_path: Path) -> list:
+    """Containers of this test's bundles (all live under tmp_path), running or not; other
+    sessions' containers on a shared daemon are not ours to judge."""
+    return [c for c in client.containers.list(all=True, filters={"label": f"{LABEL}=1"})
+            if c.labels.get("qashift.folder", "").startswith(str(tmp_path.resolve()))]
+
+
+@pytest.fixture(autouse=True)
+def no_container_left_behind(client, tmp_path):
+    yield
+    left = ours(client, tmp_path)
+    assert not left, f"containers left behind: {[c.name for c in left]}"
+
+
+@pytest.fixture
+def toy(tmp_path, small_dev, monkeypatch, workspace):
+    """A registry with one small real test set ('toy', 2 SQuAD dev articles), no bundles yet."""
+    subs, sets = tmp_path / "subs", tmp_path / "sets"
+    subs.mkdir()
+    write_testset(sets, "toy", small_dev)
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    return {"subs": subs, "sets": sets, "workspace": workspace,
+            "n": sum(len(p["qas"]) for a in small_dev["data"] for p in a["paragraphs"])}
+
+
+def evaluate(*args: str) -> dict:
+    result = CliRunner().invoke(evaluate_cmd, [*args, "--runner", "docker", "--json"])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return json.loads(result.stdout)
+
+
+def run_direct(folder: Path, tmp_path: Path, raw: dict, device: str = "auto"):
+    """DockerRunner.run on one bundle folder, as the pipeline calls it (no store, no scoring)."""
+    inp, out = tmp_path / "in", tmp_path / f"out-{folder.name}-{time.monotonic_ns()}"
+    inp.mkdir(exist_ok=True)
+    out.mkdir()
+    (inp / "input.json").write_text(json.dumps(input_document(raw)))
+    bundle = bundles.from_folder(folder)
+    return DockerRunner().run(RunRequest(bundle, inp / "input.json", out, "toy", device)), out
+
+
+class HostPort:
+    """A TCP listener on every host address that counts the connections it accepts."""
+
+    def __init__(self):
+        self.sock = socket.create_server(("0.0.0.0", 0))
+        self.sock.settimeout(0.2)
+        self.port, self.accepted, self._stop = self.sock.getsockname()[1], 0, False
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self):
+        while not self._stop:
+            try:
+                conn, _ = self.sock.accept()
+                self.accepted += 1
+                conn.close()
+            except OSError:
+                pass
+
+    def close(self):
+        self._stop = True
+        self._thread.join()
+        self.sock.close()
+
+
+def host_addresses() -> list[str]:
+    out = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()
+    return sorted({"172.17.0.1", "127.0.0.1", *out})
+
+
+# -- the hostile matrix -------------------------------------------------------------------------
+def test_hostile_matrix_each_contained_and_classified_while_the_rest_finishes(toy, tmp_path,
+                                                                              shared_data):
+    subs, server = toy["subs"], HostPort()
+    secrets = [str(toy["workspace"]), str(toy["sets"] / "toy" / "data.json"), str(shared_data),
+               str(tmp_path), os.environ["QASHIFT_CACHE"], "/etc/ssh", "/root/.ssh"]
+    hostile.bundle(subs, "network", targets={
+        "connect": [[addr, server.port] for addr in host_addresses()]})
+    hostile.bundle(subs, "snoop", targets={"paths": secrets})
+    hostile.bundle(subs, "forkbomb", resources={"pids": 64, "timeout": 30})
+    hostile.bundle(subs, "memhog", resources={"memory": "128m"})
+    hostile.bundle(subs, "sleeper", resources={"timeout": 3})
+    hostile.bundle(subs, "flood")
+    hostile.bundle(subs, "sloppy_ids")
+    hostile.bundle(subs, "duplicate_ids")
+    hostile.bundle(subs, "symlink_predictions")
+    hostile.bundle(subs, "well_behaved")
+    baseline_rss = _reset_peak_rss()
+
+    start = time.perf_counter()
+    doc = evaluate("-b", "all", "-t", "toy")
+    elapsed = time.perf_counter() - start
+    server.close()
+
+    failed = {f["bundle"]: f for f in doc["failed"]}
+    results = {r["bundle"]: r for r in doc["results"]}
+    assert {b: f["failure_class"] for b, f in failed.items()} == {
+        "network": "nonzero-exit", "forkbomb": "nonzero-exit", "memhog": "out-of-memory",
+        "sleeper": "timeout", "duplicate_ids": "malformed-predictions",
+        "symlink_predictions": "malformed-predictions"}
+    assert set(results) == {"snoop", "flood", "sloppy_ids", "well_behaved"}
+    assert all("\n" not in f["message"] for f in failed.values())  # one line each
+
+    # network: every attempt failed inside, and the host's listener saw nothing
+    assert "network blocked" in failed["network"]["message"]
+    assert "interfaces ['lo']" in failed["network"]["message"]
+    assert server.accepted == 0
+
+    # host paths, gold answers, the store, privileges
+    report = json.loads(next(iter(json.loads(Path(results["snoop"]["predictions"])
+                                             .read_text()).values())))
+    assert report["uid"] == 65534 and report["gid"] == 65534
+    assert report["cap_eff"] == "0000000000000000" and report["no_new_privs"] == "1"
+    assert report["shadow_readable"] is False
+    assert not [p for p, readable in report["visible"].items() if readable]
+    assert not set(secrets) & set(report["visible"])  # not even visible, let alone readable
+    assert report["gold_files"] == []
+    assert not [k for k in report["env"] if k.startswith(("QASHIFT", "DOCKER"))]
+    virtual = {"overlay", "proc", "tmpfs", "devpts", "sysfs", "cgroup", "mqueue"}
+    host_mounts = {m["at"] for m in report["mounts"] if m["type"] not in virtual}
+    assert host_mounts <= {"/bundle", "/input/input.json", "/output", "/etc/hosts",
+                           "/etc/hostname", "/etc/resolv.conf", "/sbin/docker-init",
+                           "/usr/sbin/docker-init"}  # the init binary (init=True)
+    assert {"/bundle", "/input/input.json", "/output"} <= host_mounts
+    assert (report["write_root"], report["write_tmp"], report["write_bundle"],
+            report["write_input"]) == (False, True, False, False)
+
+    # fork bomb: held at the pids limit
+    bomb = re.search(r"at most (\d+) processes, (\d+) fork errors", failed["forkbomb"]["message"])
+    assert bomb and int(bomb.group(1)) <= 64 and int(bomb.group(2)) > 0
+
+    # 1 GiB of stdout: streamed through, only the tail kept, this process stayed small
+    store = Store(toy["workspace"])
+    [row] = store.results(bundle="flood")
+    log = store.get_object(row["log_sha256"]).decode()
+    assert len(log) < 70_000 and log.rstrip().endswith("flood done")
+    assert json.loads(row["run_record"])["details"]["log_bytes"] >= 1 << 30
+    if baseline_rss is not None:
+        assert _peak_rss() - baseline_rss < 200 << 20
+
+    # ids: missing and extra are scored and counted
+    sloppy = results["sloppy_ids"]
+    assert sloppy["extra"] == 3 and sloppy["missing"] == toy["n"] // 2
+    assert results["well_behaved"]["missing"] == 0
+    assert elapsed < 300  # generous: CI machines are shared; ~20 s when idle
+
+
+def _reset_peak_rss() -> int | None:
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM (Linux)
+        return _peak_rss()
+    except OSError:
+        return None
+
+
+def _peak_rss() -> int:
+    status = Path("/proc/self/status").read_text()
+    return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) * 1024
+
+
+# -- containers are always removed ----------------------------------------------------------
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_during_a_run_removes_the_container(toy, client, signum, tmp_path):
+    hostile.bundle(toy["subs"], "sleeper", resources={"timeout": 120})
+    proc = subprocess.Popen(["evaluate", "-b", "sleeper", "-t", "toy", "--runner", "docker"],
+                            env=os.environ.copy(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not [c for c in ours(client, tmp_path) if c.status == "running"]:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    proc.send_signal(signum)
+    try:
+        proc.communicate(timeout=60)  # seconds when idle; a loaded daemon can be slow
+    finally:
+        proc.kill()
+    assert proc.returncode != 0
+    assert ours(client, tmp_path) == []
+
+
+def test_a_timed_out_container_is_gone_and_the_failure_is_stored(toy, client, tmp_path):
+    hostile.bundle(toy["subs"], "sleeper", resources={"timeout": 2})
+    doc = evaluate("-b", "sleeper", "-t", "toy")
+    assert [f["failure_class"] for f in doc["failed"]] == ["timeout"]
+    assert ours(client, tmp_path) == []
+    store = Store(toy["workspace"])
+    [failure] = store.failures()
+    assert failure["failure_class"] == "timeout" and failure["runner"] == "docker"
+    assert "sleeping" in store.get_object(failure["log_sha256"]).decode()
+
+
+# -- images: pinned, resolved, built once, missing ------------------------------------------
+def test_an_unpinned_name_and_a_bare_id_resolve_to_the_same_recorded_image(tmp_path, small_dev,
+                                                                           client, workspace):
+    image_id = client.images.get(images.PYTHON_TAG).id
+    by_name = hostile.bundle(tmp_path / "a", "well_behaved",
+                             environment={"image": images.PYTHON_TAG})
+    by_id = hostile.bundle(tmp_path / "b", "well_behaved", environment={"image": image_id})
+    (rec_name, out_name), (rec_id, out_id) = (run_direct(by_name, tmp_path, small_dev),
+                                              run_direct(by_id, tmp_path, small_dev))
+    assert rec_name.image_digest == rec_id.image_digest == image_id
+    assert rec_name.details["image"] == images.PYTHON_TAG
+    assert (out_name / "predictions.json").read_bytes() == (out_id / "predictions.json"
+                                                            ).read_bytes()
+    assert rec_name.exit_code == 0 and rec_name.runner == "docker" and rec_name.device == "cpu"
+    assert rec_name.details["container_limits"]["network"] == "none"
+    assert rec_name.peak_memory_bytes and rec_name.peak_memory_bytes < 4 << 30
+
+
+def test_a_missing_image_is_image_missing_in_one_line(toy):
+    hostile.bundle(toy["subs"], "well_behaved", environment={
+        "image": "qashift/no-such-image@sha256:" + "0" * 64})
+    hostile.bundle(toy["subs"], "well_behaved", bundle_id="bare",
+                   environment={"image": "sha256:" + "1" * 64})
+    doc = evaluate("-b", "all", "-t", "toy")
+    assert {f["bundle"]: f["failure_class"] for f in doc["failed"]} == {
+        "well_behaved": "image-missing", "bare": "image-missing"}
+    assert all("\n" not in f["message"] for f in doc["failed"])
+
+
+def test_a_dockerfile_is_built_once_per_content_and_a_broken_one_is_build_failed(
+        tmp_path, small_dev, client, workspace):
+    folder = hostile.bundle(tmp_path, "well_behaved", environment={"build": "Dockerfile"})
+    (folder / "Dockerfile").write_text(f"FROM {images.PYTHON_TAG}\n"
+                                       "RUN echo built-in-image > /built.txt\n")
+    spec = json.loads((folder / "bundle.yaml").read_text())
+    spec["command"] = "grep -q built-in-image /built.txt && " + spec["command"]
+    (folder / "bundle.yaml").write_text(json.dumps(spec))
+    built = []
+    try:
+        first, _ = run_direct(folder, tmp_path, small_dev)
+        second, _ = run_direct(folder, tmp_path, small_dev)
+        built.append(first.image_digest)
+        assert first.image_digest == second.image_digest
+        tag = first.details["image"]
+        assert tag.startswith("qashift-bundle/well_behaved:")
+        assert client.images.get(tag).id == first.image_digest
+
+        (folder / "program.py").write_text((folder / "program.py").read_text() + "\n# v2\n")
+        third, _ = run_direct(folder, tmp_path, small_dev)
+        built.append(third.image_digest)
+        assert third.details["image"] != tag  # new content, new image
+
+        (folder / "Dockerfile").write_text(f"FROM {images.PYTHON_TAG}\nRUN exit 7\n")
+        with pytest.raises(RunFailure) as failure:
+            run_direct(folder, tmp_path, small_dev)
+        assert failure.value.failure_class == "build-failed"
+        assert "\n" not in str(failure.value)
+    finally:
+        for image in client.images.list(filters={"label": "qashift.bundle=well_behaved"}):
+            client.images.remove(image.id, force=True)
+
+
+# -- GPU ------------------------------------------------------------------------------------
+def test_device_cpu_runs_a_gpu_bundle_on_cpu_and_auto_asks_for_the_gpu(tmp_path, small_dev,
+                                                                       client, workspace):
+    folder = hostile.bundle(tmp_path, "well_behaved", resources={"gpus": 1})
+    record, out = run_direct(folder, tmp_path, small_dev, device="cpu")
+    assert record.device == "cpu" and record.details["gpus"] == 0
+    assert (out / "predictions.json").is_file()
+    if "nvidia" in (client.info().get("Runtimes") or {}) or Path("/dev/nvidia0").exists():
+        record, _ = run_direct(folder, tmp_path, small_dev, device="auto")
+        assert record.device == "gpu" and record.details.get("gpu_models")
+    else:
+        with pytest.raises(RunFailure) as failure:
+            run_direct(folder, tmp_path, small_dev, device="auto")
+        assert failure.value.failure_class == "no-gpu" and "--device cpu" in str(failure.value)
+
+
+def test_a_missing_cuda_kernel_is_recognised_with_advice_to_use_the_cpu(tmp_path, small_dev,
+                                                                         workspace):
+    folder = hostile.bundle(tmp_path, "no_gpu_kernel")
+    with pytest.raises(RunFailure) as failure:
+        run_direct(folder, tmp_path, small_dev)
+    assert failure.value.failure_class == "no-gpu-kernel"
+    assert "retry with --device cpu" in str(failure.value)
+
+
+# -- the daemon check and the images CLI ----------------------------------------------------
+def test_daemon_check_is_quick_and_auto_picks_docker(monkeypatch):
+    assert get_runner("auto").name == "docker"
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    start = time.perf_counter()
+    assert daemon_available() is False
+    assert time.perf_counter() - start < 3
+    assert get_runner("auto").name == "local"
+
+
+def test_images_commands_skip_existing_tags():
+    from evaluator.cli_images import images_group
+
+    for command, tag in (("base", images.BASE_TAG), ("python", images.PYTHON_TAG)):
+        result = CliRunner().invoke(images_group, [command])
+        assert result.exit_code == 0, result.output
+        assert "not rebuilding" in result.output and tag in result.output
+
+
+# -- the sliding-window baseline under both runners -----------------------------------------
+SLIDING = REPO / "submissions" / "sliding-window"
+
+
+def _both_runners(testset: str, data_dir: Path, tmp_path: Path) -> dict[str, tuple[bytes, dict]]:
+    """The real sliding-window bundle (a verbatim copy, so its containers are ours to check)
+    evaluated by the real console script under each runner, each in its own workspace."""
+    subs = tmp_path / "sliding-subs"
+    if not subs.exists():
+        shutil.copytree(SLIDING, subs / SLIDING.name,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    out = {}
+    for runner in ("local", "docker"):
+        env = {**os.environ, "QASHIFT_WORKSPACE": str(tmp_path / runner),
+               "QASHIFT_SUBMISSIONS": str(subs)}
+        proc = subprocess.run(["evaluate", "-b", "sliding-window", "-t", testset, "--runner",
+                               runner, "--data-dir", str(data_dir), "--json"],
+                              capture_output=True, text=True, env=env, timeout=900)
+        assert proc.returncode == 0, proc.stderr
+        [cell] = json.loads(proc.stdout)["results"]
+        assert cell["runner"] == runner
+        out[runner] = (Path(cell["predictions"]).read_bytes(), cell)
+    return out
+
+
+@pytest.mark.skipif(not (SLIDING / "sliding_window.py").is_file(), reason="bundle not written")
+def test_sliding_window_is_byte_identical_under_both_runners_on_a_toy_set(toy, tmp_path,
+                                                                          shared_data):
+    out = _both_runners("toy", shared_data, tmp_path)
+    assert out["local"][0] == out["docker"][0]
+    assert out["local"][1]["f1"] == out["docker"][1]["f1"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (SLIDING / "sliding_window.py").is_file(), reason="bundle not written")
+def test_sliding_window_is_byte_identical_under_both_runners_on_squad_dev(tmp_path, workspace,
+                                                                          shared_data,
+                                                                          monkeypatch):
+    monkeypatch.delenv("QASHIFT_TESTSETS", raising=False)
+    out = _both_runners("squad-dev", shared_data, tmp_path)
+    assert out["local"][0] == out["docker"][0]
+    assert (out["local"][1]["em"], out["local"][1]["f1"]) == (out["docker"][1]["em"],
+                                                              out["docker"][1]["f1"])
+    assert out["docker"][1]["n"] == 10570
