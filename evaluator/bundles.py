@@ -37,6 +37,7 @@ class Bundle:
     reference_scores: dict = field(default_factory=dict)
     metadata: dict = field(default_factory=dict)
     status: str = "ready"
+    model: dict = field(default_factory=dict)  # hf-qa: path|cache, sha256, onnx, batch_size, qa
 
     @property
     def digest(self) -> str:
@@ -56,6 +57,10 @@ class Bundle:
         if self.kind == "predictions" and testset_id not in self.predictions:
             have = ", ".join(sorted(self.predictions)) or "none"
             return f"no stored predictions for {testset_id} (has: {have})"
+        if self.kind == "hf-qa" and "cache" in self.model and \
+                not (paths.cache_dir() / self.model["cache"]).exists():
+            how = self.model.get("rebuild", "build it")
+            return f"its trained weights are not in the cache ({how})"
         return None
 
 
@@ -92,13 +97,26 @@ def from_folder(folder: Path) -> Bundle:
         predictions[set_id] = Source(src["file"], str(src["sha256"]).lower(), src.get("url"))
     if data["kind"] == "predictions" and not predictions:
         raise ConfigError(f"{where}: a predictions bundle needs at least one predictions entry")
+    model = _hf_qa_model(data, where) if data["kind"] == "hf-qa" and status == "ready" else {}
     resources = {**DEFAULT_RESOURCES, **(data.get("resources") or {})}
     return Bundle(
         id=data["id"], name=data["name"], kind=data["kind"], folder=folder, command=command,
         environment=data.get("environment") or {}, resources=resources,
         predictions=predictions, reference_scores=data.get("reference_scores") or {},
-        metadata=data.get("metadata") or {}, status=status,
+        metadata=data.get("metadata") or {}, status=status, model=model,
     )
+
+
+def _hf_qa_model(data: dict, where: Path) -> dict:
+    """An hf-qa bundle's `model: {path | cache, sha256}` plus its `onnx` (false | true |
+    int8), `batch_size` and `qa` (max_seq_len, doc_stride, max_answer_len) run options."""
+    model = data.get("model")
+    if not isinstance(model, dict) or len({"path", "cache"} & set(model)) != 1:
+        raise ConfigError(f"{where}: an hf-qa bundle needs model: {{path: DIR}} (relative to "
+                          f"the bundle) or model: {{cache: KEY}} (under the cache dir)")
+    if data.get("onnx", False) not in (False, True, "int8"):
+        raise ConfigError(f"{where}: onnx must be false, true or int8")
+    return {**model, **{k: data[k] for k in ("onnx", "batch_size", "qa") if k in data}}
 
 
 def available(root: Path | None = None) -> dict[str, Path]:

