@@ -48,8 +48,9 @@ def regenerate(df: pd.DataFrame, out: Path | str, n_boot: int = fits.DEFAULT_BOO
                           or [gaps.gaps(df, METRICS[0])], ignore_index=True)
     tables["gaps"] = per_model
     tables["gaps_mean"] = gaps.average_gaps(per_model) if len(per_model) else per_model
-    tables["rank_changes"] = pd.concat(
-        [gaps.rank_changes(df, t, m) for t in testsets for m in METRICS], ignore_index=True)
+    changes = [gaps.rank_changes(df, t, m) for t in testsets for m in METRICS]
+    tables["rank_changes"] = pd.concat([c for c in changes if len(c)] or changes[:1],
+                                       ignore_index=True)
     conc = pd.concat([concurrence.concurrence(df, m, n_boot=n_boot, seed=seed)
                       for m in METRICS], ignore_index=True)
     tables["concurrence"] = conc
