@@ -227,3 +227,38 @@ def test_cli_start_up_does_not_import_heavy_modules():
             "'numpy', 'statsmodels'} & set(sys.modules); print(sorted(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_bundle_with_pinned_requirements_runs_in_its_own_virtual_environment(
+        workspace, toy_registry, tmp_path):
+    subs = Path(toy_registry["QASHIFT_SUBMISSIONS"])
+    folder = write_command_bundle(subs, "pinned", """
+import json, sys
+import six  # only in the bundle's own environment's pins
+assert sys.prefix != sys.base_prefix, "not running in a virtual environment"
+doc = json.load(open(sys.argv[1]))
+json.dump({q["id"]: six.__version__ for a in doc["data"] for p in a["paragraphs"]
+           for q in p["qas"]}, open(sys.argv[2], "w"))
+""")
+    (folder / "requirements.txt").write_text("six==1.16.0\n")
+    with open(folder / "bundle.yaml", "a") as handle:
+        handle.write("environment: {requirements: requirements.txt}\n")
+    proc = run_evaluate("-b", "pinned", "-t", "small", "--runner", "local", "--json")
+    assert proc.returncode == 0, proc.stderr
+    [cell] = json.loads(proc.stdout)["results"]
+    with open(cell["predictions"]) as handle:
+        assert set(json.load(handle).values()) == {"1.16.0"}
+    venvs = list((tmp_path / "cache" / "venvs").iterdir())
+    assert any((v / ".complete").exists() for v in venvs)
+
+
+def test_a_requirement_that_cannot_be_installed_is_a_build_failure(workspace, toy_registry):
+    subs = Path(toy_registry["QASHIFT_SUBMISSIONS"])
+    folder = write_command_bundle(subs, "unbuildable", "print('never runs')")
+    (folder / "requirements.txt").write_text("this-package-does-not-exist-qashift==0.0.1\n")
+    with open(folder / "bundle.yaml", "a") as handle:
+        handle.write("environment: {requirements: requirements.txt}\n")
+    proc = run_evaluate("-b", "unbuildable", "-t", "small", "--runner", "local")
+    assert proc.returncode == 1
+    assert "(build-failed)" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert stored_results(workspace) == 0
