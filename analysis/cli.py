@@ -92,7 +92,10 @@ def _load(source, data_dir, exclude_extra_data):
 @click.option("--bootstrap", type=int, default=1000, show_default=True,
               help="Bootstrap resamples for bands and concurrence intervals.")
 @click.option("--seed", type=int, default=0, show_default=True)
-def figures_command(source, data_dir, exclude_extra_data, out, bootstrap, seed):
+@click.option("--compare", default=None,
+              help="A second source (same forms as --source): also write compare-<set>-<metric> "
+                   "figures with both trends side by side, for the test sets both have.")
+def figures_command(source, data_dir, exclude_extra_data, out, bootstrap, seed, compare):
     """Regenerate every figure, fits.csv, gaps.csv (and coverage.txt for published data)."""
     from analysis.report import regenerate
 
@@ -101,9 +104,28 @@ def figures_command(source, data_dir, exclude_extra_data, out, bootstrap, seed):
         written = regenerate(df, out, n_boot=bootstrap, seed=seed)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
+    if compare:
+        written += _comparisons(df, source, _load(compare, data_dir, exclude_extra_data),
+                                compare, out, bootstrap, seed)
     click.echo(f"wrote {len(written)} files to {out}")
     if df.attrs.get("coverage"):
         click.echo(df.attrs["coverage"].split("\n\n")[0])
+
+
+def _comparisons(df, name, other, other_name, out: Path, n_boot: int, seed: int) -> list[Path]:
+    from analysis import figures
+    from analysis.tidy import METRICS, new_testsets
+
+    common = [t for t in new_testsets(df) if t in set(new_testsets(other))]
+    if not common:
+        raise click.ClickException(f"{name!r} and {other_name!r} share no compared test set")
+    written: list[Path] = []
+    for testset in common:
+        for metric in METRICS:
+            fig = figures.comparison_row([(Path(name).stem, df), (Path(other_name).stem, other)],
+                                         testset, metric, "linear", n_boot, seed)
+            written += figures.save(fig, Path(out) / f"compare-{testset}-{metric}")
+    return written
 
 
 @click.command("fit")

@@ -111,6 +111,23 @@ def panel_grid(df: pd.DataFrame, panels: Sequence[tuple[str, str, str]],
     return fig
 
 
+def comparison_row(sources: Sequence[tuple[str, pd.DataFrame]], testset: str, metric: str,
+                   scale: str, n_boot: int, seed: int, panel_size: float = 4.2):
+    """One panel per named source on the same test set: e.g. our model zoo's trend next to
+    the published models' trend. Each panel has its own reference set and its own fit."""
+    from analysis.fits import fit_panel
+
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(1, len(sources), figsize=(panel_size * len(sources),
+                                                           panel_size), squeeze=False)
+        for ax, (name, df) in zip(axes.flat, sources):
+            fit = fit_panel(df, testset, metric, scale, n_boot=n_boot, seed=seed)
+            scatter_panel(ax, df, testset, metric, scale, fit=fit,
+                          title=f"{name}: {_label(testset)}, {METRIC_LABEL[metric]} ({scale})")
+        fig.tight_layout()
+    return fig
+
+
 def concurrence_heatmap(matrix: pd.DataFrame, title: str, stat_label: str = "Kendall τ-b"):
     """Heat map of a symmetric test-set matrix with the value printed in each cell."""
     with plt.rc_context(STYLE):

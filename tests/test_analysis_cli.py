@@ -70,3 +70,25 @@ def test_cli_module_imports_only_click():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_figures_compare_puts_two_trends_side_by_side(tmp_path, shared_data):
+    from click.testing import CliRunner
+
+    from analysis.cli import figures_command
+
+    rows = ["model,testset,metric,value,reference"]
+    for i, (x, y) in enumerate([(60, 50), (70, 62), (80, 71), (90, 83)]):
+        for metric in ("f1", "em"):
+            rows.append(f"m{i},squad-dev-heldout,{metric},{x},")
+            rows.append(f"m{i},new-wiki,{metric},{y},squad-dev-heldout")
+    table = tmp_path / "zoo.csv"
+    table.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "figs"
+    result = CliRunner().invoke(figures_command, [
+        "--source", str(table), "--compare", "squadshifts-published", "--data-dir",
+        str(shared_data), "--out", str(out), "--bootstrap", "20"])
+    assert result.exit_code == 0, result.output
+    for metric in ("f1", "em"):
+        assert (out / f"compare-new-wiki-{metric}.png").stat().st_size > 10_000
+    assert not list(out.glob("compare-reddit-*"))  # only sets both sources have
