@@ -122,7 +122,7 @@ def _comparisons(df, name, other, other_name, out: Path, n_boot: int, seed: int)
     written: list[Path] = []
     for testset in common:
         for metric in METRICS:
-            fig = figures.comparison_row([(Path(name).stem, df), (Path(other_name).stem, other)],
+            fig = figures.comparison_row([(name, df), (other_name, other)],
                                          testset, metric, "linear", n_boot, seed)
             written += figures.save(fig, Path(out) / f"compare-{testset}-{metric}")
     return written
