@@ -97,9 +97,7 @@ class Store:
             conn = sqlite3.connect(self.db_path, timeout=60, isolation_level=None)
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA busy_timeout = 60000")
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
-            conn.executescript(SCHEMA)
+            _retry_locked(lambda: _setup(conn))
             self._local.conn = conn
         return conn
 
@@ -233,6 +231,29 @@ class Store:
             out.append({**row, **extra, "kind": "model",
                         "reference": references.get(row["testset"])})
         return out
+
+
+def _setup(conn: sqlite3.Connection) -> None:
+    # Switching to WAL takes a lock that SQLite's busy handler does not wait for, so a
+    # second controller opening the store mid-write must retry; once set, WAL persists.
+    if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+        conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.executescript(SCHEMA)
+
+
+def _retry_locked(action, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    delay = 0.05
+    while True:
+        try:
+            action()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
 
 def _sha(path: Path) -> str:
