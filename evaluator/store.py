@@ -213,22 +213,26 @@ class Store:
         from evaluator import bundles, testsets
 
         references: dict[str, str | None] = {}
-        for name in testsets.available():
+        for name, folder in testsets.available().items():
             try:
-                references[name] = testsets.get(name).reference
+                references[name] = testsets.from_folder(folder).reference
             except Exception:  # an invalid folder must not hide the other results
                 references[name] = None
+        bundle_folders = bundles.available()  # discovered once, each bundle read once
+        extras: dict[str, dict] = {}
         out = []
         for row in self.results():
-            try:
-                bundle = bundles.get(row["bundle"])
-                extra = {"name": bundle.name, "family": bundle.metadata.get("family"),
-                         "reference_scores": bundle.reference_scores,
-                         "metadata": bundle.metadata}
-            except Exception:  # a result outlives its bundle folder: keep the numbers
-                extra = {"name": row["bundle"], "family": None, "reference_scores": {},
-                         "metadata": {}}
-            out.append({**row, **extra, "kind": "model",
+            if row["bundle"] not in extras:
+                try:
+                    bundle = bundles.from_folder(bundle_folders[row["bundle"]])
+                    extras[row["bundle"]] = {
+                        "name": bundle.name, "family": bundle.metadata.get("family"),
+                        "reference_scores": bundle.reference_scores,
+                        "metadata": bundle.metadata}
+                except Exception:  # a result outlives its bundle folder: keep the numbers
+                    extras[row["bundle"]] = {"name": row["bundle"], "family": None,
+                                             "reference_scores": {}, "metadata": {}}
+            out.append({**row, **extras[row["bundle"]], "kind": "model",
                         "reference": references.get(row["testset"])})
         return out
 
