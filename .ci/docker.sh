@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Make a Docker daemon answer and build the small images the tests need, offline (no registry).
 # Idempotent: installs docker.io/debootstrap only if missing, starts dockerd only if no daemon
-# answers, and builds qashift/base + qashift/python only if their tags are missing.
+# answers, and builds qashift/base, qashift/python and qashift/runner:cpu only if their tags
+# are missing.
 # Run as root on Debian (CI does: bash .ci/docker.sh, before the tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,3 +34,11 @@ echo "docker.sh: daemon $(docker info --format '{{.ServerVersion}}') answers"
 # Base (debootstrap + docker import) and python3 images; each skipped when its tag exists.
 python3 -c "from evaluator.cli_images import images_group; images_group()" base
 python3 -c "from evaluator.cli_images import images_group; images_group()" python
+
+# The standard runner image (top-level Dockerfile) for hf-qa bundles: wheels downloaded on the
+# host, installed in the build with --no-index.
+if ! docker image inspect qashift/runner:cpu >/dev/null 2>&1; then
+    wheels="${QASHIFT_WHEELHOUSE:-/var/cache/qashift-wheels}"
+    python3 -c "from evaluator.cli_images import images_group; images_group()" wheelhouse "$wheels"
+    python3 -c "from evaluator.cli_images import images_group; images_group()" runner "$wheels"
+fi

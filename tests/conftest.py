@@ -68,3 +68,14 @@ def dev_raw(shared_data: Path) -> dict:
 def small_dev(dev_raw: dict) -> dict:
     """The first two articles of SQuAD dev: a real, small test set."""
     return {"version": "1.1", "data": dev_raw["data"][:2]}
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory, dev_raw) -> Path:
+    """A tiny random BERT QA checkpoint (tests/tiny_bert.py), built once per session."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from tests.tiny_bert import make_tiny_bert, squad_texts
+
+    return make_tiny_bert(tmp_path_factory.mktemp("tiny-bert"),
+                          squad_texts({"data": dev_raw["data"][:2]}))

@@ -17,6 +17,7 @@ import pytest
 
 from evaluator.qa_decode import QASettings, window_spans
 from tests.conftest import REPO
+from tests.tiny_bert import subset
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -30,49 +31,10 @@ def _benchmark_module():
     return module
 
 
-def make_tiny_bert(folder: Path, texts: list[str], seed: int = 0) -> Path:
-    """A 2-layer, 32-wide BERT QA model with a vocabulary trained on `texts`."""
-    import torch
-    from tokenizers import BertWordPieceTokenizer
-    from transformers import BertConfig, BertForQuestionAnswering, BertTokenizerFast
-
-    folder.mkdir(parents=True, exist_ok=True)
-    wordpiece = BertWordPieceTokenizer(lowercase=True)
-    wordpiece.train_from_iterator(texts, vocab_size=1500, min_frequency=1, show_progress=False)
-    wordpiece.save_model(str(folder))
-    tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), do_lower_case=True)
-    tokenizer.save_pretrained(folder)
-    torch.manual_seed(seed)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=64,
-                        max_position_embeddings=512)
-    BertForQuestionAnswering(config).eval().save_pretrained(folder)
-    return folder
-
-
-def squad_texts(raw: dict) -> list[str]:
-    return [p["context"] for a in raw["data"] for p in a["paragraphs"]] + \
-        [qa["question"] for a in raw["data"] for p in a["paragraphs"] for qa in p["qas"]]
-
-
-@pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory, dev_raw) -> Path:
-    return make_tiny_bert(tmp_path_factory.mktemp("tiny-bert"),
-                          squad_texts({"data": dev_raw["data"][:2]}))
-
-
 @pytest.fixture(scope="session")
 def pipeline_venv() -> Path:
     """transformers 4.57.6 in its own environment (cached under the real cache dir)."""
     return _benchmark_module().pipeline_venv()
-
-
-def subset(raw: dict, articles: slice, per_paragraph: int = 2) -> dict:
-    """A few questions of every paragraph of some articles: many contexts, few questions."""
-    return {"version": "1.1", "data": [
-        {"title": a["title"], "paragraphs": [
-            {"context": p["context"], "qas": p["qas"][:per_paragraph]} for p in a["paragraphs"]]}
-        for a in raw["data"][articles]]}
 
 
 # ---- decoding rules ----------------------------------------------------------------------

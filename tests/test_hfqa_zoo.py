@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from evaluator import zoo
-from tests.test_hfqa_runner import make_tiny_bert, squad_texts
+from tests.tiny_bert import make_tiny_bert, squad_texts
 
 pytest.importorskip("torch")
 

@@ -10,7 +10,10 @@ process's containers) in front of the default SIGINT and SIGTERM handlers.
 
 What the submission sees: the bundle folder read-only at /bundle (its working directory), the
 answer-free input read-only at /input/input.json, an empty writable /output, a private tmpfs
-/tmp, and nothing else from the host. No network, no capabilities, no new privileges, an
+/tmp, and nothing else from the host. An `hf-qa` bundle runs our QA program
+(`python3 -m evaluator.runners.hfqa`) in the standard runner image instead of a command; it
+additionally sees its checkpoint read-only at /model and the evaluator's own code read-only at
+/opt/qashift. No network, no capabilities, no new privileges, an
 unprivileged user, a read-only root file system, and memory, CPU and process-count limits.
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -27,6 +31,7 @@ import tempfile
 import threading
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluator import paths
@@ -47,6 +52,9 @@ DEFAULT_IMAGE = "qashift/python:bookworm"  # for command bundles that name no en
 DEFAULT_USER = "65534:65534"  # nobody:nogroup
 DEFAULT_PIDS = 512
 INPUT, OUTPUT, WORKDIR = "/input/input.json", "/output", "/bundle"
+RUNNER_IMAGES = {False: "qashift/runner:cpu", True: "qashift/runner:gpu"}  # hf-qa defaults
+MODEL_MOUNT, CODE_MOUNT, RECORD = "/model", "/opt/qashift", "record.json"
+EVALUATOR_CODE = Path(__file__).resolve().parents[1]  # the evaluator package, mounted for hf-qa
 NO_GPU_KERNEL = "no kernel image is available for execution on the device"
 PING_TIMEOUT_S = 2.0
 
@@ -161,6 +169,38 @@ def context_hash(folder: Path) -> str:
     return digest.hexdigest()
 
 
+@dataclass
+class Program:
+    """What a container runs: a command bundle's shell command, or our hf-qa program."""
+
+    argv: list[str]
+    image: str | None = None  # None: the bundle's environment (image, build or the default)
+    mounts: dict[str, Path] = field(default_factory=dict)  # extra read-only binds
+    environment: dict[str, str] = field(default_factory=dict)
+
+
+def program_for(bundle: Bundle, gpus: int) -> Program:
+    """The container's program for a command or hf-qa bundle."""
+    if bundle.kind == "hf-qa":
+        from evaluator.runners import hfqa
+
+        spec = hfqa.model_spec(bundle)
+        hfqa.check_model(spec, bundle.id)
+        argv = ["python3", *hfqa.program_args(
+            spec, model=MODEL_MOUNT, input_path=INPUT,
+            output_path=f"{OUTPUT}/{PREDICTIONS_FILE}", record_path=f"{OUTPUT}/{RECORD}",
+            device="cuda" if gpus else "cpu")]
+        return Program(argv, image=bundle.environment.get("image") or RUNNER_IMAGES[gpus > 0],
+                       mounts={MODEL_MOUNT: spec.directory,
+                               f"{CODE_MOUNT}/evaluator": EVALUATOR_CODE},
+                       environment={"PYTHONPATH": CODE_MOUNT})
+    if not bundle.command:
+        raise UserError(f"{bundle.id} has no command; the docker runner runs command and "
+                        f"hf-qa bundles")
+    return Program(["/bin/sh", "-c",
+                    fill_command(bundle.command, INPUT, f"{OUTPUT}/{PREDICTIONS_FILE}")])
+
+
 class DockerRunner:
     name = "docker"
 
@@ -189,17 +229,19 @@ class DockerRunner:
     # -- the run --------------------------------------------------------------------------
     def run(self, request: RunRequest) -> RunRecord:
         bundle = request.bundle
-        if not bundle.command:
-            raise UserError(f"{bundle.id} has no command; the docker runner runs command "
-                            f"bundles")
-        image_id, image_ref, image_digest = self.resolve_image(bundle)
         gpus = self._gpus(bundle, request.device)
+        program = program_for(bundle, gpus)
+        image_id, image_ref, image_digest = self.resolve_image(bundle, program.image)
         with tempfile.TemporaryDirectory(prefix="qashift-docker-") as tmp:
             staging = Path(tmp) / "output"
             staging.mkdir()
             staging.chmod(0o777)  # the container's user owns nothing on the host; tmp is 0700
-            outcome = self._run_container(request, image_id, staging, gpus)
+            program.mounts = {target: _readable(Path(source), Path(tmp) / f"mount{i}")
+                              for i, (target, source) in enumerate(program.mounts.items())}
+            outcome = self._run_container(request, program, image_id, staging, gpus)
             outcome.details.update(image=image_ref, image_id=image_id)
+            if program.mounts:  # hf-qa: throughput, batch size, timings from our program
+                outcome.details.update(_read_record(staging / RECORD))
             if gpus:
                 outcome.details.update(gpu_info())
             record = RunRecord(runner=self.name, wall_s=outcome.wall_s,
@@ -212,14 +254,14 @@ class DockerRunner:
             outcome.details["phases_s"]["collect"] = time.perf_counter() - mark
         return record
 
-    def _run_container(self, request: RunRequest, image_id: str, staging: Path,
-                       gpus: int) -> _Outcome:
+    def _run_container(self, request: RunRequest, program: Program, image_id: str,
+                       staging: Path, gpus: int) -> _Outcome:
         import docker.errors
         import requests.exceptions
 
         bundle = request.bundle
         name = f"qashift-{re.sub(r'[^a-zA-Z0-9_.-]', '-', bundle.id)[:40]}-{uuid.uuid4().hex[:8]}"
-        kwargs = self._container_kwargs(request, image_id, staging, gpus, name)
+        kwargs = self._container_kwargs(request, program, image_id, staging, gpus, name)
         container, sampler = None, None
         phases: dict[str, float] = {}  # seconds per step, for the overhead benchmark
         mark = time.perf_counter()
@@ -283,8 +325,8 @@ class DockerRunner:
             _LIVE.pop(name, None)
             _CANCELLED.discard(name)
 
-    def _container_kwargs(self, request: RunRequest, image_id: str, staging: Path, gpus: int,
-                          name: str) -> dict:
+    def _container_kwargs(self, request: RunRequest, program: Program, image_id: str,
+                          staging: Path, gpus: int, name: str) -> dict:
         from docker.types import DeviceRequest, LogConfig, Mount
 
         bundle = request.bundle
@@ -292,21 +334,23 @@ class DockerRunner:
         res = bundle.resources
         memory = parse_memory(res.get("memory", "4g"))
         cpus = min(float(res.get("cpus", 1) or 1), float(self._host_cpus()))
-        command = fill_command(bundle.command, INPUT, f"{OUTPUT}/{PREDICTIONS_FILE}")
         writable_root = bool(env.get("writable_root", False))
         kwargs = dict(
-            image=image_id, command=["/bin/sh", "-c", command], name=name,
+            image=image_id, command=program.argv, name=name,
             working_dir=WORKDIR, user=str(env.get("user", DEFAULT_USER)), hostname="qashift",
             labels={LABEL: "1", "qashift.bundle": bundle.id,
                     "qashift.testset": request.testset_id, "qashift.pid": str(os.getpid()),
                     "qashift.folder": str(bundle.folder.resolve())},
             environment={"HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                          "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
-                         "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+                         "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                         **program.environment},
             mounts=[Mount(WORKDIR, str(bundle.folder.resolve()), type="bind", read_only=True),
                     Mount(INPUT, str(request.input_path.resolve()), type="bind",
                           read_only=True),
-                    Mount(OUTPUT, str(staging), type="bind", read_only=False)],
+                    Mount(OUTPUT, str(staging), type="bind", read_only=False),
+                    *(Mount(target, str(Path(source).resolve()), type="bind", read_only=True)
+                      for target, source in program.mounts.items())],
             network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"],
             read_only=not writable_root,
             tmpfs={"/tmp": f"rw,nosuid,nodev,exec,size={memory}"},
@@ -338,13 +382,14 @@ class DockerRunner:
                              f"{outcome.exit_code}: {last_line(log)}", log)
 
     # -- images ---------------------------------------------------------------------------
-    def resolve_image(self, bundle: Bundle) -> tuple[str, str, str]:
-        """(image id, reference as given, digest recorded with the result)."""
+    def resolve_image(self, bundle: Bundle, ref: str | None = None) -> tuple[str, str, str]:
+        """(image id, reference as given, digest recorded with the result); `ref` overrides
+        the bundle's environment (hf-qa bundles run in the standard runner image)."""
         env = bundle.environment
-        if env.get("build"):
+        if ref is None and env.get("build"):
             image, tag = self._build(bundle, str(env["build"]))
             return image.id, tag, image.id
-        ref = str(env.get("image") or DEFAULT_IMAGE)
+        ref = str(ref or env.get("image") or DEFAULT_IMAGE)
         image = self._local_or_pull(bundle, ref)
         repo_digests = image.attrs.get("RepoDigests") or []
         pinned = ref if "@sha256:" in ref else None
@@ -363,7 +408,9 @@ class DockerRunner:
         if ref.startswith("sha256:"):
             raise RunFailure("image-missing", f"{bundle.id}: image {ref[:19]}... is not on "
                              f"this host and a bare id cannot be pulled")
-        hint = (" (build it offline: qashift images python)" if ref.startswith("qashift/")
+        hint = (" (build it offline: qashift images wheelhouse DIR && qashift images runner "
+                "DIR)" if ref.startswith("qashift/runner") else
+                " (build it offline: qashift images python)" if ref.startswith("qashift/")
                 else "")
         try:
             repository, tag = _split_ref(ref)
@@ -522,6 +569,34 @@ def _collect(produced: Path, target: Path) -> None:
             while remaining > 0 and (chunk := src.read(min(remaining, 1 << 20))):
                 dst.write(chunk)
                 remaining -= len(chunk)
+
+
+def _readable(source: Path, spare: Path) -> Path:
+    """`source` if the container's unprivileged user can read all of it, else a world-readable
+    copy at `spare` (checkpoints are often saved 0600 by their owner)."""
+    source = source.resolve()
+    entries = [source, *source.rglob("*")] if source.is_dir() else [source]
+    if all(os.stat(e).st_mode & (0o005 if e.is_dir() else 0o004) == (0o005 if e.is_dir()
+           else 0o004) for e in entries):
+        return source
+    if source.is_dir():
+        shutil.copytree(source, spare, ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        shutil.copy2(source, spare)
+    for entry in [spare, *spare.rglob("*")] if spare.is_dir() else [spare]:
+        entry.chmod(0o755 if entry.is_dir() else 0o644)
+    return spare
+
+
+def _read_record(path: Path) -> dict:
+    """The hf-qa program's run details, if it wrote a small, well-formed JSON object."""
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > 1 << 20:
+            return {}
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
 
 
 def _remove(client, container: str) -> None:

@@ -277,6 +277,24 @@ def _progress(total: int, enabled: bool):
 
 # ---- the runner ------------------------------------------------------------------------
 
+def program_args(spec: ModelSpec, *, model: Path | str, input_path: Path | str,
+                 output_path: Path | str, record_path: Path | str, device: str,
+                 batch_size: int | None = None) -> list[str]:
+    """`-m evaluator.runners.hfqa ...` for this model, as a child process or in a container
+    (where the paths are the container's mount points)."""
+    argv = ["-m", "evaluator.runners.hfqa", "--model", str(model), "--input", str(input_path),
+            "--output", str(output_path), "--device", device, "--record", str(record_path)]
+    if spec.backend != "torch":
+        argv.append("--int8" if spec.backend == "onnx-int8" else "--onnx")
+    for flag, value in (("--batch-size", batch_size or spec.batch_size),
+                        ("--max-seq-len", spec.settings.max_seq_len),
+                        ("--doc-stride", spec.settings.doc_stride),
+                        ("--max-answer-len", spec.settings.max_answer_len)):
+        if value is not None:
+            argv += [flag, str(value)]
+    return argv
+
+
 class HFQARunner:
     """Runs hf-qa bundles; `subprocess=False` runs in this process (tests, benchmarks)."""
 
@@ -319,17 +337,10 @@ class HFQARunner:
         bundle = request.bundle
         with tempfile.TemporaryDirectory(prefix=f"qashift-{bundle.id}-") as tmp:
             record_path = Path(tmp) / "record.json"
-            argv = [sys.executable, "-m", "evaluator.runners.hfqa", "--model",
-                    str(spec.directory), "--input", str(request.input_path), "--output",
-                    str(request.output_path), "--device", device, "--record", str(record_path)]
-            if spec.backend != "torch":
-                argv.append("--int8" if spec.backend == "onnx-int8" else "--onnx")
-            for flag, value in (("--batch-size", self.batch_size or spec.batch_size),
-                                ("--max-seq-len", spec.settings.max_seq_len),
-                                ("--doc-stride", spec.settings.doc_stride),
-                                ("--max-answer-len", spec.settings.max_answer_len)):
-                if value is not None:
-                    argv += [flag, str(value)]
+            argv = [sys.executable, *program_args(
+                spec, model=spec.directory, input_path=request.input_path,
+                output_path=request.output_path, record_path=record_path, device=device,
+                batch_size=self.batch_size)]
             env = {k: v for k, v in os.environ.items()
                    if k in ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV",
                             "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")}

@@ -1,0 +1,173 @@
+"""hf-qa bundles under the Docker runner: our QA program runs in the standard runner image
+(top-level Dockerfile, built offline from the base image and a wheelhouse), sandboxed like any
+submission, and answers byte-identically to the local hf-qa runner.
+
+Needs a daemon; builds qashift/runner:cpu when it is missing (`bash .ci/docker.sh` builds it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from evaluator import bundles, images
+from evaluator.errors import RunFailure
+from evaluator.runners.base import RunRequest
+from evaluator.runners.docker import (
+    DockerRunner,
+    _readable,
+    daemon_available,
+    program_for,
+)
+from evaluator.testsets import input_document
+from tests.conftest import write_testset
+from tests.tiny_bert import subset
+
+pytestmark = pytest.mark.skipif(
+    not daemon_available(), reason="no Docker daemon answers (CI starts one: bash .ci/docker.sh)")
+
+RUNNER_TAG = images.RUNNER_TAGS[False]
+
+
+@pytest.fixture(scope="module")
+def runner_image(tmp_path_factory) -> str:
+    """qashift/runner:cpu, built here from a fresh wheelhouse when the host lacks it."""
+    if not images.image_exists(RUNNER_TAG):
+        wheels = tmp_path_factory.mktemp("wheelhouse")
+        images.make_wheelhouse(wheels, say=lambda _: None)
+        images.build_runner(wheels, say=lambda _: None)
+    return RUNNER_TAG
+
+
+def hfqa_bundle(root: Path, bundle_id: str, model: Path, extra: str = "") -> Path:
+    folder = root / bundle_id
+    folder.mkdir(parents=True)
+    (folder / "bundle.yaml").write_text(
+        f"id: {bundle_id}\nname: {bundle_id}\nkind: hf-qa\nmodel: {{path: {model}}}\n"
+        f"resources: {{timeout: 600, cpus: 2}}\n{extra}")
+    return folder
+
+
+def evaluate_both(tmp_path: Path, testset: str, bundle: str) -> dict[str, dict]:
+    """The real console script, once per runner, each in its own workspace."""
+    out = {}
+    for runner in ("local", "docker"):
+        env = {**os.environ, "QASHIFT_WORKSPACE": str(tmp_path / f"ws-{runner}")}
+        proc = subprocess.run(["evaluate", "-b", bundle, "-t", testset, "--runner", runner,
+                               "--json"], capture_output=True, text=True, env=env, timeout=900)
+        assert proc.returncode == 0, proc.stderr
+        [cell] = json.loads(proc.stdout)["results"]
+        out[runner] = cell
+    return out
+
+
+@pytest.fixture
+def registry(tmp_path, small_dev, monkeypatch, workspace) -> dict[str, Path]:
+    subs, sets = tmp_path / "subs", tmp_path / "sets"
+    subs.mkdir()
+    write_testset(sets, "toy", subset(small_dev, slice(0, 2), per_paragraph=3))
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    return {"subs": subs, "sets": sets}
+
+
+def test_an_hf_qa_bundle_answers_identically_in_the_runner_image_and_locally(
+        runner_image, registry, tiny_model, tmp_path):
+    hfqa_bundle(registry["subs"], "tiny-hf", tiny_model)
+    cells = evaluate_both(tmp_path, "toy", "tiny-hf")
+    local, docker = cells["local"], cells["docker"]
+    assert docker["runner"] == "docker" and local["runner"] == "hf-qa"
+    assert Path(docker["predictions"]).read_bytes() == Path(local["predictions"]).read_bytes()
+    assert (docker["em"], docker["f1"], docker["n"]) == (local["em"], local["f1"], local["n"])
+
+
+def test_the_runner_image_run_is_sandboxed_and_records_the_program_details(
+        runner_image, tiny_model, tmp_path, small_dev, workspace):
+    """The checkpoint's weights are saved 0600 (as transformers does): the unprivileged
+    container user gets a readable copy; the record has the image, limits and throughput."""
+    (tiny_model / "model.safetensors").chmod(0o600)
+    folder = hfqa_bundle(tmp_path, "tiny-hf", tiny_model, "batch_size: 8\n")
+    raw = subset(small_dev, slice(0, 1), per_paragraph=2)
+    (tmp_path / "input.json").write_text(json.dumps(input_document(raw)))
+    out = tmp_path / "out"
+    out.mkdir()
+    record = DockerRunner().run(RunRequest(bundle=bundles.from_folder(folder),
+                                           input_path=tmp_path / "input.json", output_dir=out,
+                                           testset_id="toy", device="auto"))
+    answers = json.loads((out / "predictions.json").read_text())
+    ids = {qa["id"] for a in raw["data"] for p in a["paragraphs"] for qa in p["qas"]}
+    assert set(answers) == ids
+    details = record.details
+    assert details["image"] == RUNNER_TAG and record.image_digest
+    assert details["container_limits"]["network"] == "none"
+    assert details["container_limits"]["read_only_root"] is True
+    assert details["container_limits"]["user"] == "65534:65534"
+    assert details["batch_size"] == 8 and details["backend"] == "torch"
+    assert details["questions"] == len(ids) and details["questions_per_s"] > 0
+    assert record.device == "cpu"
+
+
+def test_the_onnx_export_runs_in_the_runner_image_with_the_same_answers(
+        runner_image, tiny_model, tmp_path, small_dev, dev_raw, workspace):
+    from evaluator.onnx_export import export
+
+    if not (tiny_model / "onnx" / "model.onnx").is_file():
+        export(tiny_model, sample=subset(dev_raw, slice(0, 1)), sample_size=20)
+    raw = subset(small_dev, slice(1, 2), per_paragraph=2)
+    (tmp_path / "input.json").write_text(json.dumps(input_document(raw)))
+    answers = {}
+    for backend, extra in (("torch", ""), ("onnx", "onnx: true\n")):
+        folder = hfqa_bundle(tmp_path / backend, f"tiny-{backend}", tiny_model, extra)
+        out = tmp_path / f"out-{backend}"
+        out.mkdir()
+        record = DockerRunner().run(RunRequest(
+            bundle=bundles.from_folder(folder), input_path=tmp_path / "input.json",
+            output_dir=out, testset_id="toy", device="cpu"))
+        assert record.details["backend"] == backend
+        answers[backend] = json.loads((out / "predictions.json").read_text())
+    assert answers["onnx"] == answers["torch"]
+
+
+def test_a_gpu_hf_qa_bundle_asks_for_the_gpu_image_and_cuda_unless_forced_to_cpu(
+        tiny_model, tmp_path):
+    bundle = bundles.from_folder(hfqa_bundle(tmp_path, "tiny-gpu", tiny_model, "onnx: true\n"))
+    on_gpu, on_cpu = program_for(bundle, gpus=1), program_for(bundle, gpus=0)
+    assert on_gpu.image == "qashift/runner:gpu" and on_cpu.image == RUNNER_TAG
+    assert on_gpu.argv[on_gpu.argv.index("--device") + 1] == "cuda"
+    assert on_cpu.argv[on_cpu.argv.index("--device") + 1] == "cpu"
+    assert "--onnx" in on_gpu.argv and on_gpu.argv[:3] == ["python3", "-m",
+                                                            "evaluator.runners.hfqa"]
+    # the container sees the checkpoint and our code, read-only, and nothing else extra
+    assert set(on_cpu.mounts) == {"/model", "/opt/qashift/evaluator"}
+    assert on_cpu.environment == {"PYTHONPATH": "/opt/qashift"}
+    assert DockerRunner._gpus(bundle, "cpu") == 0
+
+
+def test_a_missing_runner_image_is_image_missing_with_the_build_command(
+        tiny_model, tmp_path, small_dev, workspace):
+    folder = hfqa_bundle(tmp_path, "tiny-hf", tiny_model,
+                         "environment: {image: 'qashift/runner:nonexistent'}\n")
+    (tmp_path / "input.json").write_text(json.dumps(input_document(small_dev)))
+    (tmp_path / "out").mkdir()
+    with pytest.raises(RunFailure) as failure:
+        DockerRunner().run(RunRequest(bundle=bundles.from_folder(folder),
+                                      input_path=tmp_path / "input.json",
+                                      output_dir=tmp_path / "out", testset_id="toy"))
+    assert failure.value.failure_class == "image-missing"
+    assert "qashift images runner" in str(failure.value)
+
+
+def test_only_unreadable_mounts_are_copied(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "a.txt").write_text("a")
+    (shared / "a.txt").chmod(0o644)
+    assert _readable(shared, tmp_path / "spare1") == shared.resolve()
+    (shared / "a.txt").chmod(0o600)
+    copy = _readable(shared, tmp_path / "spare2")
+    assert copy == tmp_path / "spare2" and (copy / "a.txt").read_text() == "a"
+    assert (copy / "a.txt").stat().st_mode & 0o777 == 0o644
