@@ -43,12 +43,19 @@ def _latest(store, bundle: str, ts) -> dict | None:
     return max(rows, key=lambda r: r["created_at"]) if rows else None
 
 
-def ablation_table(store, bundle_ids: list[str]) -> list[dict]:
-    """One row per (bundle, derived set with a parent) with stored results for both."""
+def ablation_table(store, bundle_ids: list[str], only: set[str] | None = None) -> list[dict]:
+    """One row per (bundle, derived set with a parent) with stored results for both.
+
+    `only` restricts both sides to these parent question ids (e.g. a model's held-out
+    questions, when it was trained on part of the parent set); the parent score is then
+    recomputed on the same questions."""
     from evaluator import challenge_metrics as cm
     from evaluator import testsets
     from evaluator.derive import base_question_id
     from evaluator.pipeline import load_units
+
+    def unseeded(_qid: str) -> None:
+        return None
 
     rows = []
     derived = [testsets.get(n) for n in testsets.available()]
@@ -59,16 +66,25 @@ def ablation_table(store, bundle_ids: list[str]) -> list[dict]:
             prow, drow = _latest(store, bundle, parent), _latest(store, bundle, ts)
             if prow is None or drow is None:
                 continue
-            summary = cm.per_seed_scores(load_units(store, drow),
-                                         lambda qid: base_question_id(qid)[1])
+            units = load_units(store, drow)
+            parent_em, parent_f1 = prow["em"], prow["f1"]
+            if only is not None:
+                units = [u for u in units if base_question_id(u.id)[0] in only]
+                kept = [u for u in load_units(store, prow) if u.id in only]
+                if not units or not kept:
+                    continue
+                recomputed = cm.per_seed_scores(kept, unseeded)
+                parent_em, parent_f1 = recomputed["em"].mean, recomputed["f1"].mean
+            summary = cm.per_seed_scores(units, lambda qid: base_question_id(qid)[1])
             rows.append({
                 "bundle": bundle, "testset": ts.id, "parent": parent.id,
                 "transform": ts.derive.transform, "seeds": len(summary["f1"].per_seed),
-                "parent_em": prow["em"], "parent_f1": prow["f1"],
+                "questions": len(units) // max(1, len(summary["f1"].per_seed)),
+                "parent_em": parent_em, "parent_f1": parent_f1,
                 "em": summary["em"].mean, "em_sd": summary["em"].sd,
                 "f1": summary["f1"].mean, "f1_sd": summary["f1"].sd,
-                "rel_em": cm.relative_change(summary["em"].mean, prow["em"]),
-                "rel_f1": cm.relative_change(summary["f1"].mean, prow["f1"]),
+                "rel_em": cm.relative_change(summary["em"].mean, parent_em),
+                "rel_f1": cm.relative_change(summary["f1"].mean, parent_f1),
             })
     return rows
 
@@ -125,11 +141,12 @@ def _fmt(value: float | None, digits: int = 1) -> str:
 
 
 def render_markdown(ablations: list[dict], sam: dict) -> str:
-    lines = ["| bundle | test set | seeds | parent EM / F1 | EM (sd) | F1 (sd) | rel. EM % "
-             "| rel. F1 % |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| bundle | test set | questions | seeds | parent EM / F1 | EM (sd) | F1 (sd) "
+             "| rel. EM % | rel. F1 % |", "|---|---|---|---|---|---|---|---|---|"]
     for r in ablations:
         lines.append(
-            f"| {r['bundle']} | {r['testset']} | {r['seeds']} | {r['parent_em']:.1f} / "
+            f"| {r['bundle']} | {r['testset']} | {r['questions']:,} | {r['seeds']} | "
+            f"{r['parent_em']:.1f} / "
             f"{r['parent_f1']:.1f} | {r['em']:.1f}"
             + (f" ({r['em_sd']:.2f})" if r["em_sd"] is not None else "")
             + f" | {r['f1']:.1f}" + (f" ({r['f1_sd']:.2f})" if r["f1_sd"] is not None else "")
@@ -159,17 +176,24 @@ def render_markdown(ablations: list[dict], sam: dict) -> str:
 @click.option("--bundle", "-b", "bundle_names", multiple=True, required=True,
               help="submission id (repeatable; 'all')")
 @click.option("--k", default=5, show_default=True, help="rEM_k word limit")
+@click.option("--questions-from", "questions_from", default=None, metavar="TESTSET",
+              help="score ablations only on the parent questions that are also in TESTSET "
+                   "(e.g. squad-dev-heldout for a model trained on the rest of squad-dev)")
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable document")
-def challenge_report(bundle_names, k, as_json) -> None:
+def challenge_report(bundle_names, k, questions_from, as_json) -> None:
     """Relative change of every ablation vs its parent, and DICE on the SAM sets (Markdown)."""
-    from evaluator import bundles
+    from evaluator import bundles, testsets
     from evaluator.store import Store
 
     store = Store.open_default()
     if not store.exists():
         raise UserError(f"no results store at {store.db_path}; run evaluate first")
     ids = [b.id for b in bundles.resolve(list(bundle_names))]
-    ablations, sam = ablation_table(store, ids), dice_table(store, ids, k)
+    only = None
+    if questions_from is not None:
+        raw = testsets.get(questions_from).load().raw
+        only = {qa["id"] for a in raw["data"] for p in a["paragraphs"] for qa in p["qas"]}
+    ablations, sam = ablation_table(store, ids, only), dice_table(store, ids, k)
     if not ablations and not sam["bundles"]:
         raise UserError("no stored results for derived or SAM sets of these bundles; "
                         "run evaluate on them first")

@@ -169,3 +169,34 @@ def test_every_shipped_derived_folder_regenerates_byte_identically(workspace):
         path.unlink()
         assert ts.local_path().read_bytes() == data, ts.id
         assert len(dataset.questions) == ts.questions
+
+
+def test_the_ablation_report_gives_relative_change_also_on_a_question_subset(roots, small_dev):
+    """`challenge report` compares every derived set with its parent; --questions-from keeps
+    only the parent questions also in another set (a model's held-out half), recomputing the
+    parent score on them; the subset parent score equals a plain evaluation of that subset."""
+    n = sum(len(p["qas"]) for a in small_dev["data"] for p in a["paragraphs"])
+    derived_folder(roots, "tiny-shuf", "sentence-order-shuffled", seed=[1, 2], questions=2 * n)
+    first = {"version": "1.1", "data": small_dev["data"][:1]}
+    half = sum(len(p["qas"]) for p in first["data"][0]["paragraphs"])
+    write_testset(roots, "tiny-first", first)
+    proc = evaluate("-b", "first-word", "-t", "tiny", "-t", "tiny-shuf", "-t", "tiny-first")
+    assert proc.returncode == 0, proc.stderr
+    cells = {c["testset"]: c for c in json.loads(proc.stdout)["results"]}
+
+    def report(*extra: str) -> dict:
+        result = CliRunner().invoke(cli_derive.challenge, ["report", "-b", "first-word",
+                                                           "--json", *extra])
+        assert result.exit_code == 0, result.output
+        [row] = [r for r in json.loads(result.stdout)["ablations"] if r["testset"] == "tiny-shuf"]
+        return row
+
+    full, subset = report(), report("--questions-from", "tiny-first")
+    assert full["questions"] == n and full["seeds"] == 2 and subset["questions"] == half
+    assert full["parent_f1"] == pytest.approx(cells["tiny"]["f1"]["value"], abs=1e-9)
+    assert subset["parent_f1"] == pytest.approx(cells["tiny-first"]["f1"]["value"], abs=1e-9)
+    assert subset["parent_em"] == pytest.approx(cells["tiny-first"]["em"]["value"], abs=1e-9)
+    for row in (full, subset):
+        assert row["rel_f1"] == pytest.approx(100 * (row["f1"] - row["parent_f1"])
+                                              / row["parent_f1"])
+    assert subset["f1"] != full["f1"]
