@@ -119,17 +119,6 @@ def _hf_qa_model(data: dict, where: Path) -> dict:
     return {**model, **{k: data[k] for k in ("onnx", "batch_size", "qa") if k in data}}
 
 
-def available(root: Path | None = None) -> dict[str, Path]:
-    return registry.discover(root or paths.submissions_dir(), "bundle.yaml")
-
-
-def get(name: str, root: Path | None = None) -> Bundle:
-    folders = available(root)
-    if name not in folders:
-        raise registry.unknown_name("bundle", name, folders)
-    return from_folder(folders[name])
-
-
-def resolve(names: list[str], root: Path | None = None) -> list[Bundle]:
-    folders = available(root)
-    return [from_folder(folders[n]) for n in registry.expand("bundle", names, folders)]
+_REGISTRY = registry.FolderRegistry("bundle", "bundle.yaml", paths.submissions_dir,
+                                     lambda folder: from_folder(folder))
+available, get, resolve = _REGISTRY.available, _REGISTRY.get, _REGISTRY.resolve

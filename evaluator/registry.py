@@ -6,8 +6,10 @@ Discovery is a directory listing; there is no registration code to keep in sync.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import yaml
 
@@ -55,3 +57,29 @@ def expand(kind: str, names: Iterable[str], choices: Iterable[str]) -> list[str]
             if resolved not in out:
                 out.append(resolved)
     return out
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class FolderRegistry(Generic[T]):
+    """Folders `<root>/<id>/<filename>` loaded by `load`: what test sets and bundles share."""
+
+    kind: str  # "test set", "bundle": for messages
+    filename: str
+    default_root: Callable[[], Path]
+    load: Callable[[Path], T]
+
+    def available(self, root: Path | None = None) -> dict[str, Path]:
+        return discover(root or self.default_root(), self.filename)
+
+    def get(self, name: str, root: Path | None = None) -> T:
+        folders = self.available(root)
+        if name not in folders:
+            raise unknown_name(self.kind, name, folders)
+        return self.load(folders[name])
+
+    def resolve(self, names: list[str], root: Path | None = None) -> list[T]:
+        folders = self.available(root)
+        return [self.load(folders[n]) for n in expand(self.kind, names, folders)]

@@ -185,17 +185,6 @@ def from_folder(folder: Path) -> TestSet:
     )
 
 
-def available(root: Path | None = None) -> dict[str, Path]:
-    return registry.discover(root or paths.testsets_dir(), "testset.yaml")
-
-
-def get(name: str, root: Path | None = None) -> TestSet:
-    folders = available(root)
-    if name not in folders:
-        raise registry.unknown_name("test set", name, folders)
-    return from_folder(folders[name])
-
-
-def resolve(names: list[str], root: Path | None = None) -> list[TestSet]:
-    folders = available(root)
-    return [from_folder(folders[n]) for n in registry.expand("test set", names, folders)]
+_REGISTRY = registry.FolderRegistry("test set", "testset.yaml", paths.testsets_dir,
+                                     lambda folder: from_folder(folder))
+available, get, resolve = _REGISTRY.available, _REGISTRY.get, _REGISTRY.resolve

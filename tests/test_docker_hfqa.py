@@ -25,7 +25,7 @@ from evaluator.runners.docker import (
 )
 from evaluator.testsets import input_document
 from tests.conftest import write_testset
-from tests.tiny_bert import subset
+from tests.tiny_bert import subset, write_hfqa_bundle
 
 pytestmark = pytest.mark.skipif(
     not daemon_available(), reason="no Docker daemon answers (CI starts one: bash .ci/docker.sh)")
@@ -44,12 +44,7 @@ def runner_image(tmp_path_factory) -> str:
 
 
 def hfqa_bundle(root: Path, bundle_id: str, model: Path, extra: str = "") -> Path:
-    folder = root / bundle_id
-    folder.mkdir(parents=True)
-    (folder / "bundle.yaml").write_text(
-        f"id: {bundle_id}\nname: {bundle_id}\nkind: hf-qa\nmodel: {{path: {model}}}\n"
-        f"resources: {{timeout: 600, cpus: 2}}\n{extra}")
-    return folder
+    return write_hfqa_bundle(root, bundle_id, model, extra, "{timeout: 600, cpus: 2}")
 
 
 def evaluate_both(tmp_path: Path, testset: str, bundle: str) -> dict[str, dict]:

@@ -17,7 +17,7 @@ import pytest
 
 from evaluator.qa_decode import QASettings, window_spans
 from tests.conftest import REPO
-from tests.tiny_bert import subset
+from tests.tiny_bert import subset, write_hfqa_bundle
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -152,15 +152,6 @@ def test_onnx_export_has_dynamic_axes_and_the_same_answers(exported, tiny_model,
 
 
 # ---- the runner in the service -----------------------------------------------------------
-
-def write_hfqa_bundle(root: Path, bundle_id: str, model: Path, extra: str = "") -> Path:
-    folder = root / bundle_id
-    folder.mkdir(parents=True)
-    (folder / "bundle.yaml").write_text(
-        f"id: {bundle_id}\nname: {bundle_id}\nkind: hf-qa\nmodel: {{path: {model}}}\n"
-        f"resources: {{timeout: 300}}\n{extra}")
-    return folder
-
 
 def test_evaluate_runs_an_hf_qa_bundle_with_the_local_runner(workspace, tmp_path, tiny_model,
                                                             small_dev, monkeypatch):

@@ -37,3 +37,14 @@ def subset(raw: dict, articles: slice, per_paragraph: int = 2) -> dict:
         {"title": a["title"], "paragraphs": [
             {"context": p["context"], "qas": p["qas"][:per_paragraph]} for p in a["paragraphs"]]}
         for a in raw["data"][articles]]}
+
+
+def write_hfqa_bundle(root: Path, bundle_id: str, model: Path, extra: str = "",
+                      resources: str = "{timeout: 300}") -> Path:
+    """A bundle folder `root/bundle_id` running the checkpoint at `model`."""
+    folder = root / bundle_id
+    folder.mkdir(parents=True)
+    (folder / "bundle.yaml").write_text(
+        f"id: {bundle_id}\nname: {bundle_id}\nkind: hf-qa\nmodel: {{path: {model}}}\n"
+        f"resources: {resources}\n{extra}")
+    return folder
