@@ -1,6 +1,7 @@
-"""Derived and generated test sets behave like any other: a dropped-in folder works with
-`evaluate`; a derived folder is generated on first use, cached by its inputs, byte-identical
-when regenerated, different under another seed, and carries its provenance."""
+"""Derived and generated test sets behave like any other (a plain dropped-in folder is
+tested in tests/test_add_a_folder.py): a derived folder is generated on first use, cached by
+its inputs, byte-identical when regenerated, different under another seed, and carries its
+provenance."""
 
 from __future__ import annotations
 
@@ -51,21 +52,6 @@ def derived_folder(sets: Path, set_id: str, transform: str, seed: object = 0,
 def evaluate(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["evaluate", *args, "--runner", "local", "--json"], capture_output=True,
                           text=True, env=dict(os.environ), timeout=300)
-
-
-def test_a_dropped_in_plain_folder_works_with_evaluate(roots, small_dev):
-    folder = roots / "my-set"
-    folder.mkdir()
-    (folder / "dev.json").write_text(json.dumps(small_dev))
-    n = sum(len(p["qas"]) for a in small_dev["data"] for p in a["paragraphs"])
-    (folder / "testset.yaml").write_text(
-        f"id: my-set\nname: My set\nversion: '1'\nkind: natural-shift\nreference: squad-dev\n"
-        f"questions: {n}\nscorer: squad-v1.1\ncluster: paragraph\nlicense: CC0\n"
-        f"citation: me\nfile: dev.json\n")
-    proc = evaluate("-b", "first-word", "-t", "my-set")
-    assert proc.returncode == 0, proc.stderr
-    [cell] = json.loads(proc.stdout)["results"]
-    assert cell["testset"] == "my-set" and cell["missing"] == 0 and 0 <= cell["f1"]["value"] < 100
 
 
 def test_a_derived_folder_is_generated_scored_and_refers_to_its_parent(roots, small_dev):
