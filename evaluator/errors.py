@@ -14,6 +14,7 @@ FAILURE_CLASSES = {
     "nonzero-exit": "the submission exited with a non-zero status",
     "no-predictions": "the submission wrote no predictions file",
     "malformed-predictions": "the predictions file is not a JSON object of id -> answer text",
+    "output-too-large": "the submission wrote more to its output folder than its limit",
     "no-gpu-kernel": "the framework has no CUDA kernel for this GPU (retry with --device cpu)",
     "no-gpu": "a GPU was requested but the container engine offers none (retry with --device cpu)",
     "data-unavailable": "the test set's data could not be obtained or verified",

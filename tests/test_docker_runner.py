@@ -132,6 +132,7 @@ def test_hostile_matrix_each_contained_and_classified_while_the_rest_finishes(to
     hostile.bundle(subs, "memhog", resources={"memory": "128m"})
     hostile.bundle(subs, "sleeper", resources={"timeout": 3})
     hostile.bundle(subs, "flood")
+    hostile.bundle(subs, "filler", resources={"output": "64m"})
     hostile.bundle(subs, "sloppy_ids")
     hostile.bundle(subs, "duplicate_ids")
     hostile.bundle(subs, "symlink_predictions")
@@ -148,7 +149,7 @@ def test_hostile_matrix_each_contained_and_classified_while_the_rest_finishes(to
     assert {b: f["failure_class"] for b, f in failed.items()} == {
         "network": "nonzero-exit", "forkbomb": "nonzero-exit", "memhog": "out-of-memory",
         "sleeper": "timeout", "duplicate_ids": "malformed-predictions",
-        "symlink_predictions": "malformed-predictions"}
+        "symlink_predictions": "malformed-predictions", "filler": "output-too-large"}
     assert set(results) == {"snoop", "flood", "sloppy_ids", "well_behaved"}
     assert all("\n" not in f["message"] for f in failed.values())  # one line each
 
@@ -175,6 +176,9 @@ def test_hostile_matrix_each_contained_and_classified_while_the_rest_finishes(to
     assert {"/bundle", "/input/input.json", "/output"} <= host_mounts
     assert (report["write_root"], report["write_tmp"], report["write_bundle"],
             report["write_input"]) == (False, True, False, False)
+
+    # 2 GiB of files into /output: killed soon after its 64 MiB limit, nothing kept
+    assert "more than 64 MiB" in failed["filler"]["message"]
 
     # fork bomb: held at the pids limit
     bomb = re.search(r"at most (\d+) processes, (\d+) fork errors", failed["forkbomb"]["message"])

@@ -51,6 +51,8 @@ LABEL = "qashift"  # every container we create carries qashift=1, so leftovers c
 DEFAULT_IMAGE = "qashift/python:bookworm"  # for command bundles that name no environment
 DEFAULT_USER = "65534:65534"  # nobody:nogroup
 DEFAULT_PIDS = 512
+DEFAULT_OUTPUT_BYTES = 2 * MAX_BYTES  # what /output may hold (resources.output overrides)
+MAX_OUTPUT_FILES = 10_000
 INPUT, OUTPUT, WORKDIR = "/input/input.json", "/output", "/bundle"
 RUNNER_IMAGES = {False: "qashift/runner:cpu", True: "qashift/runner:gpu"}  # hf-qa defaults
 MODEL_MOUNT, CODE_MOUNT, RECORD = "/model", "/opt/qashift", "record.json"
@@ -283,7 +285,8 @@ class DockerRunner:
                                      f"toolkit?); retry with --device cpu") from None
                 raise
             phases["start"] = time.perf_counter() - start
-            sampler = _PeakMemory(container.id)
+            sampler = _ContainerWatch(container.id, staging, _output_limit(bundle),
+                                  on_output_exceeded=lambda: _quietly(container.kill))
             sampler.start()
             timed_out, status = False, None
             while status is None:
@@ -313,6 +316,7 @@ class DockerRunner:
                             log=text, peak_memory=sampler.peak, timed_out=timed_out,
                             oom_killed=bool(state.get("OOMKilled")),
                             memory_limit=kwargs["mem_limit"],
+                            output_exceeded=sampler.output_exceeded,
                             details={"container_limits": _limits_summary(kwargs),
                                      "gpus": gpus, "log_bytes": log.total,
                                      "phases_s": phases})
@@ -365,6 +369,11 @@ class DockerRunner:
 
     def _classify(self, bundle: Bundle, outcome: _Outcome, staging: Path) -> None:
         log = outcome.log
+        if outcome.output_exceeded:
+            raise RunFailure("output-too-large", f"{bundle.id} wrote more than "
+                             f"{_output_limit(bundle) / (1 << 20):.0f} MiB or "
+                             f"{MAX_OUTPUT_FILES:,} files to /output and was killed (raise "
+                             f"resources.output)", log)
         if outcome.timed_out:
             raise RunFailure("timeout", f"{bundle.id} ran past its {bundle.timeout:g} s time "
                              f"limit; its container was killed and removed", log)
@@ -475,26 +484,56 @@ class DockerRunner:
 class _Outcome:
     def __init__(self, *, wall_s: float, exit_code: int | None, log: str,
                  peak_memory: int | None, timed_out: bool, oom_killed: bool,
-                 memory_limit: int, details: dict):
+                 memory_limit: int, details: dict, output_exceeded: bool = False):
         self.wall_s, self.exit_code, self.log = wall_s, exit_code, log
         self.peak_memory, self.timed_out, self.oom_killed = peak_memory, timed_out, oom_killed
         self.memory_limit, self.details = memory_limit, details
+        self.output_exceeded = output_exceeded
 
 
-class _PeakMemory:
-    """Samples the container's memory high-water mark from the host's cgroup files.
+def _output_limit(bundle: Bundle) -> int:
+    return parse_memory(bundle.resources.get("output", DEFAULT_OUTPUT_BYTES))
+
+
+def _disk_use(folder: Path, max_files: int) -> tuple[int, int]:
+    """(bytes allocated, entries) under `folder`, without following links; stops counting
+    entries past `max_files`."""
+    total, count, stack = 0, 0, [folder]
+    while stack and count <= max_files:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    count += 1
+                    st = entry.stat(follow_symlinks=False)
+                    total += st.st_blocks * 512
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(Path(entry.path))
+        except OSError:
+            continue
+    return total, count
+
+
+class _ContainerWatch:
+    """Samples the container's memory high-water mark from the host's cgroup files, and the
+    size of its writable /output (the one host folder it can write), killing it past the limit.
 
     The cgroup disappears with the container, so the last sample before exit is kept
-    (cgroup v1 `memory.max_usage_in_bytes`; v2 `memory.peak` where the kernel has it).
+    (cgroup v1 `memory.max_usage_in_bytes`; v2 `memory.peak` where the kernel has it). The
+    output check runs every `interval`, so a fast writer overshoots by at most what it writes
+    in that time.
     """
 
-    def __init__(self, container_id: str, interval: float = 0.1):
+    def __init__(self, container_id: str, output: Path | None = None,
+                 output_limit: int = DEFAULT_OUTPUT_BYTES, on_output_exceeded=None,
+                 interval: float = 0.1):
         self.files = [Path(f"/sys/fs/cgroup/memory/docker/{container_id}/"
                            f"memory.max_usage_in_bytes"),
                       Path(f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/"
                            f"memory.peak"),
                       Path(f"/sys/fs/cgroup/docker/{container_id}/memory.peak")]
         self.interval, self.peak = interval, None
+        self.output, self.output_limit = output, output_limit
+        self.on_output_exceeded, self.output_exceeded = on_output_exceeded, False
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -506,6 +545,7 @@ class _PeakMemory:
         self._done.set()
         if self._thread.is_alive():
             self._thread.join(timeout=1)
+        self._check_output()  # a writer that exited between two samples is caught here
 
     def _sample(self) -> None:
         for path in self.files:
@@ -517,9 +557,19 @@ class _PeakMemory:
             self.files = [path]
             return
 
+    def _check_output(self) -> None:
+        if self.output is None or self.output_exceeded:
+            return
+        used, entries = _disk_use(self.output, MAX_OUTPUT_FILES)
+        if used > self.output_limit or entries > MAX_OUTPUT_FILES:
+            self.output_exceeded = True
+            if self.on_output_exceeded is not None:
+                self.on_output_exceeded()
+
     def _loop(self) -> None:
         while not self._done.wait(self.interval):
             self._sample()
+            self._check_output()
 
 
 class _LogTail:
