@@ -11,6 +11,10 @@ is never reported without its accuracy cost.
 
 `--model` defaults to the zoo's best model (qashift zoo build l6-q1500). The ONNX files are
 exported on first use (evaluator.onnx_export). Timings exclude model loading for both sides.
+With `--device cuda` the pipeline runs on the GPU too (device 0), our PyTorch backend in fp16,
+and each row also reports the achieved model FLOP rate as a fraction of the GPU's dense
+fp16/bf16 tensor-core peak (`encoder_flops`: the matmul FLOPs of the padded batches actually
+run, checked against torch's FlopCounterMode in tests/test_hfqa_runner.py).
 """
 
 from __future__ import annotations
@@ -45,7 +49,8 @@ kwargs = json.loads(kwargs)
 raw = json.load(open(input_path, encoding="utf-8"))
 items = [(qa["id"], qa["question"], p["context"]) for a in raw["data"]
          for p in a["paragraphs"] for qa in p["qas"]]
-qa = pipeline("question-answering", model=model_dir, tokenizer=model_dir, device=-1)
+device = kwargs.pop("device", -1)
+qa = pipeline("question-answering", model=model_dir, tokenizer=model_dir, device=device)
 qa(question=items[0][1], context=items[0][2], **kwargs)  # warm-up, as for our runner's load
 start, cpu = time.perf_counter(), time.process_time()
 answers = {i: qa(question=q, context=c, **kwargs)["answer"] for i, q, c in items}
@@ -89,6 +94,26 @@ def run_pipeline(model_dir: Path, raw: dict, venv: Path | None = None, **kwargs)
         return json.loads(out.read_text())
 
 
+# Dense fp16/bf16 tensor-core peaks (no sparsity), from NVIDIA's data sheets, by device name.
+GPU_PEAK_FLOPS = (("H200", 989e12), ("H100 PCIe", 756e12), ("H100", 989e12),
+                  ("A100", 312e12), ("L4", 121e12), ("A10", 125e12), ("T4", 65e12))
+
+
+def gpu_peak_flops(name: str) -> float | None:
+    return next((peak for key, peak in GPU_PEAK_FLOPS if key in name), None)
+
+
+def encoder_flops(config, padded_tokens: int, padded_tokens_squared: int) -> float:
+    """Matmul FLOPs (2 per multiply-add) of a BERT-style encoder with a span head, over
+    sequences whose padded lengths L sum to `padded_tokens` and whose L^2 sum to
+    `padded_tokens_squared`: per layer and sequence, with hidden size H and feed-forward size
+    I, 8LH^2 (Q, K, V, output) + 4L^2H (scores, context) + 4LHI, and 4LH for the head."""
+    hidden, inner = config.hidden_size, config.intermediate_size
+    per_token = config.num_hidden_layers * (8 * hidden ** 2 + 4 * hidden * inner) + 4 * hidden
+    return float(per_token * padded_tokens +
+                 config.num_hidden_layers * 4 * hidden * padded_tokens_squared)
+
+
 def first_questions(raw: dict, n: int) -> dict:
     from evaluator.onnx_export import _first_questions
 
@@ -125,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         if not (model / "onnx" / "model.int8.onnx").is_file():
             export(model, int8=True)
     rows = []
-    pipe = run_pipeline(model, input_document(raw))
+    gpu = args.device.startswith("cuda")
+    pipe = run_pipeline(model, input_document(raw), **({"device": 0} if gpu else {}))
     reference = pipe["answers"]
     pipe_scores = scoring.score(questions, reference, "squad-v1.1")
     rows.append({"system": f"pipeline (transformers {pipe['transformers']})",
@@ -146,6 +172,20 @@ def main(argv: list[str] | None = None) -> int:
                      "em": s.em, "f1": s.f1,
                      "equal": sum(answers[k] == v for k, v in reference.items()) /
                      len(reference)})
+        if gpu:
+            import torch
+            from transformers import AutoConfig
+
+            name = torch.cuda.get_device_name()
+            flops = encoder_flops(AutoConfig.from_pretrained(model), details["padded_tokens"],
+                                  details["padded_tokens_squared"])
+            rate = flops / details["seconds"]["model"]
+            peak = gpu_peak_flops(name)
+            rows[-1].update(gpu=name, tflops=rate / 1e12,
+                            peak_fraction=rate / peak if peak else None)
+            print(f"{rows[-1]['system']}: {rate / 1e12:.1f} TFLOP/s of model matmuls on {name}"
+                  + (f" = {rate / peak:.1%} of its {peak / 1e12:.0f} TFLOP/s dense fp16 peak"
+                     if peak else " (peak unknown)"))
     base, base_cpu = rows[0]["qps"], rows[0]["q_per_cpu_s"]
     print(f"{args.questions} {args.testset} questions, model {model.name}, {args.device}, "
           f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()})")

@@ -37,6 +37,15 @@ def pipeline_venv() -> Path:
     return _benchmark_module().pipeline_venv()
 
 
+def test_the_tiny_checkpoint_tokenizes_with_its_trained_vocabulary(tiny_model):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    assert len(tokenizer) > 1000
+    tokens = tokenizer.tokenize("The Super Bowl was played at Levi's Stadium")
+    assert "[UNK]" not in tokens and "bowl" in tokens
+
+
 # ---- decoding rules ----------------------------------------------------------------------
 
 def test_a_span_never_ends_before_it_starts_nor_runs_past_the_length_limit():
@@ -261,3 +270,24 @@ def test_an_hf_qa_bundle_without_a_model_is_a_config_error(tmp_path):
     (tmp_path / "x" / "bundle.yaml").write_text("id: x\nname: x\nkind: hf-qa\n")
     with pytest.raises(ConfigError, match="model"):
         bundles.from_folder(tmp_path / "x")
+
+
+def test_the_benchmark_flop_count_equals_torch_flop_counter(tiny_model):
+    """The GPU peak fraction rests on this count: it must equal what torch itself counts."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import AutoModelForQuestionAnswering
+
+    model = AutoModelForQuestionAnswering.from_pretrained(
+        tiny_model, attn_implementation="eager").eval()  # attention as matmuls torch counts
+    batch, length = 3, 40
+    ids = torch.randint(0, model.config.vocab_size, (batch, length))
+    mask = torch.ones_like(ids)
+    mask[1, 30:] = 0  # padding does not change the work done
+    with FlopCounterMode(display=False) as counter, torch.inference_mode():
+        model(input_ids=ids, attention_mask=mask)
+    ours = _benchmark_module().encoder_flops(model.config, batch * length,
+                                             batch * length ** 2)
+    assert ours == counter.get_total_flops()
+    assert _benchmark_module().gpu_peak_flops("NVIDIA H100 80GB HBM3") == 989e12
+    assert _benchmark_module().gpu_peak_flops("NVIDIA H100 PCIe") == 756e12

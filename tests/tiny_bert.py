@@ -16,7 +16,7 @@ def make_tiny_bert(folder: Path, texts: list[str], seed: int = 0) -> Path:
     wordpiece = BertWordPieceTokenizer(lowercase=True)
     wordpiece.train_from_iterator(texts, vocab_size=1500, min_frequency=1, show_progress=False)
     wordpiece.save_model(str(folder))
-    tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), do_lower_case=True)
+    tokenizer = BertTokenizerFast(vocab=str(folder / "vocab.txt"), do_lower_case=True)
     tokenizer.save_pretrained(folder)
     torch.manual_seed(seed)
     config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,

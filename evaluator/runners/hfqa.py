@@ -253,6 +253,7 @@ def predict(raw: dict, spec: ModelSpec, *, device: str = "cpu", batch_size: int 
         "fp16": bool(getattr(predictor, "fp16", False)),
         "questions": len(items), "windows": len(windows),
         "tokens": sum(lengths), "padded_tokens": sum(len(b) * lengths[b[0]] for b in batches),
+        "padded_tokens_squared": sum(len(b) * lengths[b[0]] ** 2 for b in batches),
         "max_seq_len": settings.max_seq_len, "doc_stride": settings.doc_stride,
         "max_answer_len": settings.max_answer_len,
         "seconds": {"load": round(load_s, 3), "tokenize": round(tokenize_s, 3),
