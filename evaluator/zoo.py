@@ -337,17 +337,28 @@ def build(recipe: Recipe, dev_raw: dict, *, device: str = "cpu", force: bool = F
 # ---- committed scores -------------------------------------------------------------------
 
 REFERENCE_SET = "squad-dev-heldout"  # the zoo's original test set (x of its trend plots)
+TREND_KINDS = ("replication", "natural-shift", "adversarial")  # sets on the zoo's trend plots
 SCORE_COLUMNS = ("model", "testset", "metric", "value", "lo", "hi", "n", "reference", "family",
                  "source", "bundle_digest", "testset_sha256", "scorer_version", "missing",
                  "level", "runner", "device", "wall_s", "commit")
 
 
-def score_rows(results: list[dict], commit: str) -> list[dict]:
-    """The zoo's cells from result rows (store.results()), newest per (bundle, test set), in
-    the long form of the analysis' CSV importer: one row per cell and metric."""
+def score_rows(results: list[dict], commit: str,
+               kinds: dict[str, str] | None = None) -> list[dict]:
+    """The zoo's trend cells from result rows (store.results()), newest per (bundle, test
+    set), in the long form of the analysis' CSV importer: one row per cell and metric.
+
+    Kept: the reference set and sets of TREND_KINDS (`kinds`: test set -> kind, default from
+    the registry); ablation, SAM and squad-dev cells (half of it is training data) are not
+    trend points and are reported by `qashift challenge report` instead."""
+    if kinds is None:
+        from evaluator import testsets
+
+        kinds = {name: testsets.get(name).kind for name in testsets.available()}
     latest: dict[tuple[str, str], dict] = {}
     for row in sorted(results, key=lambda r: r.get("created_at") or 0):
-        if row["bundle"].startswith("zoo-"):
+        trend = row["testset"] == REFERENCE_SET or kinds.get(row["testset"]) in TREND_KINDS
+        if row["bundle"].startswith("zoo-") and trend:
             latest[(row["bundle"], row["testset"])] = row
     out = []
     for key in sorted(latest):
