@@ -92,7 +92,8 @@ def heldout_split(raw: dict) -> tuple[dict, dict]:
 
 @derive.register("zoo-heldout-half", version="1")
 def heldout_half(parent: dict, params: dict, rng: random.Random) -> tuple[dict, dict]:
-    """The held-out half of SQuAD dev (by article); the zoo trains on the other half."""
+    """The held-out half (by article) of SQuAD dev, or of a set built on its articles
+    (AddSent, AddOneSent: the same titles, so the same split); the zoo trains on the rest."""
     train, heldout = heldout_split(parent)
     count = lambda raw: sum(len(p["qas"]) for a in raw["data"] for p in a["paragraphs"])  # noqa: E731
     return heldout, {"articles": len(heldout["data"]), "questions": count(heldout),
