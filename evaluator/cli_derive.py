@@ -44,7 +44,8 @@ def _latest(store, bundle: str, ts) -> dict | None:
 
 
 def ablation_table(store, bundle_ids: list[str], only: set[str] | None = None) -> list[dict]:
-    """One row per (bundle, derived set with a parent) with stored results for both.
+    """One row per (bundle, derived set with a parent) with stored results for both; only
+    sets of kind `derived` (ablations), not subsets that keep their parent's kind.
 
     `only` restricts both sides to these parent question ids (e.g. a model's held-out
     questions, when it was trained on part of the parent set); the parent score is then
@@ -59,7 +60,8 @@ def ablation_table(store, bundle_ids: list[str], only: set[str] | None = None) -
 
     rows = []
     derived = [testsets.get(n) for n in testsets.available()]
-    derived = [ts for ts in derived if ts.derive is not None and ts.derive.parent is not None]
+    derived = [ts for ts in derived if ts.derive is not None and ts.derive.parent is not None
+               and ts.kind == "derived"]
     for bundle in bundle_ids:
         for ts in derived:
             parent = testsets.get(ts.derive.parent)

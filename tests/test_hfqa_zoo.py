@@ -34,10 +34,17 @@ def test_the_heldout_test_set_is_the_heldout_half(workspace, shared_data, dev_ra
     from evaluator import testsets
 
     heldout = testsets.get("squad-dev-heldout")
-    assert heldout.reference == "squad-dev" and heldout.kind == "derived"
+    # derived from squad-dev, but the zoo's original distribution, not an ablation
+    assert heldout.reference == "squad-dev" and heldout.kind == "original"
     data = heldout.load([shared_data])
     assert data.raw["data"] == zoo.heldout_split(dev_raw)[1]["data"]
     assert len(data.questions) == heldout.questions == 5453
+    # the adversarial sets split on the same articles
+    held_titles = {a["title"] for a in data.raw["data"]}
+    for name in ("addsent-heldout", "addonesent-heldout"):
+        subset = testsets.get(name)
+        assert subset.kind == "adversarial" and subset.derive.parent == name.split("-")[0]
+        assert {a["title"] for a in subset.load([shared_data]).raw["data"]} == held_titles
 
 
 @pytest.fixture(scope="module")
