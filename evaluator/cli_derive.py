@@ -58,6 +58,17 @@ def ablation_table(store, bundle_ids: list[str], only: set[str] | None = None) -
     def unseeded(_qid: str) -> None:
         return None
 
+    parent_scores: dict[tuple[str, str], tuple[float, float] | None] = {}
+
+    def subset_parent(bundle: str, parent_id: str, prow: dict) -> tuple[float, float] | None:
+        """The parent's (EM, F1) on `only`, computed once per bundle and parent."""
+        key = (bundle, parent_id)
+        if key not in parent_scores:
+            kept = [u for u in load_units(store, prow) if u.id in only]
+            summary = cm.per_seed_scores(kept, unseeded) if kept else None
+            parent_scores[key] = (summary["em"].mean, summary["f1"].mean) if summary else None
+        return parent_scores[key]
+
     rows = []
     derived = [testsets.get(n) for n in testsets.available()]
     derived = [ts for ts in derived if ts.derive is not None and ts.derive.parent is not None
@@ -72,11 +83,10 @@ def ablation_table(store, bundle_ids: list[str], only: set[str] | None = None) -
             parent_em, parent_f1 = prow["em"], prow["f1"]
             if only is not None:
                 units = [u for u in units if base_question_id(u.id)[0] in only]
-                kept = [u for u in load_units(store, prow) if u.id in only]
-                if not units or not kept:
+                subset = subset_parent(bundle, parent.id, prow)
+                if not units or subset is None:
                     continue
-                recomputed = cm.per_seed_scores(kept, unseeded)
-                parent_em, parent_f1 = recomputed["em"].mean, recomputed["f1"].mean
+                parent_em, parent_f1 = subset
             summary = cm.per_seed_scores(units, lambda qid: base_question_id(qid)[1])
             rows.append({
                 "bundle": bundle, "testset": ts.id, "parent": parent.id,
@@ -193,8 +203,7 @@ def challenge_report(bundle_names, k, questions_from, as_json) -> None:
     ids = [b.id for b in bundles.resolve(list(bundle_names))]
     only = None
     if questions_from is not None:
-        raw = testsets.get(questions_from).load().raw
-        only = {qa["id"] for a in raw["data"] for p in a["paragraphs"] for qa in p["qas"]}
+        only = {q.id for q in testsets.get(questions_from).load().questions}
     ablations, sam = ablation_table(store, ids, only), dice_table(store, ids, k)
     if not ablations and not sam["bundles"]:
         raise UserError("no stored results for derived or SAM sets of these bundles; "

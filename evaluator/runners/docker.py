@@ -179,6 +179,7 @@ class Program:
     image: str | None = None  # None: the bundle's environment (image, build or the default)
     mounts: dict[str, Path] = field(default_factory=dict)  # extra read-only binds
     environment: dict[str, str] = field(default_factory=dict)
+    record: str | None = None  # a file in /output where the program writes its run details
 
 
 def program_for(bundle: Bundle, gpus: int) -> Program:
@@ -195,7 +196,7 @@ def program_for(bundle: Bundle, gpus: int) -> Program:
         return Program(argv, image=bundle.environment.get("image") or RUNNER_IMAGES[gpus > 0],
                        mounts={MODEL_MOUNT: spec.directory,
                                f"{CODE_MOUNT}/evaluator": EVALUATOR_CODE},
-                       environment={"PYTHONPATH": CODE_MOUNT})
+                       environment={"PYTHONPATH": CODE_MOUNT}, record=RECORD)
     if not bundle.command:
         raise UserError(f"{bundle.id} has no command; the docker runner runs command and "
                         f"hf-qa bundles")
@@ -242,8 +243,8 @@ class DockerRunner:
                               for i, (target, source) in enumerate(program.mounts.items())}
             outcome = self._run_container(request, program, image_id, staging, gpus)
             outcome.details.update(image=image_ref, image_id=image_id)
-            if program.mounts:  # hf-qa: throughput, batch size, timings from our program
-                outcome.details.update(_read_record(staging / RECORD))
+            if program.record:  # hf-qa: throughput, batch size, timings from our program
+                outcome.details.update(_read_record(staging / program.record))
             if gpus:
                 outcome.details.update(gpu_info())
             record = RunRecord(runner=self.name, wall_s=outcome.wall_s,
@@ -353,7 +354,7 @@ class DockerRunner:
                     Mount(INPUT, str(request.input_path.resolve()), type="bind",
                           read_only=True),
                     Mount(OUTPUT, str(staging), type="bind", read_only=False),
-                    *(Mount(target, str(Path(source).resolve()), type="bind", read_only=True)
+                    *(Mount(target, str(source), type="bind", read_only=True)
                       for target, source in program.mounts.items())],
             network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"],
             read_only=not writable_root,
@@ -542,6 +543,8 @@ class _ContainerWatch:
         self._thread.start()
 
     def stop(self) -> None:
+        if self._done.is_set():
+            return
         self._done.set()
         if self._thread.is_alive():
             self._thread.join(timeout=1)
@@ -626,8 +629,11 @@ def _readable(source: Path, spare: Path) -> Path:
     copy at `spare` (checkpoints are often saved 0600 by their owner)."""
     source = source.resolve()
     entries = [source, *source.rglob("*")] if source.is_dir() else [source]
-    if all(os.stat(e).st_mode & (0o005 if e.is_dir() else 0o004) == (0o005 if e.is_dir()
-           else 0o004) for e in entries):
+
+    def needed(entry: Path) -> int:  # others may read files, read and enter folders
+        return 0o005 if entry.is_dir() else 0o004
+
+    if all(os.stat(e).st_mode & needed(e) == needed(e) for e in entries):
         return source
     if source.is_dir():
         shutil.copytree(source, spare, ignore=shutil.ignore_patterns("__pycache__"))
