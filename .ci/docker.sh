@@ -32,13 +32,13 @@ fi
 echo "docker.sh: daemon $(docker info --format '{{.ServerVersion}}') answers"
 
 # Base (debootstrap + docker import) and python3 images; each skipped when its tag exists.
-python3 -c "from evaluator.cli_images import images_group; images_group()" base
-python3 -c "from evaluator.cli_images import images_group; images_group()" python
+python3 -c "from evaluator.cli.images import images_group; images_group()" base
+python3 -c "from evaluator.cli.images import images_group; images_group()" python
 
 # The standard runner image (top-level Dockerfile) for hf-qa bundles: wheels downloaded on the
 # host, installed in the build with --no-index.
 if ! docker image inspect qashift/runner:cpu >/dev/null 2>&1; then
     wheels="${QASHIFT_WHEELHOUSE:-/var/cache/qashift-wheels}"
-    python3 -c "from evaluator.cli_images import images_group; images_group()" wheelhouse "$wheels"
-    python3 -c "from evaluator.cli_images import images_group; images_group()" runner "$wheels"
+    python3 -c "from evaluator.cli.images import images_group; images_group()" wheelhouse "$wheels"
+    python3 -c "from evaluator.cli.images import images_group; images_group()" runner "$wheels"
 fi

@@ -50,7 +50,7 @@ def load_source(source: str, data_dir: Path | str | None = None, store_records=N
 
 def _default_store_records():
     try:
-        from evaluator.store import Store
+        from evaluator.store.store import Store
 
         return Store.open_default().records()
     except (ImportError, AttributeError) as exc:

@@ -53,8 +53,9 @@ def report_command(source, out, data_dir, bootstrap, seed):
 def _store_inputs():
     """Records (each with its test set's reference), run info and test-set names."""
     from analysis.site import RunInfo
-    from evaluator import bundles, testsets
-    from evaluator.store import Store
+    from evaluator.bundles import spec as bundles
+    from evaluator.data import testsets
+    from evaluator.store.store import Store
 
     store = Store.open_default()
     if not store.exists():

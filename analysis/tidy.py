@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import reconcile
-from evaluator.intervals import clopper_pearson
+from evaluator.stats.intervals import clopper_pearson
 
 COLUMNS = ["model", "family", "kind", "testset", "metric", "value", "lo", "hi", "n",
            "source", "reference"]

@@ -21,11 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluator import bundles  # noqa: E402
+from evaluator.bundles import spec as bundles  # noqa: E402
+from evaluator.data.testsets import input_document  # noqa: E402
 from evaluator.runners.base import RunRequest  # noqa: E402
 from evaluator.runners.docker import DockerRunner, daemon_available  # noqa: E402
 from evaluator.runners.local import LocalRunner  # noqa: E402
-from evaluator.testsets import input_document  # noqa: E402
 
 PROGRAM = """import json, sys
 doc = json.load(open(sys.argv[1]))

@@ -10,7 +10,7 @@ is never reported without its accuracy cost.
            [--data-dir ../shared/data] [--device cpu] [--json out.json]
 
 `--model` defaults to the zoo's best model (qashift zoo build l6-q1500). The ONNX files are
-exported on first use (evaluator.onnx_export). Timings exclude model loading for both sides.
+exported on first use (evaluator.zoo.onnx_export). Timings exclude model loading for both sides.
 With `--device cuda` the pipeline runs on the GPU too (device 0), our PyTorch backend in fp16,
 and each row also reports the achieved model FLOP rate as a fraction of the GPU's dense
 fp16/bf16 tensor-core peak (`encoder_flops`: the matmul FLOPs of the padded batches actually
@@ -63,7 +63,7 @@ json.dump({"answers": answers, "seconds": seconds, "cpu_seconds": cpu,
 
 def pipeline_venv() -> Path:
     """A cached virtual environment with transformers 4.57.6 (built once, under a lock)."""
-    from evaluator import paths
+    from evaluator.core import settings as paths
 
     target = paths.cache_dir() / "venvs" / f"pipeline-transformers-{PIPELINE_VERSION}"
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -115,7 +115,7 @@ def encoder_flops(config, padded_tokens: int, padded_tokens_squared: int) -> flo
 
 
 def first_questions(raw: dict, n: int) -> dict:
-    from evaluator.onnx_export import _first_questions
+    from evaluator.zoo.onnx_export import _first_questions
 
     return _first_questions(raw, n)
 
@@ -132,20 +132,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the numbers here")
     args = parser.parse_args(argv)
 
-    from evaluator import scoring, testsets, zoo
-    from evaluator.runners.hfqa import ModelSpec, predict
+    from evaluator.data import testsets
+    from evaluator.qa.predict import ModelSpec, predict
+    from evaluator.scoring import squad_v1 as scoring
+    from evaluator.zoo import models as zoo
 
     model = (args.model or zoo.model_dir("l6-q1500")).resolve()
     if not (model / "config.json").is_file():
         sys.exit(f"no checkpoint at {model}; run `qashift zoo build l6-q1500` or pass --model")
     dataset = testsets.get(args.testset).load([args.data_dir.resolve()])
     raw = first_questions(dataset.raw, args.questions)
-    from evaluator.testsets import input_document, parse_questions
+    from evaluator.data.testsets import input_document, parse_questions
 
     questions = parse_questions(raw)
     backends = args.backends.split(",")
     if any(b.startswith("onnx") for b in backends):
-        from evaluator.onnx_export import export
+        from evaluator.zoo.onnx_export import export
 
         if not (model / "onnx" / "model.int8.onnx").is_file():
             export(model, int8=True)

@@ -38,8 +38,8 @@ def main() -> None:
 
     from torchmetrics.functional.text import squad as torchmetrics_squad
 
-    from evaluator.scoring import normalize_answer, score
-    from evaluator.testsets import parse_questions
+    from evaluator.data.testsets import parse_questions
+    from evaluator.scoring.squad_v1 import normalize_answer, score
 
     raw = json.loads((data / "squad-v1.1" / "dev-v1.1.json").read_text())
     predictions = json.loads((data / "squad-leaderboard" / "dev-predictions" /

@@ -71,7 +71,7 @@ def main() -> None:
     parser.add_argument("--work", type=float, default=0.5, help="seconds each cell computes")
     args = parser.parse_args()
 
-    from evaluator.runners.slurm import cluster_available
+    from evaluator.runners.slurm.controller import cluster_available
 
     if reason := cluster_available():
         raise SystemExit(f"no Slurm cluster: {reason} (bash .ci/slurm.sh starts one)")

@@ -7,7 +7,7 @@ import json
 
 from click.testing import CliRunner
 
-from evaluator.cli import main
+from evaluator.cli.main import main
 from tests.conftest import write_command_bundle
 
 PROGRAM = """

@@ -10,8 +10,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from evaluator import testsets
-from evaluator.cli import evaluate_cmd
+from evaluator.cli.main import evaluate_cmd
+from evaluator.data import testsets
 
 SETS = ["squad-dev", "new-wiki", "reddit", "amazon", "addsent", "addonesent"]
 

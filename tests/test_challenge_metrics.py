@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from evaluator import challenge_metrics as cm
-from evaluator.challenge_metrics import TripleOutcome
+from evaluator.scoring import challenge as cm
+from evaluator.scoring.challenge import TripleOutcome
 
 
 def test_rem_k_follows_the_papers_examples():
@@ -96,11 +96,11 @@ def test_relative_change_reproduces_sugawara_table_9():
 
 
 def test_per_seed_scores_give_mean_and_spread():
-    from evaluator.scoring import Unit
+    from evaluator.scoring.squad_v1 import Unit
 
     units = [Unit("a@s1", 1.0, 1.0, "p", "a", False), Unit("b@s1", 0.0, 0.5, "p", "a", False),
              Unit("a@s2", 0.0, 0.0, "p", "a", False), Unit("b@s2", 0.0, 0.5, "p", "a", False)]
-    from evaluator.derive import base_question_id
+    from evaluator.data.derive import base_question_id
 
     summary = cm.per_seed_scores(units, lambda q: base_question_id(q)[1])
     assert summary["em"].per_seed == {1: 50.0, 2: 0.0}

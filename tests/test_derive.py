@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from evaluator import cli_derive, derive, testsets
-from evaluator.errors import ConfigError
+from evaluator.cli import derive as cli_derive
+from evaluator.core.errors import ConfigError
+from evaluator.data import derive, testsets
 from tests.conftest import write_command_bundle, write_testset
 
 FIRST_WORD = """

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import bundles, images
-from evaluator.errors import RunFailure
+from evaluator.bundles import spec as bundles
+from evaluator.core.errors import RunFailure
+from evaluator.data.testsets import input_document
+from evaluator.runners import images
 from evaluator.runners.base import RunRequest
 from evaluator.runners.docker import (
     DockerRunner,
@@ -23,7 +25,6 @@ from evaluator.runners.docker import (
     daemon_available,
     program_for,
 )
-from evaluator.testsets import input_document
 from tests.conftest import write_testset
 from tests.tiny_bert import subset, write_hfqa_bundle
 
@@ -108,7 +109,7 @@ def test_the_runner_image_run_is_sandboxed_and_records_the_program_details(
 
 def test_the_onnx_export_runs_in_the_runner_image_with_the_same_answers(
         runner_image, tiny_model, tmp_path, small_dev, dev_raw, workspace):
-    from evaluator.onnx_export import export
+    from evaluator.zoo.onnx_export import export
 
     if not (tiny_model / "onnx" / "model.onnx").is_file():
         export(tiny_model, sample=subset(dev_raw, slice(0, 1)), sample_size=20)
@@ -134,10 +135,9 @@ def test_a_gpu_hf_qa_bundle_asks_for_the_gpu_image_and_cuda_unless_forced_to_cpu
     assert on_gpu.image == "qashift/runner:gpu" and on_cpu.image == RUNNER_TAG
     assert on_gpu.argv[on_gpu.argv.index("--device") + 1] == "cuda"
     assert on_cpu.argv[on_cpu.argv.index("--device") + 1] == "cpu"
-    assert "--onnx" in on_gpu.argv and on_gpu.argv[:3] == ["python3", "-m",
-                                                            "evaluator.runners.hfqa"]
-    # the container sees the checkpoint and our code, read-only, and nothing else extra
-    assert set(on_cpu.mounts) == {"/model", "/opt/qashift/evaluator"}
+    assert "--onnx" in on_gpu.argv and on_gpu.argv[:3] == ["python3", "-m", "evaluator.qa"]
+    # the container sees the checkpoint and the QA program, read-only, and nothing else extra
+    assert set(on_cpu.mounts) == {"/model", "/opt/qashift/evaluator/qa"}
     assert on_cpu.environment == {"PYTHONPATH": "/opt/qashift"}
     assert DockerRunner._gpus(bundle, "cpu") == 0
 

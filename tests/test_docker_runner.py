@@ -21,14 +21,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from evaluator import bundles, images
-from evaluator.cli import evaluate_cmd
-from evaluator.errors import RunFailure
-from evaluator.runners import get_runner
+from evaluator.bundles import spec as bundles
+from evaluator.cli.main import evaluate_cmd
+from evaluator.core.errors import RunFailure
+from evaluator.data.testsets import input_document
+from evaluator.runners import get_runner, images
 from evaluator.runners.base import RunRequest
 from evaluator.runners.docker import LABEL, DockerRunner, daemon_available
-from evaluator.store import Store
-from evaluator.testsets import input_document
+from evaluator.store.store import Store
 from tests import hostile
 from tests.conftest import REPO, write_testset
 
@@ -342,7 +342,7 @@ def test_daemon_check_is_quick_and_auto_picks_docker(monkeypatch):
 
 
 def test_images_commands_skip_existing_tags():
-    from evaluator.cli_images import images_group
+    from evaluator.cli.images import images_group
 
     for command, tag in (("base", images.BASE_TAG), ("python", images.PYTHON_TAG)):
         result = CliRunner().invoke(images_group, [command])

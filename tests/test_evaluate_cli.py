@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from evaluator.cli import evaluate_cmd, main
+from evaluator.cli.main import evaluate_cmd, main
 from tests.conftest import write_command_bundle, write_testset
 
 ANSWER_ALL = """
@@ -223,7 +223,7 @@ def test_list_and_export_commands(workspace, toy_registry, tmp_path):
 
 
 def test_cli_start_up_does_not_import_heavy_modules():
-    code = ("import sys, evaluator.cli; heavy = {'scipy', 'pandas', 'matplotlib', 'docker', "
+    code = ("import sys, evaluator.cli.main; heavy = {'scipy', 'pandas', 'matplotlib', 'docker', "
             "'numpy', 'statsmodels'} & set(sys.modules); print(sorted(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "[]"

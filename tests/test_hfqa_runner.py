@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluator.qa_decode import QASettings, window_spans
+from evaluator.qa.decode import QASettings, window_spans
 from tests.conftest import REPO
 from tests.tiny_bert import subset, write_hfqa_bundle
 
@@ -83,7 +83,7 @@ def test_settings_resolve_like_the_pipeline():
 
 @pytest.mark.slow
 def test_answers_equal_the_pipeline_on_a_tiny_random_bert(tiny_model, pipeline_venv, dev_raw):
-    from evaluator.runners.hfqa import ModelSpec, predict
+    from evaluator.qa.predict import ModelSpec, predict
 
     raw = subset(dev_raw, slice(0, 2))
     pipe = _benchmark_module().run_pipeline(tiny_model, raw, venv=pipeline_venv)["answers"]
@@ -97,7 +97,7 @@ def test_answers_equal_the_pipeline_on_a_tiny_random_bert(tiny_model, pipeline_v
 @pytest.mark.slow
 def test_short_windows_with_a_stride_equal_the_pipeline(tiny_model, pipeline_venv, dev_raw):
     """Every context split into many overlapping windows: pooling over windows must match."""
-    from evaluator.runners.hfqa import ModelSpec, predict
+    from evaluator.qa.predict import ModelSpec, predict
 
     raw = subset(dev_raw, slice(0, 1), per_paragraph=1)
     kwargs = {"max_seq_len": 64, "doc_stride": 24, "max_answer_len": 8}
@@ -116,8 +116,8 @@ def test_real_minilm_encoder_answers_equal_the_pipeline(tmp_path, pipeline_venv,
     import torch
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
-    from evaluator.runners.hfqa import ModelSpec, predict
-    from evaluator.zoo import encoder_dir
+    from evaluator.qa.predict import ModelSpec, predict
+    from evaluator.zoo.models import encoder_dir
 
     torch.manual_seed(0)
     model = AutoModelForQuestionAnswering.from_pretrained(encoder_dir(), num_hidden_layers=2)
@@ -134,7 +134,7 @@ def test_real_minilm_encoder_answers_equal_the_pipeline(tmp_path, pipeline_venv,
 
 @pytest.fixture(scope="session")
 def exported(tiny_model, dev_raw):
-    from evaluator.onnx_export import export
+    from evaluator.zoo.onnx_export import export
 
     return export(tiny_model, int8=True, sample=subset(dev_raw, slice(0, 1)), sample_size=60)
 
@@ -142,7 +142,7 @@ def exported(tiny_model, dev_raw):
 def test_onnx_export_has_dynamic_axes_and_the_same_answers(exported, tiny_model, dev_raw):
     import onnxruntime as ort
 
-    from evaluator.runners.hfqa import ModelSpec, predict
+    from evaluator.qa.predict import ModelSpec, predict
 
     assert exported.agreement == 1.0 and exported.sample_questions == 60
     session = ort.InferenceSession(exported.onnx, providers=["CPUExecutionProvider"])
@@ -167,8 +167,8 @@ def test_evaluate_runs_an_hf_qa_bundle_with_the_local_runner(workspace, tmp_path
     """One command, a checkpoint folder: scored cell, throughput and memory in the record."""
     from click.testing import CliRunner
 
-    from evaluator.cli import main
-    from evaluator.store import Store
+    from evaluator.cli.main import main
+    from evaluator.store.store import Store
     from tests.conftest import write_testset
 
     sets, subs = tmp_path / "testsets", tmp_path / "subs"
@@ -187,7 +187,7 @@ def test_evaluate_runs_an_hf_qa_bundle_with_the_local_runner(workspace, tmp_path
     assert record["peak_memory_bytes"] > 10 << 20
     assert record["details"]["in_process"] is False
 
-    from evaluator import zoo  # the committed zoo table is made from these rows
+    from evaluator.zoo import models as zoo  # the committed zoo table is made from these rows
 
     results = Store(workspace).results()
     em, f1 = zoo.score_rows(results, commit="abc123", kinds={"tiny-dev": "natural-shift"})
@@ -209,7 +209,7 @@ def test_export_onnx_command_writes_and_checks_the_export(workspace, tmp_path, t
                                                          monkeypatch, shared_data):
     from click.testing import CliRunner
 
-    from evaluator.cli_zoo import export_onnx
+    from evaluator.cli.zoo import export_onnx
 
     write_hfqa_bundle(tmp_path / "subs", "mine", tiny_model)
     monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(tmp_path / "subs"))
@@ -222,9 +222,10 @@ def test_export_onnx_command_writes_and_checks_the_export(workspace, tmp_path, t
 
 def test_in_process_run_records_details_and_picks_a_batch_size(tmp_path, tiny_model,
                                                                small_dev):
-    from evaluator import bundles
+    from evaluator.bundles import spec as bundles
+    from evaluator.qa.predict import CPU_BATCH_CAP
     from evaluator.runners.base import RunRequest
-    from evaluator.runners.hfqa import CPU_BATCH_CAP, HFQARunner
+    from evaluator.runners.hfqa import HFQARunner
 
     folder = write_hfqa_bundle(tmp_path, "b", tiny_model)
     raw = subset(small_dev, slice(0, 1), per_paragraph=1)
@@ -241,8 +242,8 @@ def test_in_process_run_records_details_and_picks_a_batch_size(tmp_path, tiny_mo
 
 
 def test_missing_or_changed_weights_fail_with_a_remedy(tmp_path, tiny_model, monkeypatch):
-    from evaluator import bundles
-    from evaluator.errors import RunFailure
+    from evaluator.bundles import spec as bundles
+    from evaluator.core.errors import RunFailure
     from evaluator.runners.base import RunRequest
     from evaluator.runners.hfqa import HFQARunner
 
@@ -266,8 +267,8 @@ def test_missing_or_changed_weights_fail_with_a_remedy(tmp_path, tiny_model, mon
 
 
 def test_an_hf_qa_bundle_without_a_model_is_a_config_error(tmp_path):
-    from evaluator import bundles
-    from evaluator.errors import ConfigError
+    from evaluator.bundles import spec as bundles
+    from evaluator.core.errors import ConfigError
 
     (tmp_path / "x").mkdir()
     (tmp_path / "x" / "bundle.yaml").write_text("id: x\nname: x\nkind: hf-qa\n")

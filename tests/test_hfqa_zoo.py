@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import zoo
+from evaluator.zoo import models as zoo
 from tests.tiny_bert import make_tiny_bert, squad_texts
 
 pytest.importorskip("torch")
@@ -31,7 +31,7 @@ def test_split_is_by_article_disjoint_complete_and_deterministic(dev_raw):
 
 
 def test_the_heldout_test_set_is_the_heldout_half(workspace, shared_data, dev_raw):
-    from evaluator import testsets
+    from evaluator.data import testsets
 
     heldout = testsets.get("squad-dev-heldout")
     # derived from squad-dev, but the zoo's original distribution, not an ablation
@@ -72,7 +72,7 @@ def test_training_labels_point_at_the_gold_answer(tiny_encoder, dev_raw):
 
 def test_a_tiny_recipe_trains_into_a_runnable_bundle_reproducibly(
         workspace, tmp_path, tiny_encoder, dev_raw):
-    from evaluator import bundles
+    from evaluator.bundles import spec as bundles
     from evaluator.runners.base import RunRequest
     from evaluator.runners.hfqa import HFQARunner
 
@@ -103,7 +103,7 @@ def test_a_tiny_recipe_trains_into_a_runnable_bundle_reproducibly(
 def test_zoo_commands_list_the_recipes(workspace):
     from click.testing import CliRunner
 
-    from evaluator.cli_zoo import zoo_group
+    from evaluator.cli.zoo import zoo_group
 
     result = CliRunner().invoke(zoo_group, ["list", "--json"])
     assert result.exit_code == 0, result.output

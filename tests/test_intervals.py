@@ -9,7 +9,7 @@ import statsmodels.api as sm
 from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
-from evaluator.intervals import binomial_interval, clopper_pearson, t_interval
+from evaluator.stats.intervals import binomial_interval, clopper_pearson, t_interval
 
 
 @pytest.mark.parametrize("level", [0.9, 0.95, 0.99])

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from evaluator import bundles
-from evaluator.cli import evaluate_cmd, main
-from evaluator.leaderboard import folder_spec
+from evaluator.bundles import spec as bundles
+from evaluator.bundles.leaderboard import folder_spec
+from evaluator.cli.main import evaluate_cmd, main
 from tests.conftest import write_testset
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import testsets
-from evaluator.scoring import (
+from evaluator.data import testsets
+from evaluator.data.testsets import parse_questions
+from evaluator.scoring.squad_v1 import (
     exact_match,
     f1_score,
     normalize_answer,
     score,
     score_question,
 )
-from evaluator.testsets import parse_questions
 
 # The official evaluate-v1.1.py totals for the stored dev predictions (issue #2).
 OFFICIAL = {
@@ -74,7 +74,7 @@ def test_missing_and_extra_predictions_are_counted(shared_data: Path):
 
 
 def test_adversarial_min_takes_the_worst_member_of_each_group():
-    from evaluator.testsets import Question
+    from evaluator.data.testsets import Question
 
     questions = [Question("q1", ("Paris",), "0:0", "0:a"),
                  Question("q1-turk0", ("Paris",), "0:1", "0:a"),

@@ -47,7 +47,7 @@ def _env(root: Path, shared_data: Path) -> dict:
 
 
 def _evaluate(env: dict, *args: str) -> subprocess.CompletedProcess:
-    code = "from evaluator.cli import evaluate_command; evaluate_command()"
+    code = "from evaluator.cli.main import evaluate_command; evaluate_command()"
     return subprocess.run([sys.executable, "-c", code, "--runner", "local", *args], env=env,
                           capture_output=True, text=True, timeout=300)
 
@@ -108,7 +108,7 @@ def build_published_site(tmp_path_factory, shared_data: Path) -> Path:
 
 def store_rows(env: dict) -> list[dict]:
     """The result rows as the store holds them (the numbers the site must show)."""
-    from evaluator.store import Store
+    from evaluator.store.store import Store
 
     return Store(Path(env["QASHIFT_WORKSPACE"])).results()
 
@@ -250,7 +250,7 @@ def test_published_site_pages_data_and_accessibility(tmp_path_factory, shared_da
 
 
 def bundle_names(env: dict) -> dict[str, str]:
-    from evaluator import bundles
+    from evaluator.bundles import spec as bundles
 
     root = Path(env["QASHIFT_SUBMISSIONS"])
     return {b: bundles.from_folder(root / b).name for b in bundles.available(root)}

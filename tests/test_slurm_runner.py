@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.runners.slurm import (
+from evaluator.runners.slurm.controller import (
     ACTIVE,
     SlurmRunner,
     cluster_available,
@@ -67,7 +67,7 @@ def test_slurm_states_map_to_failure_classes():
 
 
 def test_sbatch_command_carries_partition_account_and_name(tmp_path, small_dev, workspace):
-    from evaluator import bundles
+    from evaluator.bundles import spec as bundles
     from evaluator.runners.base import RunRequest
 
     folder = write_command_bundle(tmp_path / "subs", "toy", PROGRAM.format(
@@ -87,7 +87,7 @@ def test_sbatch_command_carries_partition_account_and_name(tmp_path, small_dev, 
 
 
 def _input(tmp_path: Path, raw: dict) -> Path:
-    from evaluator.testsets import input_document
+    from evaluator.data.testsets import input_document
 
     path = tmp_path / "input.json"
     path.write_text(json.dumps(input_document(raw)))
@@ -270,7 +270,7 @@ def test_failures_keep_their_class(cluster, tmp_path, dev_raw, workspace):
 
 def test_a_restarted_controller_adopts_jobs_and_outcomes_instead_of_resubmitting(
         cluster, tmp_path, small_dev, workspace):
-    from evaluator import bundles
+    from evaluator.bundles import spec as bundles
     from evaluator.runners.base import RunRequest
 
     ledger = tmp_path / "ledger.txt"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import testsets
-from evaluator.errors import ConfigError, DataError, UnknownNameError
-from evaluator.testsets import input_document
+from evaluator.core.errors import ConfigError, DataError, UnknownNameError
+from evaluator.data import testsets
+from evaluator.data.testsets import input_document
 from tests.conftest import write_testset
 
 LOCAL = {"squad-dev": 10570, "new-wiki": 7938, "reddit": 9803, "amazon": 9885,

@@ -6,7 +6,7 @@ class when the submission fails. Runners never see gold answers and never touch 
 
 from __future__ import annotations
 
-from evaluator.errors import UserError
+from evaluator.core.errors import UserError
 from evaluator.runners.base import Runner, RunRecord, RunRequest
 
 RUNNERS = ("local", "docker", "slurm")
@@ -28,7 +28,7 @@ def get_runner(name: str, **options) -> Runner:
 
         return DockerRunner()
     if name == "slurm":
-        from evaluator.runners.slurm import SlurmRunner
+        from evaluator.runners.slurm.controller import SlurmRunner
 
         runner = SlurmRunner(**options)
         runner.check()

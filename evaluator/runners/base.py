@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from evaluator.bundles import Bundle
+from evaluator.bundles.spec import Bundle
 
 PREDICTIONS_FILE = "predictions.json"
 LOG_TAIL_BYTES = 64 << 10
@@ -62,3 +63,9 @@ def read_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
 def last_line(log: str) -> str:
     lines = [line.strip() for line in log.splitlines() if line.strip()]
     return lines[-1][:300] if lines else "no output"
+
+
+def fill_command(command: str, input_path: str, output_path: str) -> str:
+    """A bundle's command with its {input} and {output} placeholders filled, shell-quoted."""
+    return command.replace("{input}", shlex.quote(input_path)).replace(
+        "{output}", shlex.quote(output_path))

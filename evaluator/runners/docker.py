@@ -11,16 +11,16 @@ process's containers) in front of the default SIGINT and SIGTERM handlers.
 What the submission sees: the bundle folder read-only at /bundle (its working directory), the
 answer-free input read-only at /input/input.json, an empty writable /output, a private tmpfs
 /tmp, and nothing else from the host. An `hf-qa` bundle runs our QA program
-(`python3 -m evaluator.runners.hfqa`) in the standard runner image instead of a command; it
-additionally sees its checkpoint read-only at /model and the evaluator's own code read-only at
-/opt/qashift. No network, no capabilities, no new privileges, an
-unprivileged user, a read-only root file system, and memory, CPU and process-count limits.
+(`python3 -m evaluator.qa`) in the standard runner image instead of a command; it
+additionally sees its checkpoint read-only at /model and the QA program (`evaluator/qa`, a
+package that imports nothing else of the project) read-only under /opt/qashift. No network,
+no capabilities, no new privileges, an unprivileged user, a read-only root file system, and
+memory, CPU and process-count limits.
 """
 
 from __future__ import annotations
 
 import collections
-import hashlib
 import json
 import os
 import re
@@ -34,18 +34,22 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluator import paths
-from evaluator.bundles import Bundle
-from evaluator.errors import RunFailure, UserError
-from evaluator.predictions import MAX_BYTES
+from evaluator import qa
+from evaluator.bundles.spec import Bundle
+from evaluator.core import settings as paths
+from evaluator.core.errors import RunFailure, UserError
+from evaluator.core.hashing import folder_digest
+from evaluator.qa.predict import program_args
+from evaluator.runners import hfqa
 from evaluator.runners.base import (
     LOG_TAIL_BYTES,
     PREDICTIONS_FILE,
     RunRecord,
     RunRequest,
+    fill_command,
     last_line,
 )
-from evaluator.runners.local import fill_command
+from evaluator.scoring.predictions import MAX_BYTES
 
 LABEL = "qashift"  # every container we create carries qashift=1, so leftovers can be found
 DEFAULT_IMAGE = "qashift/python:bookworm"  # for command bundles that name no environment
@@ -56,7 +60,7 @@ MAX_OUTPUT_FILES = 10_000
 INPUT, OUTPUT, WORKDIR = "/input/input.json", "/output", "/bundle"
 RUNNER_IMAGES = {False: "qashift/runner:cpu", True: "qashift/runner:gpu"}  # hf-qa defaults
 MODEL_MOUNT, CODE_MOUNT, RECORD = "/model", "/opt/qashift", "record.json"
-EVALUATOR_CODE = Path(__file__).resolve().parents[1]  # the evaluator package, mounted for hf-qa
+QA_CODE = Path(qa.__file__).resolve().parent  # the only project code a container sees
 NO_GPU_KERNEL = "no kernel image is available for execution on the device"
 PING_TIMEOUT_S = 2.0
 
@@ -159,18 +163,6 @@ def parse_memory(value: int | float | str) -> int:
     return int(float(match.group(1)) * scale)
 
 
-def context_hash(folder: Path) -> str:
-    """sha256 over (relative path, mode, content) of every file in a build context."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        if "__pycache__" in path.parts:
-            continue
-        rel = path.relative_to(folder).as_posix()
-        digest.update(f"{rel}\0{path.stat().st_mode & 0o111:o}\0".encode())
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()
-
-
 @dataclass
 class Program:
     """What a container runs: a command bundle's shell command, or our hf-qa program."""
@@ -185,17 +177,15 @@ class Program:
 def program_for(bundle: Bundle, gpus: int) -> Program:
     """The container's program for a command or hf-qa bundle."""
     if bundle.kind == "hf-qa":
-        from evaluator.runners import hfqa
-
         spec = hfqa.model_spec(bundle)
         hfqa.check_model(spec, bundle.id)
-        argv = ["python3", *hfqa.program_args(
+        argv = ["python3", *program_args(
             spec, model=MODEL_MOUNT, input_path=INPUT,
             output_path=f"{OUTPUT}/{PREDICTIONS_FILE}", record_path=f"{OUTPUT}/{RECORD}",
             device="cuda" if gpus else "cpu")]
         return Program(argv, image=bundle.environment.get("image") or RUNNER_IMAGES[gpus > 0],
                        mounts={MODEL_MOUNT: spec.directory,
-                               f"{CODE_MOUNT}/evaluator": EVALUATOR_CODE},
+                               f"{CODE_MOUNT}/evaluator/qa": QA_CODE},
                        environment={"PYTHONPATH": CODE_MOUNT}, record=RECORD)
     if not bundle.command:
         raise UserError(f"{bundle.id} has no command; the docker runner runs command and "
@@ -436,12 +426,12 @@ class DockerRunner:
 
         import docker.errors
 
-        from evaluator import images
+        from evaluator.runners import images
 
         if not (bundle.folder / dockerfile).is_file():
             raise RunFailure("build-failed", f"{bundle.id}: environment.build names "
                              f"{dockerfile}, which is not in the bundle folder")
-        key = context_hash(bundle.folder)
+        key = folder_digest(bundle.folder, with_mode=True)
         tag = f"qashift-bundle/{_repo_name(bundle.id)}:{key[:12]}"
         locks = paths.cache_dir() / "docker-build-locks"
         locks.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import time
 
-from evaluator.fetch import fetch
+from evaluator.data.fetch import fetch
 from evaluator.runners.base import RunRecord, RunRequest
 
 

@@ -9,27 +9,16 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
-from evaluator import paths
-from evaluator.errors import RunFailure
-from evaluator.runners.base import RunRecord, RunRequest, last_line, read_tail
-
-_ACTIVE: set[int] = set()  # process groups of running submissions, for cancel()
-_ACTIVE_LOCK = threading.Lock()
-
-
-def fill_command(command: str, input_path: str, output_path: str) -> str:
-    return command.replace("{input}", shlex.quote(input_path)).replace(
-        "{output}", shlex.quote(output_path))
+from evaluator.core import settings as paths
+from evaluator.core.errors import RunFailure
+from evaluator.runners.base import RunRecord, RunRequest, fill_command, last_line, read_tail
+from evaluator.runners.limits import cancel_all, run_with_limit
 
 
 class LocalRunner:
@@ -37,11 +26,7 @@ class LocalRunner:
 
     def cancel(self) -> int:
         """Kill every process group this process started (Ctrl-C of a matrix)."""
-        with _ACTIVE_LOCK:
-            pids = list(_ACTIVE)
-        for pid in pids:
-            _kill_group(pid)
-        return len(pids)
+        return cancel_all()
 
     def run(self, request: RunRequest) -> RunRecord:
         bundle = request.bundle
@@ -58,7 +43,7 @@ class LocalRunner:
             command = fill_command(bundle.command, str(request.input_path),
                                    str(request.output_path))
             log_path = Path(tmp) / "log.txt"
-            exit_code, wall, peak, timed_out = _run_with_limit(
+            exit_code, wall, peak, timed_out = run_with_limit(
                 command, workdir, env, log_path, bundle.timeout)
             log = read_tail(log_path)
         record = RunRecord(runner=self.name, wall_s=wall, exit_code=exit_code, log=log,
@@ -71,43 +56,6 @@ class LocalRunner:
             raise RunFailure("nonzero-exit", f"{bundle.id} exited with status {exit_code}: "
                              f"{last_line(log)}", log)
         return record
-
-
-def _run_with_limit(command: str, cwd: Path, env: dict, log_path: Path,
-                    timeout: float) -> tuple[int, float, int | None, bool]:
-    timed_out = threading.Event()
-    with open(log_path, "wb") as log:
-        start = time.perf_counter()
-        proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, env=env, stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-
-        def kill() -> None:
-            timed_out.set()
-            _kill_group(proc.pid)
-
-        timer = threading.Timer(timeout, kill)
-        timer.start()
-        with _ACTIVE_LOCK:
-            _ACTIVE.add(proc.pid)
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            with _ACTIVE_LOCK:
-                _ACTIVE.discard(proc.pid)
-            timer.cancel()
-            _kill_group(proc.pid)  # leftovers, and on Ctrl-C the whole group
-            proc.returncode = 0  # reaped by wait4; keep Popen from waiting again
-        wall = time.perf_counter() - start
-    exit_code = os.waitstatus_to_exitcode(status)
-    return exit_code, wall, usage.ru_maxrss * 1024, timed_out.is_set()
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def ensure_venv(requirements: Path) -> Path:

@@ -1,0 +1,469 @@
+"""Command line: `evaluate` (the main job) and `qashift` (everything else).
+
+Heavy modules (scipy, pandas, matplotlib, docker) are imported inside commands, so that
+start-up stays fast; a cached `evaluate` touches none of them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from evaluator.core.errors import UserError
+
+LEVEL_HELP = "confidence level of the intervals (default 0.95)"
+
+
+class Group(click.Group):
+    """Turn UserError into a one-line message and exit status 1, everywhere."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except UserError as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(1)
+
+
+def _configure(data_dir: tuple[str, ...], workspace: str | None) -> None:
+    import os
+
+    if data_dir:
+        existing = os.environ.get("QASHIFT_DATA_DIR", "")
+        os.environ["QASHIFT_DATA_DIR"] = os.pathsep.join(
+            [str(Path(d).resolve()) for d in data_dir] + ([existing] if existing else []))
+    if workspace:
+        os.environ["QASHIFT_WORKSPACE"] = workspace
+
+
+def _fmt_interval(iv: dict) -> str:
+    return f"{iv['value']:7.3f} [{iv['lo']:6.2f}, {iv['hi']:6.2f}]"
+
+
+def _print_not_applicable(skipped: list[tuple[str, str, str]]) -> None:
+    """Each cell when few; otherwise a count per reason (--json lists every cell)."""
+    if len(skipped) <= 12:
+        for b, t, r in skipped:
+            click.echo(f"not applicable: {b} x {t}: {r}")
+        return
+    reasons: dict[str, int] = {}
+    for _, _, r in skipped:
+        reasons[r] = reasons.get(r, 0) + 1
+    for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
+        click.echo(f"not applicable: {count} cells: {reason}")
+
+
+def _print_table(results: list[dict]) -> None:
+    if not results:
+        return
+    header = (f"{'bundle':<28} {'testset':<12} {'n':>6} {'miss':>5}  "
+              f"{'EM [lo, hi]':<25} {'F1 [lo, hi]':<25} cached")
+    click.echo(header)
+    for r in results:
+        click.echo(f"{r['bundle']:<28} {r['testset']:<12} {r['n']:>6} {r['missing']:>5}  "
+                   f"{_fmt_interval(r['em']):<25} {_fmt_interval(r['f1']):<25} "
+                   f"{'yes' if r['cached'] else 'no'}")
+    first = results[0]
+    click.echo(f"({first['em']['level']:.0%} intervals: EM {first['em']['method']}, "
+               f"F1 {first['f1']['method']})")
+
+
+@click.command("evaluate")
+@click.option("--bundle", "-b", "bundle_names", multiple=True, required=True,
+              help="submission id (repeatable; 'all' for every bundle)")
+@click.option("--testset", "-t", "testset_names", multiple=True, required=True,
+              help="test-set id (repeatable; 'all' for every test set)")
+@click.option("--level", type=float, default=0.95, show_default=True, help=LEVEL_HELP)
+@click.option("--cluster", type=click.Choice(["paragraph", "article"]), default=None,
+              help="cluster intervals by shared passage or article")
+@click.option("--rerun", is_flag=True, help="recompute even if a stored result exists")
+@click.option("--runner", default="auto", show_default=True,
+              type=click.Choice(["auto", "local", "docker", "slurm"]),
+              help="how command bundles run; auto = docker when a daemon answers; slurm = "
+                   "one Slurm job per cell (docs/slurm.md)")
+@click.option("--partition", default=None, help="Slurm partition (--runner slurm)")
+@click.option("--account", default=None, help="Slurm account (--runner slurm)")
+@click.option("--device", default="auto", show_default=True,
+              type=click.Choice(["auto", "cpu", "gpu"]))
+@click.option("--data-dir", multiple=True, type=click.Path(file_okay=False),
+              help="local mirror of the public data files, tried before any URL")
+@click.option("--workspace", type=click.Path(file_okay=False),
+              help="results store location (default $QASHIFT_WORKSPACE or ./.qashift)")
+@click.option("--jobs", "-j", "parallel", type=click.IntRange(1, 64), default=1,
+              show_default=True, help="cells to run at once")
+@click.option("--json", "as_json", is_flag=True, help="print a machine-readable document")
+@click.pass_context
+def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster, rerun,
+                 runner, partition, account, device, data_dir, workspace, parallel,
+                 as_json) -> None:
+    """Score submissions on test sets with official SQuAD v1.1 EM/F1 and intervals."""
+    from evaluator.bundles import spec as bundles
+    from evaluator.data import testsets
+    from evaluator.pipeline import matrix
+    from evaluator.stats.intervals import check_level
+    from evaluator.store.store import Store
+
+    _configure(data_dir, workspace)
+    try:
+        check_level(level)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--level") from None
+    chosen_bundles = bundles.resolve(list(bundle_names))
+    chosen_sets = testsets.resolve(list(testset_names))
+    explicit = "all" not in bundle_names and "all" not in testset_names
+    jobs, skipped = matrix.plan(chosen_bundles, chosen_sets, explicit)
+    store = Store.open_default()
+    needs_runner = any(j.bundle.kind != "predictions" for j in jobs)
+    from evaluator.runners import get_runner
+
+    if (partition or account) and runner != "slurm":
+        raise UserError("--partition and --account apply only to --runner slurm")
+    slurm = {"partition": partition, "account": account} if runner == "slurm" else {}
+    the_runner = get_runner(runner, **slurm) if needs_runner else None
+    def progress(message: str) -> None:
+        if len(jobs) > 1:
+            click.echo(message, err=True)
+
+    report = matrix.run(jobs, the_runner, store, parallel=parallel, progress=progress,
+                        level=level, cluster=cluster, rerun=rerun, device=device)
+    results = [o.result.to_dict() for o in report.outcomes if o.result is not None]
+    failed = [{"bundle": o.job.bundle.id, "testset": o.job.testset.id,
+               "failure_class": o.failure_class, "message": o.message} for o in report.failed]
+    not_applicable = [{"bundle": b, "testset": t, "reason": r} for b, t, r in skipped]
+    if as_json:
+        click.echo(json.dumps({"results": results, "failed": failed,
+                               "not_applicable": not_applicable}, indent=2))
+    else:
+        _print_table(results)
+        _print_not_applicable(skipped)
+    for f in failed:
+        click.echo(f"error: {f['bundle']} x {f['testset']} failed ({f['failure_class']}): "
+                   f"{f['message']}", err=True)
+    ctx.exit(1 if failed else 0)
+
+
+def evaluate_command() -> None:
+    """Console-script entry point for `evaluate`."""
+    wrapper = Group(commands={"evaluate": evaluate_cmd})
+    sys.exit(wrapper.main(args=["evaluate", *sys.argv[1:]], prog_name="evaluate"))
+
+
+@click.group(cls=Group)
+@click.option("--data-dir", multiple=True, type=click.Path(file_okay=False),
+              help="local mirror of the public data files")
+@click.option("--workspace", type=click.Path(file_okay=False), help="results store location")
+def main(data_dir, workspace) -> None:
+    """qashift: evaluate frozen QA submissions under distribution shift."""
+    _configure(data_dir, workspace)
+
+
+main.add_command(evaluate_cmd)
+
+
+def _register_optional() -> None:
+    """Commands of other packages, imported only for their (light) click definitions."""
+    from analysis.cli import figures_command, fit_command
+    from analysis.cli_report import report_command
+    from evaluator.cli.derive import challenge, testsets_derive
+    from evaluator.cli.images import images_group
+    from evaluator.cli.zoo import export_onnx, zoo_group
+
+    main.add_command(figures_command)
+    main.add_command(fit_command)
+    main.add_command(report_command)
+    main.add_command(challenge)
+    main.add_command(images_group)
+    main.add_command(zoo_group)
+    bundles_group.add_command(export_onnx)
+    testsets_group.add_command(testsets_derive)
+
+
+
+@main.command("status")
+@click.option("--bundle", "-b", "bundle_names", multiple=True, default=("all",),
+              show_default=True)
+@click.option("--testset", "-t", "testset_names", multiple=True, default=("all",),
+              show_default=True)
+@click.option("--include-waiting", is_flag=True,
+              help="also show bundles still waiting for their program files")
+def status_cmd(bundle_names, testset_names, include_waiting) -> None:
+    """The matrix from the store: done (F1), running, failed (class), pending, n/a."""
+    from evaluator.bundles import spec as bundles
+    from evaluator.data import testsets
+    from evaluator.store.store import Store
+
+    store = Store.open_default()
+    chosen_bundles = [b for b in bundles.resolve(list(bundle_names))
+                      if include_waiting or b.status == "ready" or "all" not in bundle_names]
+    chosen_sets = testsets.resolve(list(testset_names))
+    have = store.exists()
+    # by name, newest first; a row counts only for the bundle's current digest. Keys are not
+    # recomputed here, so status never triggers downloads or derived-set generation.
+    rows: dict[tuple[str, str], dict] = {}
+    for row in sorted(store.results() if have else [], key=lambda r: r["created_at"]):
+        rows[(row["bundle"], row["testset"])] = row
+    running = {(lease["bundle"], lease["testset"]) for lease in store.live_leases()} \
+        if have else set()
+    failures = {(f["bundle"], f["testset"]): f["failure_class"]
+                for f in (store.failures() if have else [])}
+    width = max([len(b.id) for b in chosen_bundles] + [6])
+    click.echo(" " * width + "".join(f" {t.id[:12]:>12}" for t in chosen_sets))
+    counts: dict[str, int] = {}
+    for bundle in chosen_bundles:
+        cells = []
+        for testset in chosen_sets:
+            cell = (bundle.id, testset.id)
+            row = rows.get(cell)
+            if bundle.applicable(testset.id) is not None:
+                state, text = "n/a", "n/a"
+            elif row and row["bundle_digest"] == bundle.digest:
+                state, text = "done", f"{row['f1']:.1f}"
+            elif cell in running:
+                state, text = "running", "running"
+            elif cell in failures:
+                state, text = "failed", failures[cell][:12]
+            else:
+                state, text = "pending", "."
+            counts[state] = counts.get(state, 0) + 1
+            cells.append(f" {text:>12}")
+        click.echo(f"{bundle.id:<{width}}" + "".join(cells))
+    click.echo(", ".join(f"{k} {v}" for k, v in sorted(counts.items())) +
+               "  (done cells show F1)")
+
+
+# test sets -------------------------------------------------------------------
+@main.group("testsets")
+def testsets_group() -> None:
+    """List, inspect and fetch test sets."""
+
+
+@testsets_group.command("list")
+def testsets_list() -> None:
+    from evaluator.data import testsets
+    from evaluator.data.fetch import cached_path
+
+    names = list(testsets.available())
+    width = max(len(n) for n in names) if names else 2
+    click.echo(f"{'id':<{width}} {'kind':<14} {'questions':>9}  {'scorer':<16} "
+               f"{'reference':<10} data")
+    for name in names:
+        ts = testsets.get(name)
+        if ts.derive is not None:
+            local = f"derived ({ts.derive.transform})"
+        elif ts.source is not None:
+            local = "cached" if cached_path(ts.sha256).exists() else "fetched on first use"
+        else:
+            local = f"in folder ({ts.data_file})"
+        click.echo(f"{ts.id:<{width}} {ts.kind:<14} {ts.questions:>9}  {ts.scorer:<16} "
+                   f"{ts.reference or '-':<10} {local}")
+
+
+@testsets_group.command("show")
+@click.argument("name")
+def testsets_show(name: str) -> None:
+    from evaluator.data import testsets
+
+    ts = testsets.get(name)
+    for key in ("id", "name", "version", "kind", "reference", "questions", "scorer",
+                "cluster", "license", "citation", "sha256"):
+        click.echo(f"{key:>10}: {getattr(ts, key)}")
+    if ts.source is not None:
+        click.echo(f"{'url':>10}: {ts.source.url}")
+
+
+@testsets_group.command("fetch")
+@click.argument("names", nargs=-1, required=True)
+def testsets_fetch(names) -> None:
+    """Download (or copy from a mirror), verify and cache test-set files."""
+    from evaluator.data import testsets
+
+    failed = False
+    for ts in testsets.resolve(list(names)):
+        try:
+            dataset = ts.load()
+            click.echo(f"{ts.id}: ok ({len(dataset.questions)} questions, sha256 verified)")
+        except UserError as exc:
+            failed = True
+            click.echo(f"error: {exc}", err=True)
+    sys.exit(1 if failed else 0)
+
+
+# bundles ---------------------------------------------------------------------
+@main.group("bundles")
+def bundles_group() -> None:
+    """List and inspect submissions."""
+
+
+@bundles_group.command("list")
+@click.option("--runnable", "show", flag_value="runnable", help="only bundles that can run")
+@click.option("--awaiting", "show", flag_value="awaiting", help="only bundles still lacking "
+              "their program files")
+def bundles_list(show) -> None:
+    """Every submission, whether it can run, and what it lacks if not."""
+    from evaluator.bundles import spec as bundles
+    from evaluator.bundles.leaderboard import lacks
+
+    click.echo(f"{'id':<44} {'kind':<12} {'status':<17} runs on / lacks")
+    counts = {"ready": 0, "other": 0}
+    for name in bundles.available():
+        b = bundles.get(name)
+        ready = b.status == "ready"
+        counts["ready" if ready else "other"] += 1
+        if (show == "runnable" and not ready) or (show == "awaiting" and ready):
+            continue
+        if ready:
+            what = ", ".join(sorted(b.predictions)) if b.kind == "predictions" else "any set"
+        else:
+            what = "lacks " + lacks(b.status, b.command, b.environment)
+        click.echo(f"{b.id:<44} {b.kind:<12} {b.status:<17} {what}")
+    click.echo(f"{counts['ready']} runnable, {counts['other']} waiting for program files")
+
+
+@bundles_group.command("import-leaderboard")
+@click.option("--export", "export_path", type=click.Path(dir_okay=False, exists=True),
+              help="the leaderboard export (default: squad-leaderboard/out-v1.1.json in the "
+                   "data mirror)")
+@click.option("--overwrite", is_flag=True, help="rewrite folders that already exist")
+def bundles_import_leaderboard(export_path, overwrite) -> None:
+    """Create a bundle folder per SQuAD v1.1 leaderboard entry, awaiting its program."""
+    from evaluator.bundles.leaderboard import import_export
+    from evaluator.core import settings as paths
+
+    if export_path is None:
+        candidates = [m / "squad-leaderboard" / "out-v1.1.json" for m in paths.mirror_dirs()]
+        found = [c for c in candidates if c.is_file()]
+        if not found:
+            raise UserError("leaderboard export not found: pass --export PATH or --data-dir")
+        export_path = found[0]
+    written, kept = import_export(Path(export_path), paths.submissions_dir(), overwrite)
+    click.echo(f"{written} bundle folders written, {kept} already present, under "
+               f"{paths.submissions_dir()}")
+
+
+@bundles_group.command("complete")
+@click.argument("name")
+@click.argument("program_dir", type=click.Path(file_okay=False, exists=True))
+@click.option("--command", "command", required=True,
+              help="how the program runs, with {input} and {output}, e.g. "
+                   "'python predict.py {input} {output}'")
+@click.option("--image", help="its image, pinned by digest (name@sha256:...)")
+@click.option("--dockerfile", help="a Dockerfile among the program files to build instead")
+@click.option("--requirements", help="a pinned requirements file among the program files")
+def bundles_complete(name, program_dir, command, image, dockerfile, requirements) -> None:
+    """Make a waiting leaderboard bundle runnable from its CodaLab bundle's files."""
+    from evaluator.bundles import spec as bundles
+    from evaluator.bundles.leaderboard import complete
+
+    folders = bundles.available()
+    if name not in folders:
+        from evaluator.core.folders import unknown_name
+
+        raise unknown_name("bundle", name, folders)
+    complete(folders[name], Path(program_dir), command, image=image, dockerfile=dockerfile,
+             requirements=requirements)
+    bundle = bundles.get(name)
+    click.echo(f"{name} is ready: kind {bundle.kind}, digest {bundle.digest[:12]}")
+
+
+@bundles_group.command("show")
+@click.argument("name")
+def bundles_show(name: str) -> None:
+    from evaluator.bundles import spec as bundles
+
+    b = bundles.get(name)
+    click.echo(f"{'id':>16}: {b.id}\n{'name':>16}: {b.name}\n{'kind':>16}: {b.kind}\n"
+               f"{'digest':>16}: {b.digest}")
+    if b.command:
+        click.echo(f"{'command':>16}: {b.command}")
+    click.echo(f"{'resources':>16}: {b.resources}")
+    if b.reference_scores:
+        click.echo(f"{'reference':>16}: {b.reference_scores}")
+    for k, v in b.metadata.items():
+        click.echo(f"{k:>16}: {v}")
+
+
+# results ---------------------------------------------------------------------
+@main.group("results")
+def results_group() -> None:
+    """Inspect and export stored results."""
+
+
+@results_group.command("list")
+@click.option("--bundle", default=None)
+@click.option("--testset", default=None)
+@click.option("--failures", is_flag=True, help="list failed runs instead")
+def results_list(bundle, testset, failures) -> None:
+    from evaluator.store.store import Store
+
+    store = Store.open_default()
+    if not store.exists():
+        raise UserError(f"no results store at {store.db_path}; run evaluate first")
+    if failures:
+        for f in store.failures():
+            click.echo(f"{f['bundle']:<28} {f['testset']:<12} {f['failure_class']:<22} "
+                       f"{f['message']}")
+        return
+    click.echo(f"{'bundle':<28} {'testset':<12} {'n':>6} {'miss':>5} {'EM':>8} {'F1':>8}  "
+               f"runner  key")
+    for r in store.results(bundle, testset):
+        click.echo(f"{r['bundle']:<28} {r['testset']:<12} {r['n']:>6} {r['missing']:>5} "
+                   f"{r['em']:8.3f} {r['f1']:8.3f}  {r['runner']:<7} {r['key'][:12]}")
+
+
+@results_group.command("export")
+@click.argument("bundle")
+@click.argument("testset")
+@click.option("--out", type=click.Path(file_okay=False), default=".", show_default=True)
+def results_export(bundle, testset, out) -> None:
+    """Write a cell's predictions.json and per-question scores.csv to --out."""
+    import csv
+
+    from evaluator.store.store import Store
+    from evaluator.store.units import load_units
+
+    store = Store.open_default()
+    rows = store.results(bundle, testset) if store.exists() else []
+    if not rows:
+        raise UserError(f"no stored result for {bundle} x {testset}; run evaluate first")
+    row = max(rows, key=lambda r: r["created_at"])
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    predictions = store.get_object(row["predictions_sha256"])
+    if predictions is None:
+        raise UserError("stored predictions are missing or corrupt; re-run with --rerun")
+    prefix = f"{bundle}.{testset}"
+    (out_dir / f"{prefix}.predictions.json").write_bytes(predictions)
+    with open(out_dir / f"{prefix}.scores.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "em", "f1", "paragraph", "article", "missing"])
+        for u in load_units(store, row):
+            writer.writerow([u.id, u.em, u.f1, u.paragraph, u.article, u.missing])
+    click.echo(f"wrote {out_dir / (prefix + '.predictions.json')} and "
+               f"{out_dir / (prefix + '.scores.csv')}")
+
+
+@results_group.command("log")
+@click.argument("bundle")
+@click.argument("testset")
+def results_log(bundle, testset) -> None:
+    """Print the captured log of a cell's last run (finished or failed)."""
+    from evaluator.store.store import Store
+
+    store = Store.open_default()
+    candidates = [(r["created_at"], r["log_sha256"]) for r in store.results(bundle, testset)]
+    candidates += [(f["created_at"], f["log_sha256"]) for f in store.failures()
+                   if f["bundle"] == bundle and f["testset"] == testset]
+    if not candidates:
+        raise UserError(f"no run of {bundle} x {testset} in {store.db_path}")
+    _, sha = max(candidates, key=lambda c: c[0])
+    data = store.get_object(sha) if sha else b""
+    click.echo((data or b"(no output captured)").decode("utf-8", errors="replace"))
+
+
+_register_optional()
+
+if __name__ == "__main__":
+    main()

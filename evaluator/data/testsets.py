@@ -1,0 +1,191 @@
+"""Test-set registry: `testsets/<id>/testset.yaml` describes a set; this module loads and checks it.
+
+A test set's identity is the sha256 of its data file. Loading verifies the hash, parses the
+SQuAD-format JSON and checks the question count, so a wrong or truncated file is caught
+before anything is run or scored. `input_document` is what a submission sees: the same
+file with every answer removed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from evaluator.core import folders as registry
+from evaluator.core import settings as paths
+from evaluator.core.errors import ConfigError, DataError
+from evaluator.data import derive as derive_mod
+from evaluator.data.derive import DeriveSpec
+from evaluator.data.fetch import Source, fetch, sha256_of
+
+KINDS = ("original", "replication", "natural-shift", "adversarial", "derived", "synthetic")
+SCORERS = ("squad-v1.1", "adversarial-min")
+CLUSTERS = ("paragraph", "article")
+REQUIRED = ("id", "name", "version", "kind", "questions", "scorer", "cluster", "license",
+            "citation")
+
+
+@dataclass(frozen=True)
+class Question:
+    """One gold question: what the scorer needs, nothing a submission sees."""
+
+    id: str
+    answers: tuple[str, ...]
+    paragraph: str
+    article: str
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A parsed, verified test-set file."""
+
+    raw: dict = field(repr=False)
+    questions: tuple[Question, ...]
+    sha256: str
+
+
+@dataclass(frozen=True)
+class TestSet:
+    id: str
+    name: str
+    version: str
+    kind: str
+    reference: str | None
+    questions: int
+    scorer: str
+    cluster: str
+    license: str
+    citation: str
+    folder: Path
+    source: Source | None = None
+    data_file: str | None = None
+    description: str = ""
+    derive: DeriveSpec | None = None  # generated from a parent (or from nothing) on first use
+
+    @property
+    def sha256(self) -> str:
+        """The identity of the data: the declared hash, or the hash of the file in the folder."""
+        if self.source is not None:
+            return self.source.sha256
+        if self.derive is not None:
+            return derive_mod.materialize(self.derive, self.id).sha256
+        return _file_hash(self.folder / self.data_file)
+
+    def local_path(self, mirrors: list[Path] | None = None) -> Path:
+        if self.source is not None:
+            return fetch(self.source, f"test set {self.id!r}", mirrors)
+        if self.derive is not None:
+            return derive_mod.materialize(self.derive, self.id, mirrors).path
+        path = self.folder / self.data_file
+        if not path.is_file():
+            raise DataError(f"test set {self.id!r}: data file {path} is missing")
+        return path
+
+    def load(self, mirrors: list[Path] | None = None) -> Dataset:
+        path = self.local_path(mirrors)
+        return _load_dataset(str(path), self.id, self.questions, self.cluster, sha256_of(path))
+
+
+@cache
+def _file_hash(path: Path) -> str:
+    return sha256_of(path)
+
+
+@cache
+def _load_dataset(path: str, set_id: str, expected: int, cluster: str, sha256: str) -> Dataset:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            raw = json.load(handle)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(f"test set {set_id!r}: {path} is not valid JSON ({exc}); the file is "
+                        f"truncated or corrupt: replace it") from None
+    questions = parse_questions(raw, set_id)
+    if len(questions) != expected:
+        raise DataError(f"test set {set_id!r}: {path} has {len(questions)} questions, "
+                        f"testset.yaml expects {expected}; wrong file or wrong version")
+    ids = [q.id for q in questions]
+    if len(set(ids)) != len(ids):
+        raise DataError(f"test set {set_id!r}: {path} has duplicate question ids")
+    return Dataset(raw=raw, questions=tuple(questions), sha256=sha256)
+
+
+def parse_questions(raw: dict, set_id: str = "?") -> list[Question]:
+    """Gold questions in file order (the order the official script sums in)."""
+    try:
+        out = []
+        for a_index, article in enumerate(raw["data"]):
+            title = article.get("title", f"article-{a_index}")
+            for p_index, paragraph in enumerate(article["paragraphs"]):
+                para_key = f"{a_index}:{p_index}"
+                for qa in paragraph["qas"]:
+                    answers = tuple(a["text"] for a in qa.get("answers", []))
+                    out.append(Question(str(qa["id"]), answers, para_key, f"{a_index}:{title}"))
+        return out
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise DataError(f"test set {set_id!r}: not a SQuAD-format file (bad or missing {exc})"
+                        ) from None
+
+
+def input_document(raw: dict) -> dict:
+    """The file a submission reads: titles, contexts, ids and questions; no answers at all."""
+    return {
+        "version": raw.get("version", ""),
+        "data": [
+            {
+                "title": article.get("title", ""),
+                "paragraphs": [
+                    {
+                        "context": paragraph["context"],
+                        "qas": [{"id": qa["id"], "question": qa["question"]}
+                                for qa in paragraph["qas"]],
+                    }
+                    for paragraph in article["paragraphs"]
+                ],
+            }
+            for article in raw["data"]
+        ],
+    }
+
+
+def from_folder(folder: Path) -> TestSet:
+    where = folder / "testset.yaml"
+    data = registry.read_yaml(where)
+    registry.require(data, REQUIRED, where)
+    if data["id"] != folder.name:
+        raise ConfigError(f"{where}: id {data['id']!r} must equal the folder name {folder.name!r}")
+    for key, allowed in (("kind", KINDS), ("scorer", SCORERS), ("cluster", CLUSTERS)):
+        if data[key] not in allowed:
+            raise ConfigError(f"{where}: {key} must be one of {', '.join(allowed)}, "
+                              f"got {data[key]!r}")
+    if not isinstance(data["questions"], int) or data["questions"] <= 0:
+        raise ConfigError(f"{where}: questions must be a positive integer")
+    source, data_file, derive = None, None, None
+    if "derive" in data:
+        derive = DeriveSpec.from_yaml(data["derive"], where)
+    elif "source" in data:
+        src = data["source"]
+        if not isinstance(src, dict) or "file" not in src or "sha256" not in src:
+            raise ConfigError(f"{where}: source needs file and sha256")
+        if len(str(src["sha256"])) != 64:
+            raise ConfigError(f"{where}: source.sha256 must be 64 hex digits")
+        source = Source(src["file"], str(src["sha256"]).lower(), src.get("url"), src.get("size"))
+    elif "file" in data:
+        data_file = data["file"]
+    else:
+        raise ConfigError(f"{where}: give source: {{file, sha256, url}}, file: NAME or "
+                          f"derive: {{from, transform, params, seed}}")
+    reference = data.get("reference", derive.parent if derive is not None else None)
+    return TestSet(
+        id=data["id"], name=data["name"], version=str(data["version"]), kind=data["kind"],
+        reference=reference, questions=data["questions"], scorer=data["scorer"],
+        cluster=data["cluster"], license=data["license"], citation=data["citation"].strip(),
+        folder=folder, source=source, data_file=data_file,
+        description=str(data.get("description", "")).strip(), derive=derive,
+    )
+
+
+_REGISTRY = registry.FolderRegistry("test set", "testset.yaml", paths.testsets_dir,
+                                     lambda folder: from_folder(folder))
+available, get, resolve = _REGISTRY.available, _REGISTRY.get, _REGISTRY.resolve

@@ -1,0 +1,176 @@
+"""Evaluate one cell: stored result, or input -> runner -> predictions -> scores -> store.
+
+Each step is a function of the previous step's output; nothing reaches backwards. The
+submission sees only the answer-free input file; gold answers stay in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from evaluator.core.errors import RunFailure
+from evaluator.core.hashing import canonical_json
+from evaluator.data.testsets import input_document
+from evaluator.jobs.job import Job
+from evaluator.runners.base import Runner, RunRecord, RunRequest
+from evaluator.scoring.predictions import load_predictions
+from evaluator.scoring.squad_v1 import Scores, Unit, score
+from evaluator.stats import intervals
+from evaluator.store.store import LEASE_SECONDS, Store
+from evaluator.store.units import load_units, units_bytes
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """A stored cell with intervals at the requested level and clustering."""
+
+    row: dict
+    em: intervals.Interval
+    f1: intervals.Interval
+    cached: bool
+    predictions_path: Path
+
+    def to_dict(self) -> dict:
+        return {
+            "bundle": self.row["bundle"], "testset": self.row["testset"],
+            "n": self.row["n"], "questions": self.row["questions"],
+            "missing": self.row["missing"], "extra": self.row["extra"],
+            "em": self.em.to_dict(), "f1": self.f1.to_dict(),
+            "scorer": self.row["scorer_version"], "cached": self.cached,
+            "runner": self.row["runner"], "device": self.row["device"],
+            "predictions": str(self.predictions_path), "key": self.row["key"],
+        }
+
+
+def cell_intervals(scores: Scores | list[Unit], level: float,
+                   cluster: str | None) -> tuple[intervals.Interval, intervals.Interval]:
+    """EM (Clopper-Pearson) and F1 (Student-t) intervals in percent."""
+    units = scores.units if isinstance(scores, Scores) else scores
+    groups = None
+    if cluster is not None:
+        groups = [getattr(u, cluster) for u in units]
+    em = intervals.binomial_interval([u.em for u in units], level, groups).scaled(100.0)
+    f1 = intervals.t_interval([u.f1 for u in units], level, groups).scaled(100.0)
+    return em, f1
+
+
+def _from_row(store: Store, row: dict, level: float, cluster: str | None,
+              cached: bool) -> CellResult:
+    if level == row["level"] and cluster is None:
+        em = intervals.Interval(row["em"], row["em_lo"], row["em_hi"], "clopper-pearson", level)
+        f1 = intervals.Interval(row["f1"], row["f1_lo"], row["f1_hi"], "student-t", level)
+    else:
+        em, f1 = cell_intervals(load_units(store, row), level, cluster)
+        # the point estimate is the official total, not a re-summed mean
+        em = intervals.Interval(row["em"], em.lo, em.hi, em.method, level)
+        f1 = intervals.Interval(row["f1"], f1.lo, f1.hi, f1.method, level)
+    return CellResult(row, em, f1, cached, store.object_path(row["predictions_sha256"]))
+
+
+def cached_result(store: Store, job: Job, level: float = intervals.DEFAULT_LEVEL,
+                  cluster: str | None = None) -> CellResult | None:
+    row = store.get(job.key)
+    if row is None:
+        return None
+    if any(store.get_object(row[f]) is None for f in ("predictions_sha256", "scores_sha256")):
+        return None  # a damaged or missing object: the cell is recomputed, never trusted
+    return _from_row(store, row, level, cluster, cached=True)
+
+
+class CellBusy(Exception):
+    """Another live controller holds this cell's lease; try again later."""
+
+
+class _Heartbeat:
+    """Renews a cell's lease while it runs, so a live controller is never taken over."""
+
+    def __init__(self, store: Store, key: str):
+        self.store, self.key = store, key
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._beat, daemon=True)
+
+    def _beat(self) -> None:
+        while not self.stop.wait(LEASE_SECONDS / 4):
+            self.store.renew(self.key)
+
+    def __enter__(self) -> _Heartbeat:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def evaluate(job: Job, runner: Runner, store: Store, *, level: float = intervals.DEFAULT_LEVEL,
+             cluster: str | None = None, rerun: bool = False, device: str = "auto",
+             mirrors: list[Path] | None = None) -> CellResult:
+    """The stored result of `job`, running it first if needed (or if `rerun`).
+
+    Raises CellBusy when another live controller is running the same cell.
+    """
+    intervals.check_level(level)
+    if not rerun and (hit := cached_result(store, job, level, cluster)):
+        return hit
+    damaged = not rerun and store.get(job.key) is not None  # a row whose objects failed
+    if not store.acquire(job.key, job.bundle.id, job.testset.id, replace=rerun or damaged):
+        if hit := cached_result(store, job, level, cluster):
+            return hit  # finished by another controller meanwhile
+        raise CellBusy(job.label)
+    try:
+        with _Heartbeat(store, job.key):
+            return _run_and_score(job, runner, store, level, cluster, device, mirrors)
+    finally:
+        store.release(job.key)  # a no-op after success: put() released it with the row
+
+
+def _run_and_score(job: Job, runner: Runner, store: Store, level: float, cluster: str | None,
+                   device: str, mirrors: list[Path] | None) -> CellResult:
+    dataset = job.testset.load(mirrors)
+    try:
+        with tempfile.TemporaryDirectory(prefix="qashift-cell-") as tmp:
+            input_dir, output_dir = Path(tmp) / "input", Path(tmp) / "output"
+            input_dir.mkdir()
+            output_dir.mkdir()
+            input_path = input_dir / "input.json"
+            input_path.write_bytes(canonical_json(input_document(dataset.raw)))
+            input_path.chmod(0o444)
+            request = RunRequest(job.bundle, input_path, output_dir, job.testset.id, device)
+            record = runner.run(request)
+            predictions = load_predictions(request.output_path)
+            predictions_bytes = request.output_path.read_bytes()
+    except RunFailure as failure:
+        store.record_failure(job.key, job.bundle.id, job.testset.id, failure.failure_class,
+                             str(failure), failure.log, getattr(runner, "name", None))
+        raise
+    scores = score(dataset.questions, predictions, job.testset.scorer)
+    return _finish(job, store, scores, predictions_bytes, record, level, cluster)
+
+
+def _finish(job: Job, store: Store, scores: Scores, predictions_bytes: bytes,
+            record: RunRecord, level: float, cluster: str | None) -> CellResult:
+    em95, f195 = cell_intervals(scores, intervals.DEFAULT_LEVEL, None)
+    predictions_sha = store.put_object(predictions_bytes)
+    scores_sha = store.put_object(units_bytes(job.scorer_version, scores.units))
+    log_sha = store.put_object(record.log.encode("utf-8", errors="replace")) \
+        if record.log else None
+    row = {
+        "key": job.key, "bundle": job.bundle.id, "bundle_digest": job.bundle.digest,
+        "testset": job.testset.id, "testset_sha256": job.testset.sha256,
+        "scorer": job.testset.scorer, "scorer_version": job.scorer_version,
+        "options": canonical_json(job.options).decode(), "n": scores.n,
+        "questions": scores.questions,
+        "missing": scores.missing, "extra": scores.extra, "em": scores.em, "f1": scores.f1,
+        "em_lo": em95.lo, "em_hi": em95.hi, "f1_lo": f195.lo, "f1_hi": f195.hi,
+        "level": intervals.DEFAULT_LEVEL, "predictions_sha256": predictions_sha,
+        "scores_sha256": scores_sha, "log_sha256": log_sha, "runner": record.runner,
+        "device": record.device, "image_digest": record.image_digest, "wall_s": record.wall_s,
+        "run_record": json.dumps(record.to_dict(), sort_keys=True), "created_at": time.time(),
+    }
+    store.put(row)
+    return _from_row(store, row, level, cluster, cached=False)

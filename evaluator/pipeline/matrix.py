@@ -1,0 +1,136 @@
+"""Plan and run a matrix of cells: which (bundle, test set) pairs apply, in what order.
+
+Each cell ends in one of three outcomes: a result, a failure (with its class), or not
+applicable. One cell's failure never stops the others.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+
+from evaluator.bundles.spec import Bundle
+from evaluator.core.errors import DataError, RunFailure, UserError
+from evaluator.data.testsets import TestSet
+from evaluator.jobs.job import Job
+from evaluator.pipeline.cell import CellBusy, CellResult, evaluate
+from evaluator.runners.base import Runner
+from evaluator.store.store import Store
+
+
+@dataclass
+class Outcome:
+    job: Job
+    result: CellResult | None = None
+    failure_class: str | None = None
+    message: str | None = None
+
+
+@dataclass
+class MatrixReport:
+    outcomes: list[Outcome] = field(default_factory=list)
+    not_applicable: list[tuple[str, str, str]] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.result is None]
+
+
+def plan(bundles: list[Bundle], testsets: list[TestSet], explicit: bool,
+         options: dict | None = None) -> tuple[list[Job], list[tuple[str, str, str]]]:
+    """Jobs to run and (bundle, testset, reason) for cells that cannot run.
+
+    When the user named both the bundle and the test set (`explicit`), an inapplicable cell
+    is an error; with `all` it is only listed.
+    """
+    jobs, skipped = [], []
+    for bundle in bundles:
+        for testset in testsets:
+            reason = bundle.applicable(testset.id)
+            if reason is None:
+                jobs.append(Job(bundle, testset, dict(options or {})))
+            elif explicit:
+                raise UserError(f"{bundle.id} cannot run on {testset.id}: {reason}")
+            else:
+                skipped.append((bundle.id, testset.id, reason))
+    return jobs, skipped
+
+
+def runner_for(bundle: Bundle, runner: Runner) -> Runner:
+    if bundle.kind == "predictions":
+        from evaluator.runners.frozen import FrozenRunner
+
+        return FrozenRunner()
+    if bundle.kind == "hf-qa" and getattr(runner, "name", None) == "local":
+        # Transformers checkpoints run in our own runner (a child process), not a command.
+        from evaluator.runners.hfqa import HFQARunner
+
+        return HFQARunner()
+    return runner
+
+
+def _attempt(job: Job, runner: Runner, store: Store, options: dict) -> Outcome | None:
+    """One try at a cell: an outcome, or None when another controller is running it."""
+    outcome = Outcome(job)
+    try:
+        outcome.result = evaluate(job, runner_for(job.bundle, runner), store, **options)
+    except CellBusy:
+        return None
+    except RunFailure as failure:
+        outcome.failure_class, outcome.message = failure.failure_class, str(failure)
+    except DataError as error:
+        outcome.failure_class, outcome.message = "data-unavailable", str(error)
+    except UserError as error:  # e.g. the scheduler rejected the job
+        outcome.failure_class, outcome.message = "runner-error", str(error)
+    return outcome
+
+
+def run(jobs: list[Job], runner: Runner | None, store: Store, *, parallel: int = 1,
+        progress: Callable[[str], None] = lambda _: None, poll_seconds: float = 1.0,
+        **options) -> MatrixReport:
+    """Run every cell, `parallel` at a time; cells busy in another controller are retried
+    until that controller finishes them (or dies and its lease lapses)."""
+    report = MatrixReport()
+    pending = list(jobs)
+    running: dict[Future, Job] = {}
+    start = time.perf_counter()
+    pool = ThreadPoolExecutor(max_workers=max(1, parallel))
+    try:
+        while pending or running:
+            while pending and len(running) < max(1, parallel):
+                job = pending.pop(0)
+                running[pool.submit(_attempt, job, runner, store, options)] = job
+            # a timeout keeps the main thread responsive to Ctrl-C while cells run
+            finished, _ = wait(running, timeout=1.0, return_when=FIRST_COMPLETED)
+            busy = []
+            for future in finished:
+                job = running.pop(future)
+                outcome = future.result()
+                if outcome is None:
+                    busy.append(job)
+                    continue
+                report.outcomes.append(outcome)
+                done = len(report.outcomes)
+                status = "ok" if outcome.result else f"FAILED ({outcome.failure_class})"
+                elapsed = time.perf_counter() - start
+                eta = elapsed / done * (len(jobs) - done)
+                progress(f"[{done}/{len(jobs)}] {job.label}: {status} | running "
+                         f"{len(running)}, failed {len(report.failed)}, eta {eta:.0f} s")
+                if outcome.result is None:
+                    progress(f"    {outcome.message}")
+            if busy:
+                pending.extend(busy)
+                if not running and len(busy) == len(pending):
+                    time.sleep(poll_seconds)  # everything left is held elsewhere: wait
+    except KeyboardInterrupt:
+        cancel = getattr(runner, "cancel", None)
+        if cancel is not None:
+            cancel()  # stop this controller's containers or jobs, and only those
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    order = {id(j): i for i, j in enumerate(jobs)}
+    report.outcomes.sort(key=lambda o: order[id(o.job)])
+    return report

@@ -1,0 +1,62 @@
+"""Run a shell command in its own process group with a time limit, a captured log and its
+peak memory: what the local and hf-qa runners share. Process groups started here are
+remembered, so a Ctrl-C of a matrix can kill them all (`cancel_all`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+_ACTIVE: set[int] = set()  # process groups of running submissions, for cancel_all()
+_ACTIVE_LOCK = threading.Lock()
+
+
+def cancel_all() -> int:
+    """Kill every process group this process started; how many there were."""
+    with _ACTIVE_LOCK:
+        pids = list(_ACTIVE)
+    for pid in pids:
+        kill_group(pid)
+    return len(pids)
+
+
+def run_with_limit(command: str, cwd: Path, env: dict, log_path: Path,
+                   timeout: float) -> tuple[int, float, int | None, bool]:
+    """(exit code, wall seconds, peak RSS bytes, timed out) of `/bin/sh -c command`."""
+    timed_out = threading.Event()
+    with open(log_path, "wb") as log:
+        start = time.perf_counter()
+        proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, env=env, stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+
+        def kill() -> None:
+            timed_out.set()
+            kill_group(proc.pid)
+
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        with _ACTIVE_LOCK:
+            _ACTIVE.add(proc.pid)
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            with _ACTIVE_LOCK:
+                _ACTIVE.discard(proc.pid)
+            timer.cancel()
+            kill_group(proc.pid)  # leftovers, and on Ctrl-C the whole group
+            proc.returncode = 0  # reaped by wait4; keep Popen from waiting again
+        wall = time.perf_counter() - start
+    exit_code = os.waitstatus_to_exitcode(status)
+    return exit_code, wall, usage.ru_maxrss * 1024, timed_out.is_set()
+
+
+def kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,260 @@
+"""The results store: one SQLite file plus content-addressed objects, under a workspace.
+
+A row per finished cell, keyed by the job key (bundle digest, test-set sha256, scorer
+version, options). Predictions, per-question scores and logs are kept as objects named by
+their sha256, written to a temporary file and renamed, so a killed process never leaves a
+half-written object that would be trusted. A failed run is recorded in `failures` and never
+produces a result row.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from evaluator.core import settings as paths
+from evaluator.core.hashing import sha256_bytes, sha256_of
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS results (
+    key TEXT PRIMARY KEY,
+    bundle TEXT NOT NULL, bundle_digest TEXT NOT NULL,
+    testset TEXT NOT NULL, testset_sha256 TEXT NOT NULL,
+    scorer TEXT NOT NULL, scorer_version TEXT NOT NULL, options TEXT NOT NULL,
+    n INTEGER NOT NULL, questions INTEGER NOT NULL, missing INTEGER NOT NULL,
+    extra INTEGER NOT NULL,
+    em REAL NOT NULL, f1 REAL NOT NULL,
+    em_lo REAL, em_hi REAL, f1_lo REAL, f1_hi REAL, level REAL NOT NULL,
+    predictions_sha256 TEXT NOT NULL, scores_sha256 TEXT NOT NULL, log_sha256 TEXT,
+    runner TEXT NOT NULL, device TEXT, image_digest TEXT, wall_s REAL,
+    run_record TEXT NOT NULL, created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS results_cell ON results (bundle, testset);
+CREATE TABLE IF NOT EXISTS leases (
+    key TEXT PRIMARY KEY, owner TEXT NOT NULL, bundle TEXT NOT NULL, testset TEXT NOT NULL,
+    started_at REAL NOT NULL, expires_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS failures (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL, bundle TEXT NOT NULL, testset TEXT NOT NULL,
+    failure_class TEXT NOT NULL, message TEXT NOT NULL, log_sha256 TEXT,
+    runner TEXT, created_at REAL NOT NULL
+);
+"""
+
+RESULT_FIELDS = ("key", "bundle", "bundle_digest", "testset", "testset_sha256", "scorer",
+                 "scorer_version", "options", "n", "questions", "missing", "extra", "em", "f1",
+                 "em_lo", "em_hi", "f1_lo", "f1_hi", "level", "predictions_sha256",
+                 "scores_sha256", "log_sha256", "runner", "device", "image_digest", "wall_s",
+                 "run_record", "created_at")
+
+
+LEASE_SECONDS = 120.0
+
+
+def owner_id() -> str:
+    """host:pid: identifies a controller, and lets one on the same host see a dead one."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _owner_alive(owner: str) -> bool:
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname():
+        return True  # cannot tell from here: trust the expiry time
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError):
+        return True
+    return True
+
+
+class Store:
+    """Thread-safe: each thread gets its own SQLite connection; processes coordinate through
+    SQLite's locking and per-cell leases."""
+
+    def __init__(self, workspace: Path):
+        self.workspace = Path(workspace)
+        self.db_path = self.workspace / "results.sqlite"
+        self._local = threading.local()
+
+    @classmethod
+    def open_default(cls) -> Store:
+        return cls(paths.workspace_dir())
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            self.workspace.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.db_path, timeout=60, isolation_level=None)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA busy_timeout = 60000")
+            _retry_locked(lambda: _setup(conn))
+            self._local.conn = conn
+        return conn
+
+    def exists(self) -> bool:
+        return self.db_path.exists()
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    # objects -----------------------------------------------------------------
+    def object_path(self, sha256: str) -> Path:
+        return self.workspace / "objects" / sha256[:2] / sha256
+
+    def put_object(self, data: bytes) -> str:
+        sha = sha256_bytes(data)
+        target = self.object_path(sha)
+        if target.exists() and sha256_of(target) == sha:
+            return sha
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".partial-")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+        return sha
+
+    def get_object(self, sha256: str) -> bytes | None:
+        """The object's bytes, or None when it is missing or fails its hash."""
+        path = self.object_path(sha256)
+        if not path.is_file():
+            return None
+        data = path.read_bytes()
+        return data if sha256_bytes(data) == sha256 else None
+
+    # results -----------------------------------------------------------------
+    def get(self, key: str) -> dict | None:
+        row = self.conn.execute("SELECT * FROM results WHERE key = ?", (key,)).fetchone()
+        return dict(row) if row else None
+
+    def put(self, row: dict, owner: str | None = None) -> None:
+        """Insert a finished cell and release its lease, in one transaction."""
+        values = [row.get(f) for f in RESULT_FIELDS]
+        placeholders = ", ".join("?" for _ in RESULT_FIELDS)
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute(f"INSERT OR REPLACE INTO results ({', '.join(RESULT_FIELDS)}) "
+                              f"VALUES ({placeholders})", values)
+            self.conn.execute("DELETE FROM leases WHERE key = ? AND owner = ?",
+                              (row["key"], owner or owner_id()))
+
+    # leases: at most one controller runs a cell at a time -------------------------
+    def acquire(self, key: str, bundle: str, testset: str, owner: str | None = None,
+                seconds: float = LEASE_SECONDS, replace: bool = False) -> bool:
+        """Take the cell's lease unless a live controller holds it, or it is already done
+        (when not `replace`: a rerun keeps the old result until the new one is stored)."""
+        owner = owner or owner_id()
+        now = time.time()
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            done = self.conn.execute("SELECT 1 FROM results WHERE key = ?", (key,)).fetchone()
+            if done and not replace:
+                return False
+            held = self.conn.execute("SELECT owner, expires_at FROM leases WHERE key = ?",
+                                     (key,)).fetchone()
+            if held and held["owner"] != owner and held["expires_at"] > now \
+                    and _owner_alive(held["owner"]):
+                return False
+            self.conn.execute("INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?, ?)",
+                              (key, owner, bundle, testset, now, now + seconds))
+        return True
+
+    def renew(self, key: str, owner: str | None = None, seconds: float = LEASE_SECONDS) -> None:
+        self.conn.execute("UPDATE leases SET expires_at = ? WHERE key = ? AND owner = ?",
+                          (time.time() + seconds, key, owner or owner_id()))
+
+    def release(self, key: str, owner: str | None = None) -> None:
+        self.conn.execute("DELETE FROM leases WHERE key = ? AND owner = ?",
+                          (key, owner or owner_id()))
+
+    def live_leases(self) -> list[dict]:
+        now = time.time()
+        rows = [dict(r) for r in self.conn.execute("SELECT * FROM leases")]
+        return [r for r in rows if r["expires_at"] > now and _owner_alive(r["owner"])]
+
+    def delete(self, key: str) -> None:
+        self.conn.execute("DELETE FROM results WHERE key = ?", (key,))
+
+    def results(self, bundle: str | None = None, testset: str | None = None) -> list[dict]:
+        query, args = "SELECT * FROM results WHERE 1=1", []
+        if bundle:
+            query, args = query + " AND bundle = ?", [*args, bundle]
+        if testset:
+            query, args = query + " AND testset = ?", [*args, testset]
+        return [dict(r) for r in self.conn.execute(query + " ORDER BY bundle, testset", args)]
+
+    def record_failure(self, key: str, bundle: str, testset: str, failure_class: str,
+                       message: str, log: str, runner: str | None) -> None:
+        log_sha = self.put_object(log.encode("utf-8", errors="replace")) if log else None
+        self.conn.execute(
+            "INSERT INTO failures (key, bundle, testset, failure_class, message, log_sha256, "
+            "runner, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (key, bundle, testset, failure_class, message, log_sha, runner, time.time()))
+
+    def failures(self) -> list[dict]:
+        return [dict(r) for r in self.conn.execute("SELECT * FROM failures ORDER BY id")]
+
+    def records(self) -> list[dict]:
+        """Result rows joined with their bundles' names and metadata, for the analysis."""
+        from evaluator.bundles import spec as bundles
+        from evaluator.data import testsets
+
+        references: dict[str, str | None] = {}
+        for name, folder in testsets.available().items():
+            try:
+                references[name] = testsets.from_folder(folder).reference
+            except Exception:  # an invalid folder must not hide the other results
+                references[name] = None
+        bundle_folders = bundles.available()  # discovered once, each bundle read once
+        extras: dict[str, dict] = {}
+        out = []
+        for row in self.results():
+            if row["bundle"] not in extras:
+                try:
+                    bundle = bundles.from_folder(bundle_folders[row["bundle"]])
+                    extras[row["bundle"]] = {
+                        "name": bundle.name, "family": bundle.metadata.get("family"),
+                        "reference_scores": bundle.reference_scores,
+                        "metadata": bundle.metadata}
+                except Exception:  # a result outlives its bundle folder: keep the numbers
+                    extras[row["bundle"]] = {"name": row["bundle"], "family": None,
+                                             "reference_scores": {}, "metadata": {}}
+            out.append({**row, **extras[row["bundle"]], "kind": "model",
+                        "reference": references.get(row["testset"])})
+        return out
+
+
+def _setup(conn: sqlite3.Connection) -> None:
+    # Switching to WAL takes a lock that SQLite's busy handler does not wait for, so a
+    # second controller opening the store mid-write must retry; once set, WAL persists.
+    if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+        conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.executescript(SCHEMA)
+
+
+def _retry_locked(action, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    delay = 0.05
+    while True:
+        try:
+            action()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
