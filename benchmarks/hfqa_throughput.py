@@ -63,9 +63,9 @@ json.dump({"answers": answers, "seconds": seconds, "cpu_seconds": cpu,
 
 def pipeline_venv() -> Path:
     """A cached virtual environment with transformers 4.57.6 (built once, under a lock)."""
-    from evaluator.core import settings as paths
+    from evaluator.core import settings
 
-    target = paths.cache_dir() / "venvs" / f"pipeline-transformers-{PIPELINE_VERSION}"
+    target = settings.cache_dir() / "venvs" / f"pipeline-transformers-{PIPELINE_VERSION}"
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / f"{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -25,8 +25,9 @@ from evaluator.bundles import spec as bundles
 from evaluator.cli.main import evaluate_cmd
 from evaluator.core.errors import RunFailure
 from evaluator.data.testsets import input_document
-from evaluator.runners import get_runner, images
+from evaluator.runners import images
 from evaluator.runners.base import RunRequest
+from evaluator.runners.dispatch import get_runner
 from evaluator.runners.docker import LABEL, DockerRunner, daemon_available
 from evaluator.store.store import Store
 from tests import hostile

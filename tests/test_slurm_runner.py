@@ -239,7 +239,7 @@ def test_ctrl_c_cancels_this_controllers_jobs_and_nothing_else(cluster, tmp_path
         alive = subprocess.run(["squeue", "-h", "-j", unrelated, "-o", "%T"],
                                capture_output=True, text=True).stdout.split()
         assert alive and alive[0] in ("RUNNING", "PENDING")  # the unrelated job survives
-        assert not list(shared.glob("*/job.json"))  # the next run submits afresh
+        assert not list(shared.glob("*/state.json"))  # the next run submits afresh
     finally:
         subprocess.run(["scancel", unrelated], check=False)
 
@@ -282,7 +282,7 @@ def test_a_restarted_controller_adopts_jobs_and_outcomes_instead_of_resubmitting
                          "toy-set", "cpu")
     runner = SlurmRunner(shared_root=tmp_path / "shared", inner="local", poll_seconds=0.5)
     cell = runner.cell_dir(request)
-    # a controller killed right after sbatch returned, before it wrote job.json
+    # a controller killed right after sbatch returned, before it recorded the job id
     runner._prepare(cell, request)
     orphan = subprocess.run(runner.sbatch_command(cell, request), capture_output=True,
                             text=True, check=True).stdout.strip()
@@ -291,8 +291,9 @@ def test_a_restarted_controller_adopts_jobs_and_outcomes_instead_of_resubmitting
     expected = json.loads(request.output_path.read_text())
     # a controller killed after ingesting, before the store committed: ingested again, no job
     request.output_path.unlink()
-    ingested = json.loads((cell / "ingested.json").read_text())
-    (cell / "ingested.json").write_text(json.dumps({**ingested, "owner": "elsewhere:1"}))
+    state = json.loads((cell / "state.json").read_text())
+    assert state["stage"] == "ingested"
+    (cell / "state.json").write_text(json.dumps({**state, "ingested_by": "elsewhere:1"}))
     again = runner.run(request)
     assert again.details["slurm"]["reingested"] and again.details["slurm"]["job_id"] == orphan
     assert json.loads(request.output_path.read_text()) == expected

@@ -11,12 +11,13 @@ any file it references), so a changed submission is a different submission.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluator.core import folders as registry
-from evaluator.core import settings as paths
-from evaluator.core.errors import ConfigError
+from evaluator.core import settings
+from evaluator.core.errors import ConfigError, UserError
 from evaluator.core.hashing import folder_digest
 from evaluator.data.fetch import Source
 
@@ -55,10 +56,21 @@ class Bundle:
             have = ", ".join(sorted(self.predictions)) or "none"
             return f"no stored predictions for {testset_id} (has: {have})"
         if self.kind == "hf-qa" and "cache" in self.model and \
-                not (paths.cache_dir() / self.model["cache"]).exists():
+                not (settings.cache_dir() / self.model["cache"]).exists():
             how = self.model.get("rebuild", "build it")
             return f"its trained weights are not in the cache ({how})"
         return None
+
+
+def parse_memory(value: int | float | str) -> int:
+    """Bytes from 4g, 512m, 1.5GiB, 1048576 (plain numbers are bytes)."""
+    if isinstance(value, (int, float)):
+        return int(value)
+    match = re.fullmatch(r"\s*([0-9.]+)\s*([kmgt]?)(i?b)?\s*", str(value).lower())
+    if not match:
+        raise UserError(f"cannot read memory size {value!r}; use e.g. 512m or 4g")
+    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[match.group(2)]
+    return int(float(match.group(1)) * scale)
 
 
 def from_folder(folder: Path) -> Bundle:
@@ -106,6 +118,6 @@ def _hf_qa_model(data: dict, where: Path) -> dict:
     return {**model, **{k: data[k] for k in ("onnx", "batch_size", "qa") if k in data}}
 
 
-_REGISTRY = registry.FolderRegistry("bundle", "bundle.yaml", paths.submissions_dir,
+_REGISTRY = registry.FolderRegistry("bundle", "bundle.yaml", settings.submissions_dir,
                                      lambda folder: from_folder(folder))
 available, get, resolve = _REGISTRY.available, _REGISTRY.get, _REGISTRY.resolve

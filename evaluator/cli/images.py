@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from evaluator.core.errors import UserError
+from evaluator.runners import images
 
 
 def _guard(build):
@@ -38,8 +39,6 @@ def images_group() -> None:
 @click.option("--force", is_flag=True, help="rebuild even if the image exists")
 def images_base(mirror, force) -> None:
     """qashift/base:bookworm from debootstrap --variant=minbase (about 30-60 s)."""
-    from evaluator.runners import images
-
     image_id = _guard(lambda: images.build_base(mirror=mirror or images.DEFAULT_MIRROR,
                                                 force=force, say=click.echo))
     click.echo(f"{images.BASE_TAG} {image_id}")
@@ -49,8 +48,6 @@ def images_base(mirror, force) -> None:
 @click.option("--force", is_flag=True, help="rebuild even if the image exists")
 def images_python(force) -> None:
     """qashift/python:bookworm: the base image plus Debian's python3."""
-    from evaluator.runners import images
-
     image_id = _guard(lambda: images.build_python(force=force, say=click.echo))
     click.echo(f"{images.PYTHON_TAG} {image_id}")
 
@@ -61,8 +58,6 @@ def images_python(force) -> None:
 @click.option("--extra", multiple=True, help="another requirement to include (repeatable)")
 def images_wheelhouse(dest: Path, gpu, extra) -> None:
     """Download the runner image's wheels into DEST (run where pip reaches PyPI)."""
-    from evaluator.runners import images
-
     _guard(lambda: images.make_wheelhouse(dest, gpu=gpu, extra=tuple(extra), say=click.echo))
     click.echo(f"wheelhouse ready: {dest} ({len(list(dest.glob('*.whl')))} wheels)")
 
@@ -74,8 +69,6 @@ def images_wheelhouse(dest: Path, gpu, extra) -> None:
 @click.option("--force", is_flag=True, help="rebuild even if the image exists")
 def images_runner(wheelhouse: Path, gpu, tag, force) -> None:
     """The standard runner image from the top-level Dockerfile, offline from WHEELHOUSE."""
-    from evaluator.runners import images
-
     image_id = _guard(lambda: images.build_runner(wheelhouse, gpu=gpu, tag=tag, force=force,
                                                   say=click.echo))
     click.echo(f"{tag or images.RUNNER_TAGS[gpu]} {image_id}")

@@ -6,20 +6,34 @@ start-up stays fast; a cached `evaluate` touches none of them.
 
 from __future__ import annotations
 
+import csv
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 import click
 
+from evaluator.bundles import spec as bundles
+from evaluator.bundles.leaderboard import complete, import_export, lacks
+from evaluator.core import settings
 from evaluator.core.errors import UserError
+from evaluator.core.folders import unknown_name
+from evaluator.data import testsets
+from evaluator.data.fetch import cached_path
+from evaluator.pipeline import matrix
+from evaluator.pipeline.status import CellStatus, matrix_status
+from evaluator.runners.dispatch import Dispatcher
+from evaluator.stats.intervals import check_level
+from evaluator.store.queries import latest_result
+from evaluator.store.store import Store
+from evaluator.store.units import load_units
 
 LEVEL_HELP = "confidence level of the intervals (default 0.95)"
 
 
 class Group(click.Group):
     """Turn UserError into a one-line message and exit status 1, everywhere."""
-
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
@@ -29,14 +43,9 @@ class Group(click.Group):
 
 
 def _configure(data_dir: tuple[str, ...], workspace: str | None) -> None:
-    import os
-
-    if data_dir:
-        existing = os.environ.get("QASHIFT_DATA_DIR", "")
-        os.environ["QASHIFT_DATA_DIR"] = os.pathsep.join(
-            [str(Path(d).resolve()) for d in data_dir] + ([existing] if existing else []))
-    if workspace:
-        os.environ["QASHIFT_WORKSPACE"] = workspace
+    """Apply --data-dir/--workspace to the settings for as long as this command runs."""
+    click.get_current_context().with_resource(
+        settings.override(data_dir=tuple(data_dir), workspace=workspace))
 
 
 def _fmt_interval(iv: dict) -> str:
@@ -100,12 +109,6 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
                  runner, partition, account, device, data_dir, workspace, parallel,
                  as_json) -> None:
     """Score submissions on test sets with official SQuAD v1.1 EM/F1 and intervals."""
-    from evaluator.bundles import spec as bundles
-    from evaluator.data import testsets
-    from evaluator.pipeline import matrix
-    from evaluator.stats.intervals import check_level
-    from evaluator.store.store import Store
-
     _configure(data_dir, workspace)
     try:
         check_level(level)
@@ -116,13 +119,11 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
     explicit = "all" not in bundle_names and "all" not in testset_names
     jobs, skipped = matrix.plan(chosen_bundles, chosen_sets, explicit)
     store = Store.open_default()
-    needs_runner = any(j.bundle.kind != "predictions" for j in jobs)
-    from evaluator.runners import get_runner
-
     if (partition or account) and runner != "slurm":
         raise UserError("--partition and --account apply only to --runner slurm")
     slurm = {"partition": partition, "account": account} if runner == "slurm" else {}
-    the_runner = get_runner(runner, **slurm) if needs_runner else None
+    the_runner = Dispatcher(runner, warn=lambda m: click.echo(f"warning: {m}", err=True),
+                            **slurm)
     def progress(message: str) -> None:
         if len(jobs) > 1:
             click.echo(message, err=True)
@@ -191,47 +192,29 @@ def _register_optional() -> None:
               help="also show bundles still waiting for their program files")
 def status_cmd(bundle_names, testset_names, include_waiting) -> None:
     """The matrix from the store: done (F1), running, failed (class), pending, n/a."""
-    from evaluator.bundles import spec as bundles
-    from evaluator.data import testsets
-    from evaluator.store.store import Store
-
     store = Store.open_default()
     chosen_bundles = [b for b in bundles.resolve(list(bundle_names))
                       if include_waiting or b.status == "ready" or "all" not in bundle_names]
     chosen_sets = testsets.resolve(list(testset_names))
-    have = store.exists()
-    # by name, newest first; a row counts only for the bundle's current digest. Keys are not
-    # recomputed here, so status never triggers downloads or derived-set generation.
-    rows: dict[tuple[str, str], dict] = {}
-    for row in sorted(store.results() if have else [], key=lambda r: r["created_at"]):
-        rows[(row["bundle"], row["testset"])] = row
-    running = {(lease["bundle"], lease["testset"]) for lease in store.live_leases()} \
-        if have else set()
-    failures = {(f["bundle"], f["testset"]): f["failure_class"]
-                for f in (store.failures() if have else [])}
+    cells = matrix_status(store, chosen_bundles, chosen_sets)
     width = max([len(b.id) for b in chosen_bundles] + [6])
     click.echo(" " * width + "".join(f" {t.id[:12]:>12}" for t in chosen_sets))
-    counts: dict[str, int] = {}
-    for bundle in chosen_bundles:
-        cells = []
-        for testset in chosen_sets:
-            cell = (bundle.id, testset.id)
-            row = rows.get(cell)
-            if bundle.applicable(testset.id) is not None:
-                state, text = "n/a", "n/a"
-            elif row and row["bundle_digest"] == bundle.digest:
-                state, text = "done", f"{row['f1']:.1f}"
-            elif cell in running:
-                state, text = "running", "running"
-            elif cell in failures:
-                state, text = "failed", failures[cell][:12]
-            else:
-                state, text = "pending", "."
-            counts[state] = counts.get(state, 0) + 1
-            cells.append(f" {text:>12}")
-        click.echo(f"{bundle.id:<{width}}" + "".join(cells))
+    for start in range(0, len(cells), max(1, len(chosen_sets))):
+        row = cells[start:start + len(chosen_sets)]
+        texts = [_status_text(c) for c in row]
+        if row:
+            click.echo(f"{row[0].bundle:<{width}}" + "".join(f" {x:>12}" for x in texts))
+    counts = Counter(c.state for c in cells)
     click.echo(", ".join(f"{k} {v}" for k, v in sorted(counts.items())) +
                "  (done cells show F1)")
+
+
+def _status_text(cell: CellStatus) -> str:
+    if cell.state == "done":
+        return f"{cell.row['f1']:.1f}"
+    if cell.state == "failed":
+        return (cell.failure_class or "")[:12]
+    return {"pending": "."}.get(cell.state, cell.state)
 
 
 # test sets -------------------------------------------------------------------
@@ -242,8 +225,6 @@ def testsets_group() -> None:
 
 @testsets_group.command("list")
 def testsets_list() -> None:
-    from evaluator.data import testsets
-    from evaluator.data.fetch import cached_path
 
     names = list(testsets.available())
     width = max(len(n) for n in names) if names else 2
@@ -264,7 +245,6 @@ def testsets_list() -> None:
 @testsets_group.command("show")
 @click.argument("name")
 def testsets_show(name: str) -> None:
-    from evaluator.data import testsets
 
     ts = testsets.get(name)
     for key in ("id", "name", "version", "kind", "reference", "questions", "scorer",
@@ -278,8 +258,6 @@ def testsets_show(name: str) -> None:
 @click.argument("names", nargs=-1, required=True)
 def testsets_fetch(names) -> None:
     """Download (or copy from a mirror), verify and cache test-set files."""
-    from evaluator.data import testsets
-
     failed = False
     for ts in testsets.resolve(list(names)):
         try:
@@ -303,9 +281,6 @@ def bundles_group() -> None:
               "their program files")
 def bundles_list(show) -> None:
     """Every submission, whether it can run, and what it lacks if not."""
-    from evaluator.bundles import spec as bundles
-    from evaluator.bundles.leaderboard import lacks
-
     click.echo(f"{'id':<44} {'kind':<12} {'status':<17} runs on / lacks")
     counts = {"ready": 0, "other": 0}
     for name in bundles.available():
@@ -329,18 +304,15 @@ def bundles_list(show) -> None:
 @click.option("--overwrite", is_flag=True, help="rewrite folders that already exist")
 def bundles_import_leaderboard(export_path, overwrite) -> None:
     """Create a bundle folder per SQuAD v1.1 leaderboard entry, awaiting its program."""
-    from evaluator.bundles.leaderboard import import_export
-    from evaluator.core import settings as paths
-
     if export_path is None:
-        candidates = [m / "squad-leaderboard" / "out-v1.1.json" for m in paths.mirror_dirs()]
+        candidates = [m / "squad-leaderboard" / "out-v1.1.json" for m in settings.mirror_dirs()]
         found = [c for c in candidates if c.is_file()]
         if not found:
             raise UserError("leaderboard export not found: pass --export PATH or --data-dir")
         export_path = found[0]
-    written, kept = import_export(Path(export_path), paths.submissions_dir(), overwrite)
+    written, kept = import_export(Path(export_path), settings.submissions_dir(), overwrite)
     click.echo(f"{written} bundle folders written, {kept} already present, under "
-               f"{paths.submissions_dir()}")
+               f"{settings.submissions_dir()}")
 
 
 @bundles_group.command("complete")
@@ -354,13 +326,8 @@ def bundles_import_leaderboard(export_path, overwrite) -> None:
 @click.option("--requirements", help="a pinned requirements file among the program files")
 def bundles_complete(name, program_dir, command, image, dockerfile, requirements) -> None:
     """Make a waiting leaderboard bundle runnable from its CodaLab bundle's files."""
-    from evaluator.bundles import spec as bundles
-    from evaluator.bundles.leaderboard import complete
-
     folders = bundles.available()
     if name not in folders:
-        from evaluator.core.folders import unknown_name
-
         raise unknown_name("bundle", name, folders)
     complete(folders[name], Path(program_dir), command, image=image, dockerfile=dockerfile,
              requirements=requirements)
@@ -371,7 +338,6 @@ def bundles_complete(name, program_dir, command, image, dockerfile, requirements
 @bundles_group.command("show")
 @click.argument("name")
 def bundles_show(name: str) -> None:
-    from evaluator.bundles import spec as bundles
 
     b = bundles.get(name)
     click.echo(f"{'id':>16}: {b.id}\n{'name':>16}: {b.name}\n{'kind':>16}: {b.kind}\n"
@@ -396,7 +362,6 @@ def results_group() -> None:
 @click.option("--testset", default=None)
 @click.option("--failures", is_flag=True, help="list failed runs instead")
 def results_list(bundle, testset, failures) -> None:
-    from evaluator.store.store import Store
 
     store = Store.open_default()
     if not store.exists():
@@ -419,16 +384,12 @@ def results_list(bundle, testset, failures) -> None:
 @click.option("--out", type=click.Path(file_okay=False), default=".", show_default=True)
 def results_export(bundle, testset, out) -> None:
     """Write a cell's predictions.json and per-question scores.csv to --out."""
-    import csv
-
-    from evaluator.store.store import Store
-    from evaluator.store.units import load_units
-
     store = Store.open_default()
-    rows = store.results(bundle, testset) if store.exists() else []
-    if not rows:
+    current = bundles.available().get(bundle)
+    row = latest_result(store, bundle, testset,
+                        bundle_digest=bundles.from_folder(current).digest if current else None)
+    if row is None:
         raise UserError(f"no stored result for {bundle} x {testset}; run evaluate first")
-    row = max(rows, key=lambda r: r["created_at"])
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     predictions = store.get_object(row["predictions_sha256"])
@@ -450,8 +411,6 @@ def results_export(bundle, testset, out) -> None:
 @click.argument("testset")
 def results_log(bundle, testset) -> None:
     """Print the captured log of a cell's last run (finished or failed)."""
-    from evaluator.store.store import Store
-
     store = Store.open_default()
     candidates = [(r["created_at"], r["log_sha256"]) for r in store.results(bundle, testset)]
     candidates += [(f["created_at"], f["log_sha256"]) for f in store.failures()

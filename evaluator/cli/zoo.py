@@ -7,10 +7,17 @@ Registered on the `qashift` group by evaluator.cli.main (`bundles_group.add_comm
 from __future__ import annotations
 
 import json
+import subprocess
+from dataclasses import asdict
+from pathlib import Path
 
 import click
 
+from evaluator.bundles import spec as bundles
+from evaluator.core import settings
 from evaluator.core.errors import UserError
+from evaluator.data import testsets
+from evaluator.store.store import Store
 
 
 @click.command("export-onnx")
@@ -22,13 +29,8 @@ from evaluator.core.errors import UserError
               help="local mirror of public data (for the check sample)")
 def export_onnx(bundle: str, int8: bool, sample: int, data_dir: tuple[str, ...]) -> None:
     """Export an hf-qa BUNDLE's checkpoint to ONNX next to its weights, and check it."""
-    from pathlib import Path
-
-    from evaluator.bundles import spec as bundles
-    from evaluator.data import testsets
-    from evaluator.runners.hfqa import model_spec
-    from evaluator.zoo.onnx_export import export
-
+    from evaluator.runners.hfqa import model_spec  # lazy: numpy; --help stays fast
+    from evaluator.zoo.onnx_export import export  # lazy: numpy; --help stays fast
     found = bundles.get(bundle)
     if found.kind != "hf-qa":
         raise UserError(f"{bundle} is a {found.kind} bundle; only hf-qa bundles have a "
@@ -55,16 +57,13 @@ def zoo_group() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def zoo_list(as_json: bool) -> None:
     """Recipes, and whether each model is built (weights cached) and has a bundle."""
-    from dataclasses import asdict
-
-    from evaluator.core import settings as paths
-    from evaluator.zoo.models import RECIPES, model_dir
+    from evaluator.zoo import models as zoo  # lazy: numpy; --help stays fast
 
     rows = []
-    for recipe in RECIPES:
-        meta_path = model_dir(recipe.name) / "training.json"
+    for recipe in zoo.RECIPES:
+        meta_path = zoo.model_dir(recipe.name) / "training.json"
         meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-        bundle = paths.submissions_dir() / f"zoo-{recipe.name}" / "bundle.yaml"
+        bundle = settings.submissions_dir() / f"zoo-{recipe.name}" / "bundle.yaml"
         rows.append({**asdict(recipe), "built": bool(meta), "bundle": bundle.exists(),
                      "training_seconds": meta.get("training_seconds"),
                      "train_features": meta.get("train_features")})
@@ -89,13 +88,10 @@ def zoo_list(as_json: bool) -> None:
               help="local mirror of public data (SQuAD dev)")
 def zoo_build(name: str, device: str, force: bool, data_dir: tuple[str, ...]) -> None:
     """Train NAME (or all) with its fixed seed into the cache; write submissions/zoo-NAME."""
-    from pathlib import Path
-
-    from evaluator.data import testsets
-    from evaluator.zoo import models as zoo
+    from evaluator.zoo import models as zoo  # lazy: numpy; --help stays fast
 
     if device == "auto":
-        import torch
+        import torch  # lazy: heavy, for model code only
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
     chosen = zoo.recipes(name)
@@ -113,22 +109,17 @@ def zoo_build(name: str, device: str, force: bool, data_dir: tuple[str, ...]) ->
 def zoo_scores(out: str | None, workspace: str | None) -> None:
     """Write the zoo's stored cells (bundle and test-set digests, EM/F1, intervals, device,
     commit) to a CSV that is committed, so zoo figures need no model runs."""
-    import subprocess
-    from pathlib import Path
+    from evaluator.zoo import models as zoo  # lazy: numpy; --help stays fast
 
-    from evaluator.core import settings as paths
-    from evaluator.store.store import Store
-    from evaluator.zoo import models as zoo
-
-    store = Store(Path(workspace).resolve() if workspace else paths.workspace_dir())
+    store = Store(Path(workspace).resolve() if workspace else settings.workspace_dir())
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=paths.REPO_ROOT,
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=settings.REPO_ROOT,
                                 capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
     rows = zoo.score_rows(store.results(), commit)
     if not rows:
         raise UserError("no zoo results in the store yet: evaluate -b zoo-... first")
-    target = Path(out) if out else paths.REPO_ROOT / "zoo" / "scores.csv"
+    target = Path(out) if out else settings.REPO_ROOT / "zoo" / "scores.csv"
     zoo.write_scores(rows, target)
     click.echo(f"wrote {len(rows)} cells to {target}")

@@ -1,37 +1,100 @@
-"""Where things live: the workspace (results store and objects), the download cache, the mirror.
+"""Where things live: the workspace (results store and objects), the download cache, the data
+mirrors and the folder roots, as one Settings object.
 
-Every location can be set by an environment variable so that tests and users on shared
-machines never write where they do not mean to.
+Settings come from the environment (`Settings.from_env`) with command-line flags on top
+(`override`, used by the CLI for the length of one command). Code below the CLI reads them
+through `current()` or the accessors below, and a child process that must see the same
+places (a Slurm job) gets them through `child_env()`: nothing writes `os.environ`.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+ENV = {"workspace": "QASHIFT_WORKSPACE", "cache": "QASHIFT_CACHE",
+       "mirrors": "QASHIFT_DATA_DIR", "testsets": "QASHIFT_TESTSETS",
+       "submissions": "QASHIFT_SUBMISSIONS"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    workspace: Path  # the results store: $QASHIFT_WORKSPACE, default ./.qashift
+    cache: Path  # downloaded and derived files by sha256: $QASHIFT_CACHE, ~/.cache/qashift
+    mirrors: tuple[Path, ...]  # local copies of public data tried before any URL
+    testsets: Path  # the test-set folders: $QASHIFT_TESTSETS, default <repo>/testsets
+    submissions: Path  # the bundle folders: $QASHIFT_SUBMISSIONS, default <repo>/submissions
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
+        home_cache = Path(environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "qashift"
+        return cls(
+            workspace=Path(environ.get(ENV["workspace"], ".qashift")).resolve(),
+            cache=Path(environ.get(ENV["cache"], home_cache)).resolve(),
+            mirrors=tuple(Path(p) for p in environ.get(ENV["mirrors"], "").split(os.pathsep)
+                          if p),
+            testsets=Path(environ.get(ENV["testsets"], REPO_ROOT / "testsets")),
+            submissions=Path(environ.get(ENV["submissions"], REPO_ROOT / "submissions")),
+        )
+
+    def with_flags(self, *, data_dir: tuple[str, ...] = (), workspace: str | None = None
+                   ) -> Settings:
+        """These settings with `--data-dir` mirrors first and `--workspace` if given."""
+        mirrors = tuple(Path(d).resolve() for d in data_dir) + self.mirrors
+        return replace(self, mirrors=mirrors,
+                       workspace=Path(workspace).resolve() if workspace else self.workspace)
+
+    def child_env(self) -> dict[str, str]:
+        """Environment variables that give a child process these same settings."""
+        return {ENV["workspace"]: str(self.workspace), ENV["cache"]: str(self.cache),
+                ENV["mirrors"]: os.pathsep.join(str(m) for m in self.mirrors),
+                ENV["testsets"]: str(self.testsets), ENV["submissions"]: str(self.submissions)}
+
+
+_FLAGS: dict = {}  # the running command's flags, set by `override`
+
+
+def current() -> Settings:
+    """The environment's settings with the running command's flags applied."""
+    settings = Settings.from_env()
+    return settings.with_flags(**_FLAGS) if _FLAGS else settings
+
+
+@contextmanager
+def override(*, data_dir: tuple[str, ...] = (), workspace: str | None = None
+             ) -> Iterator[Settings]:
+    """Apply command-line flags for the duration of one command (they do not outlive it)."""
+    previous = dict(_FLAGS)
+    if data_dir:
+        _FLAGS["data_dir"] = tuple(data_dir) + tuple(_FLAGS.get("data_dir", ()))
+    if workspace:
+        _FLAGS["workspace"] = workspace
+    try:
+        yield current()
+    finally:
+        _FLAGS.clear()
+        _FLAGS.update(previous)
 
 
 def workspace_dir() -> Path:
-    """The results store lives here: $QASHIFT_WORKSPACE, default ./.qashift."""
-    return Path(os.environ.get("QASHIFT_WORKSPACE", ".qashift")).resolve()
+    return current().workspace
 
 
 def cache_dir() -> Path:
-    """Downloaded and derived files, by sha256: $QASHIFT_CACHE, default ~/.cache/qashift."""
-    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "qashift"
-    return Path(os.environ.get("QASHIFT_CACHE", default)).resolve()
+    return current().cache
 
 
 def mirror_dirs() -> list[Path]:
-    """Local mirrors of public data, tried before any URL: $QASHIFT_DATA_DIR (os.pathsep list)."""
-    value = os.environ.get("QASHIFT_DATA_DIR", "")
-    return [Path(p) for p in value.split(os.pathsep) if p]
+    return list(current().mirrors)
 
 
 def testsets_dir() -> Path:
-    return Path(os.environ.get("QASHIFT_TESTSETS", REPO_ROOT / "testsets"))
+    return current().testsets
 
 
 def submissions_dir() -> Path:
-    return Path(os.environ.get("QASHIFT_SUBMISSIONS", REPO_ROOT / "submissions"))
+    return current().submissions

@@ -6,16 +6,15 @@ checked, and a file that fails the check is never put in the cache.
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluator.core import settings as paths
+from evaluator.core import settings
 from evaluator.core.errors import DataError
+from evaluator.core.files import atomic_file
 from evaluator.core.hashing import CHUNK, sha256_of
 
 
@@ -30,7 +29,7 @@ class Source:
 
 
 def cached_path(sha256: str) -> Path:
-    return paths.cache_dir() / "files" / sha256[:2] / sha256
+    return settings.cache_dir() / "files" / sha256[:2] / sha256
 
 
 def fetch(source: Source, what: str, mirrors: list[Path] | None = None) -> Path:
@@ -41,7 +40,7 @@ def fetch(source: Source, what: str, mirrors: list[Path] | None = None) -> Path:
             return target
         target.unlink()  # a corrupted cache entry is recomputed, never trusted
     tried: list[str] = []
-    for mirror in mirrors if mirrors is not None else paths.mirror_dirs():
+    for mirror in mirrors if mirrors is not None else settings.mirror_dirs():
         candidate = mirror / source.file
         if candidate.is_file():
             _verify(candidate, source, what, origin=str(candidate))
@@ -63,31 +62,24 @@ def _verify(path: Path, source: Source, what: str, origin: str) -> None:
 
 
 def _install(path: Path, target: Path) -> Path:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".partial-")
-    os.close(fd)
-    shutil.copyfile(path, tmp)
-    os.replace(tmp, target)
+    with atomic_file(target) as (out, _), open(path, "rb") as src:
+        shutil.copyfileobj(src, out, CHUNK)
     return target
 
 
 def _download(source: Source, target: Path, what: str, tried: list[str]) -> Path:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".partial-")
     try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(source.url, timeout=30) as resp:
+        with atomic_file(target) as (out, tmp), \
+                urllib.request.urlopen(source.url, timeout=30) as resp:
             shutil.copyfileobj(resp, out, CHUNK)
-        _verify(Path(tmp), source, what, origin=source.url)
-        os.replace(tmp, target)
+            out.flush()
+            _verify(tmp, source, what, origin=source.url)  # a bad file never takes its name
         return target
     except (urllib.error.URLError, OSError, TimeoutError) as exc:
         local = f" (no local copy at {', '.join(tried)})" if tried else ""
         raise DataError(f"{what}: cannot download {source.url}: {_reason(exc)}{local}; "
                         f"if offline, place {Path(source.file).name} in a mirror directory "
                         f"and pass --data-dir DIR or set QASHIFT_DATA_DIR") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _reason(exc: BaseException) -> str:

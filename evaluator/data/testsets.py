@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 
 from evaluator.core import folders as registry
-from evaluator.core import settings as paths
+from evaluator.core import settings
 from evaluator.core.errors import ConfigError, DataError
 from evaluator.data import derive as derive_mod
 from evaluator.data.derive import DeriveSpec
@@ -70,18 +70,30 @@ class TestSet:
         if self.source is not None:
             return self.source.sha256
         if self.derive is not None:
-            return derive_mod.materialize(self.derive, self.id).sha256
+            return self.derived().sha256
         return _file_hash(self.folder / self.data_file)
 
     def local_path(self, mirrors: list[Path] | None = None) -> Path:
         if self.source is not None:
             return fetch(self.source, f"test set {self.id!r}", mirrors)
         if self.derive is not None:
-            return derive_mod.materialize(self.derive, self.id, mirrors).path
+            return self.derived(mirrors).path
         path = self.folder / self.data_file
         if not path.is_file():
             raise DataError(f"test set {self.id!r}: data file {path} is missing")
         return path
+
+    def derived(self, mirrors: list[Path] | None = None) -> derive_mod.Derived:
+        """A derived set's cached file and provenance, generating it from its parent first."""
+        spec = self.derive
+        if spec is None:
+            raise ConfigError(f"test set {self.id!r} is not derived")
+        if spec.parent is None:
+            return derive_mod.materialize(spec, self.id)
+        if spec.parent == self.id:
+            raise ConfigError(f"test set {self.id!r} derives from itself")
+        parent = get(spec.parent).load(mirrors)
+        return derive_mod.materialize(spec, self.id, parent.raw, parent.sha256)
 
     def load(self, mirrors: list[Path] | None = None) -> Dataset:
         path = self.local_path(mirrors)
@@ -186,6 +198,6 @@ def from_folder(folder: Path) -> TestSet:
     )
 
 
-_REGISTRY = registry.FolderRegistry("test set", "testset.yaml", paths.testsets_dir,
+_REGISTRY = registry.FolderRegistry("test set", "testset.yaml", settings.testsets_dir,
                                      lambda folder: from_folder(folder))
 available, get, resolve = _REGISTRY.available, _REGISTRY.get, _REGISTRY.resolve

@@ -16,7 +16,7 @@ from evaluator.core.errors import DataError, RunFailure, UserError
 from evaluator.data.testsets import TestSet
 from evaluator.jobs.job import Job
 from evaluator.pipeline.cell import CellBusy, CellResult, evaluate
-from evaluator.runners.base import Runner
+from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
 
 
@@ -58,24 +58,11 @@ def plan(bundles: list[Bundle], testsets: list[TestSet], explicit: bool,
     return jobs, skipped
 
 
-def runner_for(bundle: Bundle, runner: Runner) -> Runner:
-    if bundle.kind == "predictions":
-        from evaluator.runners.frozen import FrozenRunner
-
-        return FrozenRunner()
-    if bundle.kind == "hf-qa" and getattr(runner, "name", None) == "local":
-        # Transformers checkpoints run in our own runner (a child process), not a command.
-        from evaluator.runners.hfqa import HFQARunner
-
-        return HFQARunner()
-    return runner
-
-
-def _attempt(job: Job, runner: Runner, store: Store, options: dict) -> Outcome | None:
+def _attempt(job: Job, runner: Dispatcher, store: Store, options: dict) -> Outcome | None:
     """One try at a cell: an outcome, or None when another controller is running it."""
     outcome = Outcome(job)
     try:
-        outcome.result = evaluate(job, runner_for(job.bundle, runner), store, **options)
+        outcome.result = evaluate(job, runner.runner_for(job.bundle), store, **options)
     except CellBusy:
         return None
     except RunFailure as failure:
@@ -87,7 +74,7 @@ def _attempt(job: Job, runner: Runner, store: Store, options: dict) -> Outcome |
     return outcome
 
 
-def run(jobs: list[Job], runner: Runner | None, store: Store, *, parallel: int = 1,
+def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
         progress: Callable[[str], None] = lambda _: None, poll_seconds: float = 1.0,
         **options) -> MatrixReport:
     """Run every cell, `parallel` at a time; cells busy in another controller are retried

@@ -51,8 +51,8 @@ class ModelSpec:
 
 class TorchPredictor:
     def __init__(self, directory: Path, device: str = "cpu", fp16: bool | None = None):
-        import torch
-        from transformers import AutoModelForQuestionAnswering
+        import torch  # lazy: heavy, for model code only
+        from transformers import AutoModelForQuestionAnswering  # lazy: heavy, for model code only
 
         self.torch = torch
         self.device = device
@@ -76,7 +76,7 @@ class TorchPredictor:
 
 class OnnxPredictor:
     def __init__(self, path: Path, device: str = "cpu", threads: int | None = None):
-        import onnxruntime as ort
+        import onnxruntime as ort  # lazy: only the ONNX backend needs it
 
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -104,7 +104,7 @@ def pick_device(requested: str) -> str:
     if requested == "cpu":
         return "cpu"
     try:
-        import torch
+        import torch  # lazy: heavy, for model code only
 
         if torch.cuda.is_available():
             return "cuda"
@@ -121,7 +121,7 @@ def auto_batch_size(predictor, max_len: int, device: str) -> int:
     per_token = 4 * (8 * predictor.hidden + 2 * predictor.intermediate + 2 * predictor.heads *
                      max_len)
     if device.startswith("cuda"):
-        import torch
+        import torch  # lazy: heavy, for model code only
 
         free, _ = torch.cuda.mem_get_info()
         cap = GPU_BATCH_CAP
@@ -145,12 +145,12 @@ def _mem_available() -> int:
 def predict(raw: dict, spec: ModelSpec, *, device: str = "cpu", batch_size: int | None = None,
             progress: bool = True, predictor=None, tokenizer=None) -> tuple[dict, dict]:
     """({question id: answer}, details) for a SQuAD-format document."""
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # lazy: heavy, for model code only
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     start_time = time.perf_counter()
     if device.startswith("cuda"):
-        import torch
+        import torch  # lazy: heavy, for model code only
 
         torch.cuda.reset_peak_memory_stats()
     tokenizer = tokenizer or AutoTokenizer.from_pretrained(spec.directory)
@@ -199,14 +199,14 @@ def predict(raw: dict, spec: ModelSpec, *, device: str = "cpu", batch_size: int 
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
     if device.startswith("cuda"):
-        import torch
+        import torch  # lazy: heavy, for model code only
 
         details["peak_gpu_bytes"] = int(torch.cuda.max_memory_allocated())
     return answers, details
 
 
 def _progress(total: int, enabled: bool):
-    from tqdm import tqdm
+    from tqdm import tqdm  # lazy: only a prediction run shows progress
 
     return tqdm(total=total, unit="q", desc="hf-qa", disable=not enabled, file=sys.stderr,
                 mininterval=0.5 if sys.stderr.isatty() else 10.0)

@@ -21,12 +21,14 @@ memory, CPU and process-count limits.
 from __future__ import annotations
 
 import collections
+import fcntl
 import json
 import os
 import re
 import shutil
 import signal
 import stat
+import subprocess
 import tempfile
 import threading
 import time
@@ -34,13 +36,18 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import docker
+import docker.errors
+import requests.exceptions
+from docker.types import DeviceRequest, LogConfig, Mount
+
 from evaluator import qa
-from evaluator.bundles.spec import Bundle
-from evaluator.core import settings as paths
+from evaluator.bundles.spec import Bundle, parse_memory
+from evaluator.core import settings
 from evaluator.core.errors import RunFailure, UserError
 from evaluator.core.hashing import folder_digest
 from evaluator.qa.predict import program_args
-from evaluator.runners import hfqa
+from evaluator.runners import hfqa, images
 from evaluator.runners.base import (
     LOG_TAIL_BYTES,
     PREDICTIONS_FILE,
@@ -49,16 +56,15 @@ from evaluator.runners.base import (
     fill_command,
     last_line,
 )
+from evaluator.runners.images import PYTHON_TAG, RUNNER_TAGS
 from evaluator.scoring.predictions import MAX_BYTES
 
 LABEL = "qashift"  # every container we create carries qashift=1, so leftovers can be found
-DEFAULT_IMAGE = "qashift/python:bookworm"  # for command bundles that name no environment
 DEFAULT_USER = "65534:65534"  # nobody:nogroup
 DEFAULT_PIDS = 512
 DEFAULT_OUTPUT_BYTES = 2 * MAX_BYTES  # what /output may hold (resources.output overrides)
 MAX_OUTPUT_FILES = 10_000
 INPUT, OUTPUT, WORKDIR = "/input/input.json", "/output", "/bundle"
-RUNNER_IMAGES = {False: "qashift/runner:cpu", True: "qashift/runner:gpu"}  # hf-qa defaults
 MODEL_MOUNT, CODE_MOUNT, RECORD = "/model", "/opt/qashift", "record.json"
 QA_CODE = Path(qa.__file__).resolve().parent  # the only project code a container sees
 NO_GPU_KERNEL = "no kernel image is available for execution on the device"
@@ -68,8 +74,6 @@ PING_TIMEOUT_S = 2.0
 def daemon_available(timeout: float = PING_TIMEOUT_S) -> bool:
     """Whether a Docker daemon answers within `timeout` seconds (never raises)."""
     try:
-        import docker
-
         client = docker.from_env(timeout=timeout)
         try:
             return bool(client.ping())
@@ -94,8 +98,6 @@ def cancel_all() -> int:
         return 0
     _CANCELLED.update(names)
     try:
-        import docker
-
         client = docker.from_env(timeout=15)
     except Exception:  # noqa: BLE001 - nothing to clean up with
         return 0
@@ -152,21 +154,9 @@ def _watch_signals(fd: int, watched: set[int]) -> None:
             cancel_all()
 
 
-def parse_memory(value: int | float | str) -> int:
-    """Bytes from 4g, 512m, 1.5GiB, 1048576 (plain numbers are bytes)."""
-    if isinstance(value, (int, float)):
-        return int(value)
-    match = re.fullmatch(r"\s*([0-9.]+)\s*([kmgt]?)(i?b)?\s*", str(value).lower())
-    if not match:
-        raise UserError(f"cannot read memory size {value!r}; use e.g. 512m or 4g")
-    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[match.group(2)]
-    return int(float(match.group(1)) * scale)
-
-
 @dataclass
 class Program:
     """What a container runs: a command bundle's shell command, or our hf-qa program."""
-
     argv: list[str]
     image: str | None = None  # None: the bundle's environment (image, build or the default)
     mounts: dict[str, Path] = field(default_factory=dict)  # extra read-only binds
@@ -183,7 +173,7 @@ def program_for(bundle: Bundle, gpus: int) -> Program:
             spec, model=MODEL_MOUNT, input_path=INPUT,
             output_path=f"{OUTPUT}/{PREDICTIONS_FILE}", record_path=f"{OUTPUT}/{RECORD}",
             device="cuda" if gpus else "cpu")]
-        return Program(argv, image=bundle.environment.get("image") or RUNNER_IMAGES[gpus > 0],
+        return Program(argv, image=bundle.environment.get("image") or RUNNER_TAGS[gpus > 0],
                        mounts={MODEL_MOUNT: spec.directory,
                                f"{CODE_MOUNT}/evaluator/qa": QA_CODE},
                        environment={"PYTHONPATH": CODE_MOUNT}, record=RECORD)
@@ -209,8 +199,6 @@ class DockerRunner:
     @property
     def client(self):
         if self._client is None:
-            import docker
-
             try:
                 self._client = docker.from_env(timeout=120)
                 self._client.ping()
@@ -249,9 +237,6 @@ class DockerRunner:
 
     def _run_container(self, request: RunRequest, program: Program, image_id: str,
                        staging: Path, gpus: int) -> _Outcome:
-        import docker.errors
-        import requests.exceptions
-
         bundle = request.bundle
         name = f"qashift-{re.sub(r'[^a-zA-Z0-9_.-]', '-', bundle.id)[:40]}-{uuid.uuid4().hex[:8]}"
         kwargs = self._container_kwargs(request, program, image_id, staging, gpus, name)
@@ -322,8 +307,6 @@ class DockerRunner:
 
     def _container_kwargs(self, request: RunRequest, program: Program, image_id: str,
                           staging: Path, gpus: int, name: str) -> dict:
-        from docker.types import DeviceRequest, LogConfig, Mount
-
         bundle = request.bundle
         env = bundle.environment
         res = bundle.resources
@@ -389,15 +372,13 @@ class DockerRunner:
         if ref is None and env.get("build"):
             image, tag = self._build(bundle, str(env["build"]))
             return image.id, tag, image.id
-        ref = str(ref or env.get("image") or DEFAULT_IMAGE)
+        ref = str(ref or env.get("image") or PYTHON_TAG)  # command bundles naming no image
         image = self._local_or_pull(bundle, ref)
         repo_digests = image.attrs.get("RepoDigests") or []
         pinned = ref if "@sha256:" in ref else None
         return image.id, ref, pinned or (repo_digests[0] if repo_digests else image.id)
 
     def _local_or_pull(self, bundle: Bundle, ref: str):
-        import docker.errors
-
         try:
             return self.client.images.get(ref)
         except docker.errors.ImageNotFound:
@@ -422,18 +403,13 @@ class DockerRunner:
 
     def _build(self, bundle: Bundle, dockerfile: str):
         """Build from the bundle folder once per content hash; concurrent builds share a lock."""
-        import fcntl
-
-        import docker.errors
-
-        from evaluator.runners import images
 
         if not (bundle.folder / dockerfile).is_file():
             raise RunFailure("build-failed", f"{bundle.id}: environment.build names "
                              f"{dockerfile}, which is not in the bundle folder")
         key = folder_digest(bundle.folder, with_mode=True)
         tag = f"qashift-bundle/{_repo_name(bundle.id)}:{key[:12]}"
-        locks = paths.cache_dir() / "docker-build-locks"
+        locks = settings.cache_dir() / "docker-build-locks"
         locks.mkdir(parents=True, exist_ok=True)
         with open(locks / f"{key[:16]}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -513,7 +489,6 @@ class _ContainerWatch:
     output check runs every `interval`, so a fast writer overshoots by at most what it writes
     in that time.
     """
-
     def __init__(self, container_id: str, output: Path | None = None,
                  output_limit: int = DEFAULT_OUTPUT_BYTES, on_output_exceeded=None,
                  interval: float = 0.1):
@@ -567,7 +542,6 @@ class _ContainerWatch:
 
 class _LogTail:
     """Drains a container's output stream in a thread, keeping only the last `limit` bytes."""
-
     def __init__(self, stream, limit: int = LOG_TAIL_BYTES):
         self.limit, self.total = limit, 0
         self._chunks: collections.deque[bytes] = collections.deque()
@@ -647,8 +621,6 @@ def _read_record(path: Path) -> dict:
 
 def _remove(client, container: str) -> None:
     """Force-remove a container; retried, because this is what keeps the host clean."""
-    import docker.errors
-
     for attempt in range(3):
         try:
             client.api.remove_container(container, force=True, v=True)
@@ -691,7 +663,6 @@ def gpu_info() -> dict:
     if models:
         info["gpu_models"] = models
     if not info and shutil.which("nvidia-smi"):
-        import subprocess
 
         proc = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
                                "--format=csv,noheader"], capture_output=True, text=True)

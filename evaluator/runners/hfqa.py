@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from evaluator.core import settings as paths
+from evaluator.core import settings
 from evaluator.core.errors import RunFailure
 from evaluator.core.hashing import weights_sha256
 from evaluator.qa.decode import QASettings
@@ -42,15 +42,15 @@ def model_spec(bundle) -> ModelSpec:
         directory = Path(model["path"])
         directory = directory if directory.is_absolute() else bundle.folder / directory
     elif "cache" in model:
-        directory = paths.cache_dir() / model["cache"]
+        directory = settings.cache_dir() / model["cache"]
     else:
         raise RunFailure("build-failed", f"{bundle.id}: an hf-qa bundle needs model: "
                          f"{{path: DIR}} or {{cache: KEY}}")
     backend = {False: "torch", True: "onnx", "int8": "onnx-int8"}[model.get("onnx", False)]
     qa = model.get("qa") or {}
-    settings = QASettings(**{k: int(qa[k]) for k in ("max_seq_len", "doc_stride",
+    qa_settings = QASettings(**{k: int(qa[k]) for k in ("max_seq_len", "doc_stride",
                                                      "max_answer_len") if k in qa})
-    return ModelSpec(directory.resolve(), backend, model.get("batch_size"), settings,
+    return ModelSpec(directory.resolve(), backend, model.get("batch_size"), qa_settings,
                      model.get("sha256"))
 
 
@@ -124,7 +124,7 @@ class HFQARunner:
                    if k in ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV",
                             "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")}
             env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TMPDIR": tmp,
-                        "PYTHONPATH": str(paths.REPO_ROOT)})
+                        "PYTHONPATH": str(settings.REPO_ROOT)})
             log_path = Path(tmp) / "log.txt"
             exit_code, wall, peak, timed_out = run_with_limit(
                 shlex.join(argv), Path(tmp), env, log_path, bundle.timeout)

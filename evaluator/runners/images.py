@@ -45,13 +45,13 @@ Say = Callable[[str], None]
 
 
 def _client():
-    import docker
+    import docker  # lazy: the Docker SDK (0.6 s) is needed only when building images
 
     return docker.from_env(timeout=600)
 
 
 def image_exists(tag: str, client=None) -> bool:
-    import docker.errors
+    import docker.errors  # lazy: the Docker SDK (0.6 s) is needed only when building images
 
     try:
         (client or _client()).images.get(tag)

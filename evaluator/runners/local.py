@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from evaluator.core import settings as paths
+from evaluator.core import settings
 from evaluator.core.errors import RunFailure
 from evaluator.runners.base import RunRecord, RunRequest, fill_command, last_line, read_tail
 from evaluator.runners.limits import cancel_all, run_with_limit
@@ -67,7 +67,7 @@ def ensure_venv(requirements: Path) -> Path:
     if not requirements.is_file():
         raise RunFailure("build-failed", f"requirements file {requirements} is missing")
     key = hashlib.sha256(requirements.read_bytes()).hexdigest()[:16]
-    target = paths.cache_dir() / "venvs" / key
+    target = settings.cache_dir() / "venvs" / key
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -9,16 +9,15 @@ produces a result row.
 
 from __future__ import annotations
 
-import os
-import socket
 import sqlite3
-import tempfile
 import threading
 import time
 from pathlib import Path
 
-from evaluator.core import settings as paths
+from evaluator.core import settings
+from evaluator.core.files import write_atomic
 from evaluator.core.hashing import sha256_bytes, sha256_of
+from evaluator.core.owner import owner_alive, owner_id
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
@@ -57,24 +56,6 @@ RESULT_FIELDS = ("key", "bundle", "bundle_digest", "testset", "testset_sha256", 
 LEASE_SECONDS = 120.0
 
 
-def owner_id() -> str:
-    """host:pid: identifies a controller, and lets one on the same host see a dead one."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _owner_alive(owner: str) -> bool:
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname():
-        return True  # cannot tell from here: trust the expiry time
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, ValueError):
-        return True
-    return True
-
-
 class Store:
     """Thread-safe: each thread gets its own SQLite connection; processes coordinate through
     SQLite's locking and per-cell leases."""
@@ -86,7 +67,7 @@ class Store:
 
     @classmethod
     def open_default(cls) -> Store:
-        return cls(paths.workspace_dir())
+        return cls(settings.workspace_dir())
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -118,13 +99,7 @@ class Store:
         target = self.object_path(sha)
         if target.exists() and sha256_of(target) == sha:
             return sha
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".partial-")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
+        write_atomic(target, data)
         return sha
 
     def get_object(self, sha256: str) -> bytes | None:
@@ -166,7 +141,7 @@ class Store:
             held = self.conn.execute("SELECT owner, expires_at FROM leases WHERE key = ?",
                                      (key,)).fetchone()
             if held and held["owner"] != owner and held["expires_at"] > now \
-                    and _owner_alive(held["owner"]):
+                    and owner_alive(held["owner"]):
                 return False
             self.conn.execute("INSERT OR REPLACE INTO leases VALUES (?, ?, ?, ?, ?, ?)",
                               (key, owner, bundle, testset, now, now + seconds))
@@ -183,7 +158,7 @@ class Store:
     def live_leases(self) -> list[dict]:
         now = time.time()
         rows = [dict(r) for r in self.conn.execute("SELECT * FROM leases")]
-        return [r for r in rows if r["expires_at"] > now and _owner_alive(r["owner"])]
+        return [r for r in rows if r["expires_at"] > now and owner_alive(r["owner"])]
 
     def delete(self, key: str) -> None:
         self.conn.execute("DELETE FROM results WHERE key = ?", (key,))

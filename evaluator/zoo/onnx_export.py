@@ -15,6 +15,7 @@ from pathlib import Path
 
 from evaluator.core.errors import UserError
 from evaluator.data.fetch import sha256_of
+from evaluator.qa.predict import ModelSpec, predict
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUTS = ("start_logits", "end_logits")
@@ -44,8 +45,11 @@ def export(model_dir: Path, *, int8: bool = False, sample: dict | None = None,
     `sample` is a SQuAD-format document; its first `sample_size` questions are answered by
     PyTorch and by ONNX Runtime, and the fp32 export must agree on >= 99% of them.
     """
-    import torch
-    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+    import torch  # lazy: heavy, for model code only
+    from transformers import (  # lazy: heavy, for model code only
+        AutoModelForQuestionAnswering,
+        AutoTokenizer,
+    )
 
     start = time.perf_counter()
     model_dir = Path(model_dir)
@@ -78,7 +82,10 @@ def export(model_dir: Path, *, int8: bool = False, sample: dict | None = None,
                           opset_version=opset, dynamo=False)
     report = ExportReport(str(model_dir), str(onnx_path))
     if int8:
-        from onnxruntime.quantization import QuantType, quantize_dynamic
+        from onnxruntime.quantization import (  # lazy: only the ONNX backend needs it
+            QuantType,
+            quantize_dynamic,
+        )
 
         int8_path = out_dir / "model.int8.onnx"
         quantize_dynamic(str(onnx_path), str(int8_path), weight_type=QuantType.QInt8)
@@ -91,7 +98,7 @@ def export(model_dir: Path, *, int8: bool = False, sample: dict | None = None,
                             f"{1 - report.agreement:.1%} of {report.sample_questions} sample "
                             f"questions; not using it")
     report.seconds = round(time.perf_counter() - start, 1)
-    import onnxruntime
+    import onnxruntime  # lazy: only the ONNX backend needs it
 
     report.files = {p.name: sha256_of(p) for p in sorted(out_dir.glob("*.onnx"))}
     meta = {**report.to_dict(), "opset": opset, "torch": torch.__version__,
@@ -103,8 +110,6 @@ def export(model_dir: Path, *, int8: bool = False, sample: dict | None = None,
 def _check(model_dir: Path, sample: dict, size: int,
            int8: bool) -> tuple[int, float, float | None]:
     """Answer the first `size` questions of `sample` with each backend; fractions equal."""
-    from evaluator.qa.predict import ModelSpec, predict
-
     small = _first_questions(sample, size)
     kwargs = {"progress": False, "batch_size": 16}
     reference, _ = predict(small, ModelSpec(model_dir, "torch"), **kwargs)

@@ -13,17 +13,19 @@ cached file, so a derived number can always be traced back to its inputs. A gene
 
 from __future__ import annotations
 
+import importlib
 import json
-import os
+import pkgutil
 import random
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluator.core import settings as paths
+from evaluator.core import settings
 from evaluator.core.errors import ConfigError, DataError
+from evaluator.core.files import write_atomic
+from evaluator.core.folders import unknown_name
 from evaluator.core.hashing import canonical_json, sha256_bytes
 
 SEED_SEPARATOR = "@s"
@@ -45,8 +47,6 @@ class Transform:
 
 
 _REGISTRY: dict[str, Transform] = {}
-# modules whose import registers transforms (a new module with @register is added here)
-_MODULES = ("evaluator.data.derive.ablations", "evaluator.data.derive.sam", "evaluator.zoo.models")
 
 
 def register(name: str, *, version: str = "1", needs_parent: bool = True,
@@ -64,20 +64,17 @@ def register(name: str, *, version: str = "1", needs_parent: bool = True,
 
 
 def transforms() -> dict[str, Transform]:
-    """Every registered transform (importing the modules that define them)."""
-    import importlib
-
-    for module in _MODULES:
-        importlib.import_module(module)
+    """Every registered transform: each module in this folder registers its own when imported,
+    so a new generator is a new file here and nothing else."""
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
     return dict(_REGISTRY)
 
 
 def get_transform(name: str) -> Transform:
-    from evaluator.core import folders as registry
-
     found = transforms()
     if name not in found:
-        raise registry.unknown_name("transform", name, found)
+        raise unknown_name("transform", name, found)
     return found[name]
 
 
@@ -156,21 +153,19 @@ def generate(spec: DeriveSpec, parent_raw: dict | None) -> tuple[dict, dict]:
     return {"version": version, "data": articles}, {"per_seed": stats}
 
 
-def materialize(spec: DeriveSpec, set_id: str, mirrors: list[Path] | None = None) -> Derived:
-    """The cached derived file for `spec`, generating it (and its provenance) on first use."""
-    from evaluator.data import testsets
+def materialize(spec: DeriveSpec, set_id: str, parent_raw: dict | None = None,
+                parent_sha: str | None = None) -> Derived:
+    """The cached derived file for `spec`, generating it (and its provenance) on first use.
 
+    The caller loads the parent (`spec.parent`) and passes its data and sha256: this module
+    knows transforms, not the test-set registry."""
     transform = get_transform(spec.transform)
-    parent_raw, parent_sha = None, None
-    if spec.parent is not None:
-        if spec.parent == set_id:
-            raise ConfigError(f"test set {set_id!r} derives from itself")
-        parent = testsets.get(spec.parent)
-        dataset = parent.load(mirrors)
-        parent_raw, parent_sha = dataset.raw, dataset.sha256
+    if (spec.parent is None) != (parent_raw is None):
+        raise ConfigError(f"test set {set_id!r}: give the parent's data exactly when "
+                          f"derive.from names one")
     tools = transform.tools()
     key = cache_key(parent_sha, spec, transform, tools)
-    folder = paths.cache_dir() / "derived" / key
+    folder = settings.cache_dir() / "derived" / key
     data_path, prov_path = folder / "data.json", folder / "provenance.json"
     memo = _MEMO.get(str(data_path))
     if memo is not None and data_path.is_file() and _stamp(data_path) == memo[1]:
@@ -194,8 +189,8 @@ def materialize(spec: DeriveSpec, set_id: str, mirrors: list[Path] | None = None
         "generated_in_s": round(time.perf_counter() - started, 3),
     }
     folder.mkdir(parents=True, exist_ok=True)
-    _write_atomic(data_path, data)
-    _write_atomic(prov_path, json.dumps(provenance, indent=2, sort_keys=True).encode())
+    write_atomic(data_path, data)
+    write_atomic(prov_path, json.dumps(provenance, indent=2, sort_keys=True).encode())
     return _remember(Derived(data_path, sha, provenance))
 
 
@@ -218,17 +213,6 @@ def base_question_id(question_id: str) -> tuple[str, int | None]:
     if sep and tail.lstrip("-").isdigit():
         return head, int(tail)
     return question_id, None
-
-
-def _write_atomic(target: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".partial-")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def check_generated(raw: dict, set_id: str) -> None:

@@ -27,8 +27,9 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
+from importlib import metadata
 
-from evaluator.core import settings as paths
+from evaluator.core import settings
 from evaluator.core.errors import UserError
 from evaluator.core.hashing import canonical_json, sha256_bytes
 from evaluator.data.derive import register
@@ -81,7 +82,6 @@ INFLECTIONAL = frozenset({"noun", "verb", "adj", "adv"})
 @dataclass(frozen=True)
 class Text:
     """A string cut into tokens; `gaps[i]` is what precedes token i (gaps[-1] trails)."""
-
     tokens: tuple[str, ...]
     starts: tuple[int, ...]
     gaps: tuple[str, ...]
@@ -482,8 +482,6 @@ def sentence_order_shuffled(raw: dict, params: dict, rng: random.Random) -> tupl
 # --- POS-dependent: sigma 4, 9, 11 ------------------------------------------------------------
 def spacy_versions() -> dict[str, str]:
     """Versions of spaCy and the English pipeline, without importing spaCy."""
-    from importlib import metadata
-
     try:
         return {"spacy": metadata.version("spacy"), "model": f"{MODEL_PACKAGE}=="
                 f"{metadata.version(MODEL_PACKAGE)}"}
@@ -494,7 +492,7 @@ def spacy_versions() -> dict[str, str]:
 @cache
 def _nlp():
     try:
-        import spacy
+        import spacy  # lazy: spaCy loads in seconds
 
         return spacy.load(MODEL_PACKAGE, exclude=["parser", "ner", "senter"])
     except (ImportError, OSError):
@@ -508,11 +506,11 @@ def annotate(raw: dict) -> dict[str, list[list[tuple[str, str]]]]:
     key_material = {"parent": sha256_bytes(canonical_json(raw)),
                     "tokenizer": TOKENIZER_VERSION, **spacy_versions()}
     key = sha256_bytes(canonical_json(key_material))
-    path = paths.cache_dir() / "annotations" / f"{key}.json"
+    path = settings.cache_dir() / "annotations" / f"{key}.json"
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))
     nlp = _nlp()
-    from spacy.tokens import Doc
+    from spacy.tokens import Doc  # lazy: spaCy loads in seconds
 
     contexts, questions = [], []
     for _a, _art, p in paragraphs(raw):

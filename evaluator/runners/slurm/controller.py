@@ -1,18 +1,15 @@
 """Run each cell as one Slurm job: sbatch, track, ingest. Slurm schedules; we only watch.
 
 A cell's life is a small state machine kept in a folder on storage that the compute nodes
-share, `<shared root>/<cell id>/`, so every stage can be picked up again by a restarted
-controller:
-
-    prepared (input.json, spec.json) -> submitted (job.json: the Slurm job id)
-      -> finished (record.json or failure.json from evaluator.runners.slurm.node, or only Slurm's
-         terminal state when Slurm stopped the job) -> ingested (ingested.json) -> removed
+share, `<shared root>/<cell id>/`; its stage (prepared -> submitted -> finished -> ingested,
+`cellfiles.Stage`) is written to the folder's state.json at every step, so a restarted
+controller picks the cell up where it stood.
 
 The cell id hashes everything the outputs depend on (bundle folder and digest, the answer-
 free input, device, inner runner, shared root), so a controller that takes over a cell's
 lease finds the same folder: it re-attaches to a queued or running job, or ingests a finished
 one, instead of submitting a duplicate. A job submitted by a controller killed before it
-could write job.json is found by its name, `qashift-<cell id>`. An ingested folder is removed
+could record the job id is found by its name, `qashift-<cell id>`. An ingested folder is removed
 once this process has certainly stored the result (a minute later, or at exit); one left
 behind by a controller killed between ingesting and storing is ingested again.
 
@@ -25,8 +22,6 @@ those.
 from __future__ import annotations
 
 import atexit
-import hashlib
-import json
 import math
 import os
 import pwd
@@ -40,14 +35,25 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluator.core import settings as paths
+from evaluator.bundles.spec import parse_memory
+from evaluator.core import settings
 from evaluator.core.errors import RunFailure, UserError
+from evaluator.core.files import write_json_atomic
+from evaluator.core.hashing import canonical_json, sha256_bytes, sha256_of
+from evaluator.core.owner import owner_id
 from evaluator.runners.base import RunRecord, RunRequest, last_line, read_tail
-from evaluator.runners.slurm.node import FAILURE_FILE, RECORD_FILE, SPEC_VERSION, write_json_atomic
-from evaluator.store.store import owner_id
+from evaluator.runners.slurm.cellfiles import (
+    FAILURE_FILE,
+    INPUT_FILE,
+    RECORD_FILE,
+    SPEC_FILE,
+    SPEC_VERSION,
+    Stage,
+    read_json,
+    read_state,
+    write_state,
+)
 
-JOB_FILE, INGESTED_FILE, SPEC_FILE, INPUT_FILE = "job.json", "ingested.json", "spec.json", \
-    "input.json"
 ACTIVE = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED",
                     "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING", "SIGNALING",
                     "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD"})
@@ -102,8 +108,6 @@ def gpus_for(resources: dict, device: str) -> int:
 
 def sbatch_resources(resources: dict, timeout: float, device: str) -> list[str]:
     """The bundle's resources as sbatch options (memory in MiB, time with a start-up margin)."""
-    from evaluator.runners.docker import parse_memory
-
     options = [f"--cpus-per-task={max(1, math.ceil(float(resources.get('cpus', 1) or 1)))}"]
     if resources.get("memory"):
         options.append(f"--mem={max(1, math.ceil(parse_memory(resources['memory']) / 2**20))}M")
@@ -255,7 +259,8 @@ class _Job:
     job_id: str
     submitted_at: float
     reingest: bool = False  # an outcome ingested by a controller that died before storing it
-    state: str = ""  # the Slurm state it was ingested with
+    finished: bool = False  # Slurm's terminal state is already recorded
+    state: str = ""  # the Slurm state it finished (or was ingested) with
 
 
 class SlurmRunner:
@@ -270,7 +275,7 @@ class SlurmRunner:
         env = os.environ
         self.partition = partition or env.get("QASHIFT_SLURM_PARTITION") or None
         self.account = account or env.get("QASHIFT_SLURM_ACCOUNT") or None
-        root = shared_root or env.get("QASHIFT_SLURM_DIR") or paths.workspace_dir() / "slurm"
+        root = shared_root or env.get("QASHIFT_SLURM_DIR") or settings.workspace_dir() / "slurm"
         self.shared_root = Path(root).resolve()
         self.inner = inner or env.get("QASHIFT_SLURM_INNER", "auto")
         if self.inner not in ("auto", "local", "docker"):
@@ -310,7 +315,11 @@ class SlurmRunner:
             if job is None:
                 self._prepare(cell, request)
                 job = self._submit(cell, request)
-            state = job.state if job.reingest else self._wait(cell, job)
+            if job.reingest or job.finished:
+                state = job.state
+            else:
+                state = self._wait(cell, job)
+                write_state(cell, Stage.FINISHED, slurm_state=state)
         except KeyboardInterrupt:
             self._cancel_cell(cell, job)
             raise
@@ -321,13 +330,10 @@ class SlurmRunner:
 
     def cell_id(self, request: RunRequest) -> str:
         """Content-addressed: the same cell, seen by any controller, has the same id."""
-        digest = hashlib.sha256()
-        input_sha = hashlib.sha256(request.input_path.read_bytes()).hexdigest()
-        for part in (str(self.shared_root), str(request.bundle.folder.resolve()),
-                     request.bundle.digest, request.testset_id, input_sha, request.device,
-                     self.inner):
-            digest.update(part.encode() + b"\0")
-        return digest.hexdigest()[:16]
+        parts = [str(self.shared_root), str(request.bundle.folder.resolve()),
+                 request.bundle.digest, request.testset_id, sha256_of(request.input_path),
+                 request.device, self.inner]
+        return sha256_bytes(canonical_json(parts))[:16]
 
     def cell_dir(self, request: RunRequest) -> Path:
         return self.shared_root / self.cell_id(request)
@@ -338,27 +344,29 @@ class SlurmRunner:
     # -- stages ---------------------------------------------------------------------------
     def _attach(self, cell: Path) -> _Job | None:
         """A job to wait on or ingest from an earlier controller, or None to submit anew."""
-        if not cell.is_dir():
+        state = read_state(cell) if cell.is_dir() else None
+        if state is None:
             return None
-        job_info = _read_json(cell / JOB_FILE)
-        ingested = _read_json(cell / INGESTED_FILE)
-        if ingested is not None:
-            fresh = time.time() - float(ingested.get("at", 0)) < REINGEST_WINDOW_S
-            if ingested.get("owner") != owner_id() and fresh and job_info is not None:
-                return _Job(str(job_info["job_id"]), float(job_info["submitted_at"]),
-                            reingest=True, state=str(ingested.get("state", "")))
+        stage = state["stage"]
+        if stage is Stage.INGESTED:
+            fresh = time.time() - float(state.get("ingested_at", 0)) < REINGEST_WINDOW_S
+            if state.get("ingested_by") != owner_id() and fresh:
+                return _Job(str(state["job_id"]), float(state["submitted_at"]),
+                            reingest=True, state=str(state.get("slurm_state", "")))
             return None  # ingested and stored earlier: this is a rerun
-        outcome = (cell / RECORD_FILE).exists() or (cell / FAILURE_FILE).exists()
-        if job_info is not None:
-            job = _Job(str(job_info["job_id"]), float(job_info["submitted_at"]))
-            if outcome:
-                return job
+        if stage is Stage.FINISHED:
+            return _Job(str(state["job_id"]), float(state["submitted_at"]), finished=True,
+                        state=str(state.get("slurm_state", "")))
+        if stage is Stage.SUBMITTED:
+            job = _Job(str(state["job_id"]), float(state["submitted_at"]))
+            if (cell / RECORD_FILE).exists() or (cell / FAILURE_FILE).exists():
+                return job  # the node finished: its outcome is read after a short wait
             known = _query_patiently([job.job_id]).get(job.job_id)
             if known is not None and known[1] == self.job_name(cell):
                 return job  # queued, running, or finished without an outcome file
             return None  # forgotten by Slurm with no outcome: submit again
-        for job_id, (state, _) in self._jobs_named(self.job_name(cell)).items():
-            if state in ACTIVE:  # submitted by a controller killed before writing job.json
+        for job_id, (slurm_state, _) in self._jobs_named(self.job_name(cell)).items():
+            if slurm_state in ACTIVE:  # PREPARED, and a controller killed right after sbatch
                 self._record_job(cell, job_id, time.time())
                 return _Job(job_id, time.time())
         return None
@@ -375,12 +383,16 @@ class SlurmRunner:
                 "output_dir": str(cell / "output"), "inner": self.inner,
                 "device": request.device}
         write_json_atomic(cell / SPEC_FILE, spec)
+        write_state(cell, Stage.PREPARED, name=self.job_name(cell))
 
     def sbatch_command(self, cell: Path, request: RunRequest) -> list[str]:
         bundle = request.bundle
-        package_root = paths.REPO_ROOT
+        package_root = settings.REPO_ROOT
+        # the node sees this controller's folders, cache and data mirrors
+        exports = "".join(f"export {name}={shlex.quote(value)}\n"
+                          for name, value in settings.current().child_env().items())
         script = (f"#!/bin/sh\nexport PYTHONPATH={shlex.quote(str(package_root))}"
-                  f"${{PYTHONPATH:+:$PYTHONPATH}}\n"
+                  f"${{PYTHONPATH:+:$PYTHONPATH}}\n{exports}"
                   f"exec {shlex.quote(self.python)} -m evaluator.runners.slurm.node "
                   f"{shlex.quote(str(cell / SPEC_FILE))}\n")
         (cell / "job.sh").write_text(script)
@@ -446,8 +458,8 @@ class SlurmRunner:
     def _ingest(self, cell: Path, job: _Job, state: str, request: RunRequest) -> RunRecord:
         """Outcome files (or the Slurm state) -> predictions in request.output_dir and a
         record, or a RunFailure. The folder is marked ingested, then removed later."""
-        record_doc, failure_doc = _read_json(cell / RECORD_FILE), _read_json(cell / FAILURE_FILE)
-        submitted = _read_json(cell / JOB_FILE) or {}
+        record_doc, failure_doc = read_json(cell / RECORD_FILE), read_json(cell / FAILURE_FILE)
+        submitted = read_state(cell) or {}
         slurm = {"job_id": job.job_id, "state": state or "UNKNOWN", "cell": cell.name,
                  "partition": self.partition, "account": self.account, "inner": self.inner,
                  "submitted_at": submitted.get("submitted_at"),
@@ -485,8 +497,8 @@ class SlurmRunner:
 
     # -- bookkeeping ----------------------------------------------------------------------
     def _record_job(self, cell: Path, job_id: str, submitted_at: float) -> None:
-        write_json_atomic(cell / JOB_FILE, {"job_id": job_id, "submitted_at": submitted_at,
-                                            "owner": owner_id(), "name": self.job_name(cell)})
+        write_state(cell, Stage.SUBMITTED, job_id=job_id, submitted_at=submitted_at,
+                    owner=owner_id(), name=self.job_name(cell))
 
     def _jobs_named(self, name: str) -> dict[str, tuple[str, str]]:
         out = _slurm(["squeue", "-h", "-t", "all", "-u", _user(), "-n", name, "-o",
@@ -499,8 +511,8 @@ class SlurmRunner:
         return found
 
     def _mark_ingested(self, cell: Path, job: _Job, state: str) -> None:
-        write_json_atomic(cell / INGESTED_FILE, {"owner": owner_id(), "at": time.time(),
-                                                 "job_id": job.job_id, "state": state})
+        write_state(cell, Stage.INGESTED, ingested_by=owner_id(), ingested_at=time.time(),
+                    slurm_state=state)
         with self._lock:
             self._ingested.append((time.monotonic(), cell))
 
@@ -511,8 +523,8 @@ class SlurmRunner:
             due = [c for t, c in self._ingested if now - t >= older_than]
             self._ingested = [(t, c) for t, c in self._ingested if now - t < older_than]
         for cell in due:
-            ingested = _read_json(cell / INGESTED_FILE)
-            if ingested is not None and ingested.get("owner") == owner_id():
+            state = read_state(cell)
+            if state is not None and state.get("ingested_by") == owner_id():
                 shutil.rmtree(cell, ignore_errors=True)
 
     def _cancel_cell(self, cell: Path, job: _Job | None) -> None:
@@ -523,13 +535,6 @@ class SlurmRunner:
         if ids:
             _slurm(["scancel", *ids], timeout=30)
         shutil.rmtree(cell, ignore_errors=True)
-
-
-def _read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def cluster_available() -> str | None:

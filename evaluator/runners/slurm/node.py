@@ -28,18 +28,16 @@ import time
 import traceback
 from pathlib import Path
 
-SPEC_VERSION = 1
-RECORD_FILE, FAILURE_FILE = "record.json", "failure.json"
-
-
-def write_json_atomic(path: Path, obj: dict) -> None:
-    """Write, fsync, rename: a reader sees the whole file or none of it."""
-    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
-    with open(tmp, "w") as handle:
-        json.dump(obj, handle, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+from evaluator.bundles import spec as bundles
+from evaluator.core.errors import RunFailure, UserError
+from evaluator.core.files import write_json_atomic
+from evaluator.runners.base import RunRequest
+from evaluator.runners.dispatch import Dispatcher
+from evaluator.runners.slurm.cellfiles import (
+    FAILURE_FILE,
+    RECORD_FILE,
+    SPEC_VERSION,
+)
 
 
 def _terminated(signum, frame):  # noqa: ARG001 - signal handler signature
@@ -60,8 +58,6 @@ def run_cell(spec_path: Path) -> int:
     output_dir = Path(spec["output_dir"])
     shutil.rmtree(output_dir, ignore_errors=True)
     output_dir.mkdir(parents=True)
-
-    from evaluator.core.errors import RunFailure, UserError
 
     try:
         request, runner = _prepare(spec, output_dir)
@@ -89,12 +85,6 @@ def run_cell(spec_path: Path) -> int:
 def _prepare(spec: dict, output_dir: Path):
     """The inner runner and its request, after checking that the bundle folder seen from this
     node is the one the controller planned with (a folder not on shared storage differs)."""
-    from evaluator.bundles import spec as bundles
-    from evaluator.core.errors import RunFailure
-    from evaluator.pipeline.matrix import runner_for
-    from evaluator.runners import get_runner
-    from evaluator.runners.base import RunRequest
-
     folder = Path(spec["bundle_folder"])
     if not (folder / "bundle.yaml").is_file():
         raise RunFailure("build-failed", f"bundle folder {folder} is not visible on node "
@@ -104,7 +94,7 @@ def _prepare(spec: dict, output_dir: Path):
         raise RunFailure("build-failed", f"bundle folder {folder} on node "
                          f"{socket.gethostname()} differs from the controller's copy (digest "
                          f"{bundle.digest[:12]} != {spec['bundle_digest'][:12]})")
-    runner = runner_for(bundle, get_runner(spec["inner"]))
+    runner = Dispatcher(spec["inner"]).runner_for(bundle)
     request = RunRequest(bundle, Path(spec["input"]), output_dir, spec["testset"],
                          spec["device"])
     return request, runner

@@ -1,0 +1,44 @@
+"""Atomic file writes: a reader sees the whole new file or the old one, never a torn one.
+
+Data goes to a temporary file beside the target (`.partial-*`, same file system), is flushed
+and fsync'ed, then renamed over the target; on any error the temporary file is removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+PARTIAL_PREFIX = ".partial-"
+
+
+@contextmanager
+def atomic_file(target: Path) -> Iterator[tuple[BinaryIO, Path]]:
+    """(open binary handle, its temporary path): write, and the target appears on success."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=PARTIAL_PREFIX)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            yield handle, Path(tmp)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_atomic(target: Path, data: bytes) -> None:
+    with atomic_file(target) as (handle, _):
+        handle.write(data)
+
+
+def write_json_atomic(target: Path, obj: object) -> None:
+    """JSON with sorted keys, written atomically."""
+    write_atomic(target, json.dumps(obj, sort_keys=True).encode())

@@ -1,0 +1,49 @@
+"""The state of every cell of a matrix, from the store alone: done, running, failed, pending
+or not applicable. Job keys are not recomputed, so a status never downloads or derives data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evaluator.bundles.spec import Bundle
+from evaluator.data.testsets import TestSet
+from evaluator.store.queries import latest_by_cell
+from evaluator.store.store import Store
+
+STATES = ("done", "running", "failed", "pending", "n/a")
+
+
+@dataclass(frozen=True)
+class CellStatus:
+    bundle: str
+    testset: str
+    state: str  # one of STATES
+    row: dict | None = None  # the latest valid result, when done
+    failure_class: str | None = None  # the last failure's class, when failed
+
+
+def matrix_status(store: Store, bundles: list[Bundle], testsets: list[TestSet]
+                  ) -> list[CellStatus]:
+    """One CellStatus per (bundle, test set), bundles outer."""
+    have = store.exists()
+    latest = latest_by_cell(store.results() if have else [],
+                            bundle_digests={b.id: b.digest for b in bundles})
+    running = {(lease["bundle"], lease["testset"]) for lease in store.live_leases()} \
+        if have else set()
+    failures = {(f["bundle"], f["testset"]): f["failure_class"]
+                for f in (store.failures() if have else [])}
+    out = []
+    for bundle in bundles:
+        for testset in testsets:
+            cell = (bundle.id, testset.id)
+            if bundle.applicable(testset.id) is not None:
+                out.append(CellStatus(*cell, "n/a"))
+            elif cell in latest:
+                out.append(CellStatus(*cell, "done", row=latest[cell]))
+            elif cell in running:
+                out.append(CellStatus(*cell, "running"))
+            elif cell in failures:
+                out.append(CellStatus(*cell, "failed", failure_class=failures[cell]))
+            else:
+                out.append(CellStatus(*cell, "pending"))
+    return out
