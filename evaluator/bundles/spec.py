@@ -11,18 +11,21 @@ any file it references), so a changed submission is a different submission.
 
 from __future__ import annotations
 
-import re
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evaluator.bundles import policy
+from evaluator.bundles.schema import BundleFile
 from evaluator.core import folders as registry
 from evaluator.core import settings
-from evaluator.core.errors import ConfigError, UserError
+from evaluator.core.errors import ConfigError
 from evaluator.core.hashing import folder_digest
+from evaluator.core.schema import validate
 from evaluator.data.fetch import Source
 
 KINDS = ("command", "predictions", "hf-qa")
-DEFAULT_RESOURCES = {"gpus": 0, "cpus": 1, "memory": "4g", "timeout": 3600}
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,7 @@ class Bundle:
 
     @property
     def timeout(self) -> float:
-        return float(self.resources.get("timeout", DEFAULT_RESOURCES["timeout"]))
+        return float(self.resources["timeout"])
 
     def applicable(self, testset_id: str) -> str | None:
         """None if the bundle can run on the test set, else the reason it cannot."""
@@ -62,62 +65,83 @@ class Bundle:
         return None
 
 
-def parse_memory(value: int | float | str) -> int:
-    """Bytes from 4g, 512m, 1.5GiB, 1048576 (plain numbers are bytes)."""
-    if isinstance(value, (int, float)):
-        return int(value)
-    match = re.fullmatch(r"\s*([0-9.]+)\s*([kmgt]?)(i?b)?\s*", str(value).lower())
-    if not match:
-        raise UserError(f"cannot read memory size {value!r}; use e.g. 512m or 4g")
-    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[match.group(2)]
-    return int(float(match.group(1)) * scale)
+def check_links(folder: Path) -> None:
+    """Refuse a folder holding a link that leaves it, or a hard-linked file: either can show a
+    submission files it was never given (another set's gold answers, host secrets)."""
+    root = folder.resolve()
+    for top, dirs, files in os.walk(folder):  # never follows links
+        for name in dirs + files:
+            path = Path(top) / name
+            info = path.lstat()
+            rel = path.relative_to(folder).as_posix()
+            if stat.S_ISLNK(info.st_mode):
+                target = path.resolve()
+                if target != root and root not in target.parents:
+                    raise ConfigError(f"{folder}: link {rel} -> {os.readlink(path)} leaves the "
+                                      f"bundle folder; refused")
+            elif stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                raise ConfigError(f"{folder}: {rel} is hard-linked to a file elsewhere; "
+                                  f"refused (copy it instead)")
+            elif not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+                raise ConfigError(f"{folder}: {rel} is not a regular file or folder; refused")
 
 
 def from_folder(folder: Path) -> Bundle:
     where = folder / "bundle.yaml"
-    data = registry.read_yaml(where)
-    registry.require(data, ("id", "name", "kind"), where)
-    if data["id"] != folder.name:
-        raise ConfigError(f"{where}: id {data['id']!r} must equal the folder name {folder.name!r}")
-    if data["kind"] not in KINDS:
-        raise ConfigError(f"{where}: kind must be one of {', '.join(KINDS)}, got {data['kind']!r}")
-    if data.get("network", False):
-        raise ConfigError(f"{where}: network must be false: submissions never get a network")
-    status = data.get("status", "ready")
-    command = data.get("command")
-    if data["kind"] in ("command",) and status == "ready":
-        if not command or "{input}" not in command or "{output}" not in command:
+    spec = validate(BundleFile, registry.read_yaml(where), where)
+    if spec.id != folder.name:
+        raise ConfigError(f"{where}: id {spec.id!r} must equal the folder name {folder.name!r}")
+    check_links(folder)
+    ready = spec.status == "ready"
+    if spec.kind == "command" and ready:
+        if not spec.command or "{input}" not in spec.command or "{output}" not in spec.command:
             raise ConfigError(f"{where}: command must contain the {{input}} and {{output}} "
                               f"placeholders")
-    predictions = {}
-    for set_id, src in (data.get("predictions") or {}).items():
-        if not isinstance(src, dict) or "file" not in src or "sha256" not in src:
-            raise ConfigError(f"{where}: predictions.{set_id} needs file and sha256")
-        predictions[set_id] = Source(src["file"], str(src["sha256"]).lower(), src.get("url"))
-    if data["kind"] == "predictions" and not predictions:
+    if spec.kind == "predictions" and not spec.predictions:
         raise ConfigError(f"{where}: a predictions bundle needs at least one predictions entry")
-    model = _hf_qa_model(data, where) if data["kind"] == "hf-qa" and status == "ready" else {}
-    resources = {**DEFAULT_RESOURCES, **(data.get("resources") or {})}
+    predictions = {set_id: Source(src.file, src.sha256.lower(), src.url)
+                   for set_id, src in spec.predictions.items()}
+    model = _hf_qa_model(spec, folder, where) if spec.kind == "hf-qa" and ready else {}
     return Bundle(
-        id=data["id"], name=data["name"], kind=data["kind"], folder=folder, command=command,
-        environment=data.get("environment") or {}, resources=resources,
-        predictions=predictions, reference_scores=data.get("reference_scores") or {},
-        metadata=data.get("metadata") or {}, status=status, model=model,
+        id=spec.id, name=spec.name, kind=spec.kind, folder=folder, command=spec.command,
+        environment=spec.environment.model_dump(exclude_none=True),
+        resources=policy.current().resources(spec.resources, where),
+        predictions=predictions,
+        reference_scores=spec.reference_scores.model_dump(exclude_none=True),
+        metadata=dict(spec.metadata), status=spec.status, model=model,
     )
 
 
-def _hf_qa_model(data: dict, where: Path) -> dict:
+def _hf_qa_model(spec: BundleFile, folder: Path, where: Path) -> dict:
     """An hf-qa bundle's `model: {path | cache, sha256}` plus its `onnx` (false | true |
-    int8), `batch_size` and `qa` (max_seq_len, doc_stride, max_answer_len) run options."""
-    model = data.get("model")
-    if not isinstance(model, dict) or len({"path", "cache"} & set(model)) != 1:
-        raise ConfigError(f"{where}: an hf-qa bundle needs model: {{path: DIR}} (relative to "
-                          f"the bundle) or model: {{cache: KEY}} (under the cache dir)")
-    if data.get("onnx", False) not in (False, True, "int8"):
-        raise ConfigError(f"{where}: onnx must be false, true or int8")
-    return {**model, **{k: data[k] for k in ("onnx", "batch_size", "qa") if k in data}}
+    int8), `batch_size` and `qa` (max_seq_len, doc_stride, max_answer_len) run options.
+
+    `path` must stay inside the bundle folder and `cache` inside the cache dir (the model
+    store): a bundle never names an arbitrary host folder to be mounted or copied."""
+    model = spec.model
+    if model is None or (model.path is None) == (model.cache is None):
+        raise ConfigError(f"{where}: an hf-qa bundle needs model: {{path: DIR}} (inside the "
+                          f"bundle) or model: {{cache: KEY}} (under the cache dir)")
+    if model.path is not None:
+        inside(folder, folder / model.path, f"{where}: model.path {model.path!r}")
+    else:
+        store = settings.cache_dir()
+        inside(store, store / model.cache, f"{where}: model.cache {model.cache!r}")
+    options = {"onnx": spec.onnx, "batch_size": spec.batch_size,
+               "qa": spec.qa.model_dump(exclude_none=True) if spec.qa else None}
+    return {**model.model_dump(exclude_none=True),
+            **{k: v for k, v in options.items() if v not in (None, False)}}
+
+
+def inside(root: Path, path: Path, what: str) -> Path:
+    """`path` with links resolved, if it stays under `root`; else a ConfigError."""
+    resolved, top = path.resolve(), root.resolve()
+    if resolved != top and top not in resolved.parents:
+        raise ConfigError(f"{what} leaves {root}; refused")
+    return resolved
 
 
 _REGISTRY = registry.FolderRegistry("bundle", "bundle.yaml", settings.submissions_dir,
                                      lambda folder: from_folder(folder))
-available, get, resolve = _REGISTRY.available, _REGISTRY.get, _REGISTRY.resolve
+available, get, resolve, scan = (_REGISTRY.available, _REGISTRY.get, _REGISTRY.resolve,
+                                 _REGISTRY.scan)

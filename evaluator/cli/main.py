@@ -18,6 +18,7 @@ from evaluator.bundles import spec as bundles
 from evaluator.bundles.leaderboard import complete, import_export, lacks
 from evaluator.core import settings
 from evaluator.core.errors import UserError
+from evaluator.core.files import remove_stale_tempdirs
 from evaluator.core.folders import unknown_name
 from evaluator.data import testsets
 from evaluator.data.fetch import cached_path
@@ -32,14 +33,24 @@ from evaluator.store.units import load_units
 LEVEL_HELP = "confidence level of the intervals (default 0.95)"
 
 
-class Group(click.Group):
+class OneLineErrors:
     """Turn UserError into a one-line message and exit status 1, everywhere."""
+
     def invoke(self, ctx: click.Context):
+        remove_stale_tempdirs()  # what killed runs left behind
         try:
             return super().invoke(ctx)
         except UserError as exc:
             click.echo(f"error: {exc}", err=True)
             ctx.exit(1)
+
+
+class Group(OneLineErrors, click.Group):
+    """A command group with one-line errors."""
+
+
+class Command(OneLineErrors, click.Command):
+    """A command with one-line errors."""
 
 
 def _configure(data_dir: tuple[str, ...], workspace: str | None) -> None:
@@ -80,7 +91,7 @@ def _print_table(results: list[dict]) -> None:
                f"F1 {first['f1']['method']})")
 
 
-@click.command("evaluate")
+@click.command("evaluate", cls=Command)
 @click.option("--bundle", "-b", "bundle_names", multiple=True, required=True,
               help="submission id (repeatable; 'all' for every bundle)")
 @click.option("--testset", "-t", "testset_names", multiple=True, required=True,
@@ -225,13 +236,17 @@ def testsets_group() -> None:
 
 @testsets_group.command("list")
 def testsets_list() -> None:
-
-    names = list(testsets.available())
+    """Every test set; a broken folder is listed with its problem, the others still are."""
+    good, broken = testsets.scan()
+    names = sorted([*good, *broken])
     width = max(len(n) for n in names) if names else 2
     click.echo(f"{'id':<{width}} {'kind':<14} {'questions':>9}  {'scorer':<16} "
                f"{'reference':<10} data")
     for name in names:
-        ts = testsets.get(name)
+        if name in broken:
+            click.echo(f"{name:<{width}} BROKEN: {broken[name]}")
+            continue
+        ts = good[name]
         if ts.derive is not None:
             local = f"derived ({ts.derive.transform})"
         elif ts.source is not None:
@@ -245,7 +260,6 @@ def testsets_list() -> None:
 @testsets_group.command("show")
 @click.argument("name")
 def testsets_show(name: str) -> None:
-
     ts = testsets.get(name)
     for key in ("id", "name", "version", "kind", "reference", "questions", "scorer",
                 "cluster", "license", "citation", "sha256"):
@@ -283,8 +297,12 @@ def bundles_list(show) -> None:
     """Every submission, whether it can run, and what it lacks if not."""
     click.echo(f"{'id':<44} {'kind':<12} {'status':<17} runs on / lacks")
     counts = {"ready": 0, "other": 0}
-    for name in bundles.available():
-        b = bundles.get(name)
+    good, broken = bundles.scan()
+    for name in sorted([*good, *broken]):
+        if name in broken:
+            click.echo(f"{name:<44} BROKEN: {broken[name]}")
+            continue
+        b = good[name]
         ready = b.status == "ready"
         counts["ready" if ready else "other"] += 1
         if (show == "runnable" and not ready) or (show == "awaiting" and ready):
@@ -294,7 +312,8 @@ def bundles_list(show) -> None:
         else:
             what = "lacks " + lacks(b.status, b.command, b.environment)
         click.echo(f"{b.id:<44} {b.kind:<12} {b.status:<17} {what}")
-    click.echo(f"{counts['ready']} runnable, {counts['other']} waiting for program files")
+    click.echo(f"{counts['ready']} runnable, {counts['other']} waiting for program files"
+               + (f", {len(broken)} broken (qashift bundles show ID says why)" if broken else ""))
 
 
 @bundles_group.command("import-leaderboard")
@@ -338,7 +357,6 @@ def bundles_complete(name, program_dir, command, image, dockerfile, requirements
 @bundles_group.command("show")
 @click.argument("name")
 def bundles_show(name: str) -> None:
-
     b = bundles.get(name)
     click.echo(f"{'id':>16}: {b.id}\n{'name':>16}: {b.name}\n{'kind':>16}: {b.kind}\n"
                f"{'digest':>16}: {b.digest}")
@@ -362,7 +380,6 @@ def results_group() -> None:
 @click.option("--testset", default=None)
 @click.option("--failures", is_flag=True, help="list failed runs instead")
 def results_list(bundle, testset, failures) -> None:
-
     store = Store.open_default()
     if not store.exists():
         raise UserError(f"no results store at {store.db_path}; run evaluate first")

@@ -21,6 +21,7 @@ FAILURE_CLASSES = {
     "cancelled": "the scheduler cancelled the job or its node failed",
     "runner-error": "the runner could not start the cell (e.g. the scheduler rejected it)",
     "not-applicable": "the bundle cannot run on this test set",
+    "internal-error": "the evaluator itself failed on this cell (traceback in the log)",
 }
 
 

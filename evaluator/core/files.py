@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
+
+from evaluator.core.owner import pid_alive
 
 PARTIAL_PREFIX = ".partial-"
 
@@ -42,3 +46,24 @@ def write_atomic(target: Path, data: bytes) -> None:
 def write_json_atomic(target: Path, obj: object) -> None:
     """JSON with sorted keys, written atomically."""
     write_atomic(target, json.dumps(obj, sort_keys=True).encode())
+
+
+def run_tempdir(kind: str) -> tempfile.TemporaryDirectory:
+    """A private temporary folder for one run, named `qashift-<kind>-<pid>-*` so that the
+    folders of a killed process can be found and removed (`remove_stale_tempdirs`)."""
+    return tempfile.TemporaryDirectory(prefix=f"qashift-{kind}-{os.getpid()}-")
+
+
+def remove_stale_tempdirs() -> list[Path]:
+    """Remove the run folders of processes of this host that no longer exist."""
+    removed = []
+    for folder in Path(tempfile.gettempdir()).glob("qashift-*-*-*"):
+        match = _TEMPDIR.fullmatch(folder.name)
+        if match is None or not folder.is_dir() or pid_alive(int(match.group(1))):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+_TEMPDIR = re.compile(r"qashift-[a-z]+-(\d+)-[A-Za-z0-9_]+")

@@ -6,6 +6,7 @@ Discovery is a directory listing; there is no registration code to keep in sync.
 from __future__ import annotations
 
 import difflib
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,11 +24,31 @@ def discover(root: Path, filename: str) -> dict[str, Path]:
     return {p.parent.name: p.parent for p in sorted(root.glob(f"*/{filename}"))}
 
 
+MAX_YAML_BYTES = 256 << 10  # a folder file describes; data lives in data files
+
+
+class _NoAliases(yaml.SafeLoader):
+    """YAML without aliases: `*name` references are how a 1 KB file expands to gigabytes."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.YAMLError(f"aliases (*name) are not allowed (line {mark.line + 1})")
+        return super().compose_node(parent, index)
+
+
 def read_yaml(path: Path) -> dict:
+    """A folder's YAML file as a mapping: at most MAX_YAML_BYTES, UTF-8, no aliases."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        size = path.stat().st_size
+        if size > MAX_YAML_BYTES:
+            raise ConfigError(f"{path}: {size:,} bytes is over the {MAX_YAML_BYTES >> 10} KiB "
+                              f"limit for folder files")
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_NoAliases)  # noqa: S506
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    except (UnicodeDecodeError, OSError) as exc:
+        raise ConfigError(f"{path}: cannot be read as UTF-8 text ({exc})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return data
@@ -40,10 +61,15 @@ def require(data: dict, keys: Iterable[str], where: Path) -> None:
 
 
 def unknown_name(kind: str, name: str, choices: Iterable[str]) -> UnknownNameError:
+    """An error naming the closest choices (every choice when there are few)."""
     choices = sorted(choices)
-    close = difflib.get_close_matches(name, choices, n=3, cutoff=0.75)
+    close = difflib.get_close_matches(name, choices, n=5, cutoff=0.6)
+    if len(choices) <= 30:
+        listed = f"choices: {', '.join(choices)}"
+    else:
+        listed = f"{len(choices)} {kind}s; list them with `qashift {kind.replace(' ', '')}s list`"
     hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
-    return UnknownNameError(f"unknown {kind} {name!r}: {hint}choices: {', '.join(choices)}")
+    return UnknownNameError(f"unknown {kind} {name!r}: {hint}{listed}")
 
 
 def expand(kind: str, names: Iterable[str], choices: Iterable[str]) -> list[str]:
@@ -80,6 +106,32 @@ class FolderRegistry(Generic[T]):
             raise unknown_name(self.kind, name, folders)
         return self.load(folders[name])
 
-    def resolve(self, names: list[str], root: Path | None = None) -> list[T]:
+    def resolve(self, names: list[str], root: Path | None = None,
+                on_broken: Callable[[str, ConfigError], None] | None = None) -> list[T]:
+        """The named folders, loaded ('all' for every one). A broken folder named explicitly
+        raises its error; one reached through 'all' is skipped and handed to `on_broken`
+        (default: a warning on stderr), so one bad folder never hides the others."""
         folders = self.available(root)
-        return [self.load(folders[n]) for n in expand(self.kind, names, folders)]
+        explicit = {n for n in names if n != "all"}
+        out = []
+        for name in expand(self.kind, names, folders):
+            try:
+                out.append(self.load(folders[name]))
+            except ConfigError as exc:
+                if name in explicit:
+                    raise
+                (on_broken or self._warn)(name, exc)
+        return out
+
+    def scan(self, root: Path | None = None) -> tuple[dict[str, T], dict[str, str]]:
+        """({id: loaded} for the good folders, {id: one-line problem} for the broken ones)."""
+        good, broken = {}, {}
+        for name, folder in self.available(root).items():
+            try:
+                good[name] = self.load(folder)
+            except ConfigError as exc:
+                broken[name] = str(exc)
+        return good, broken
+
+    def _warn(self, name: str, error: ConfigError) -> None:
+        print(f"warning: skipping broken {self.kind} {name}: {error}", file=sys.stderr)

@@ -15,12 +15,17 @@ def owner_id() -> str:
 def owner_alive(owner: str) -> bool:
     """False only when `owner` is a process of this host that no longer exists."""
     host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname():
+    if host != socket.gethostname() or not pid.isdigit():
         return True  # cannot tell from here: trust the expiry time
+    return pid_alive(int(pid))
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this host with this id exists."""
     try:
-        os.kill(int(pid), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except (PermissionError, ValueError):
+    except PermissionError:
         return True
     return True

@@ -18,7 +18,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENV = {"workspace": "QASHIFT_WORKSPACE", "cache": "QASHIFT_CACHE",
        "mirrors": "QASHIFT_DATA_DIR", "testsets": "QASHIFT_TESTSETS",
-       "submissions": "QASHIFT_SUBMISSIONS"}
+       "submissions": "QASHIFT_SUBMISSIONS", "policy": "QASHIFT_POLICY"}
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ class Settings:
     mirrors: tuple[Path, ...]  # local copies of public data tried before any URL
     testsets: Path  # the test-set folders: $QASHIFT_TESTSETS, default <repo>/testsets
     submissions: Path  # the bundle folders: $QASHIFT_SUBMISSIONS, default <repo>/submissions
+    policy: Path | None = None  # the operator's sandbox policy file: $QASHIFT_POLICY
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
@@ -39,6 +40,7 @@ class Settings:
                           if p),
             testsets=Path(environ.get(ENV["testsets"], REPO_ROOT / "testsets")),
             submissions=Path(environ.get(ENV["submissions"], REPO_ROOT / "submissions")),
+            policy=Path(environ[ENV["policy"]]).resolve() if environ.get(ENV["policy"]) else None,
         )
 
     def with_flags(self, *, data_dir: tuple[str, ...] = (), workspace: str | None = None
@@ -52,7 +54,8 @@ class Settings:
         """Environment variables that give a child process these same settings."""
         return {ENV["workspace"]: str(self.workspace), ENV["cache"]: str(self.cache),
                 ENV["mirrors"]: os.pathsep.join(str(m) for m in self.mirrors),
-                ENV["testsets"]: str(self.testsets), ENV["submissions"]: str(self.submissions)}
+                ENV["testsets"]: str(self.testsets), ENV["submissions"]: str(self.submissions),
+                **({ENV["policy"]: str(self.policy)} if self.policy else {})}
 
 
 _FLAGS: dict = {}  # the running command's flags, set by `override`

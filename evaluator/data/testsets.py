@@ -16,15 +16,11 @@ from pathlib import Path
 from evaluator.core import folders as registry
 from evaluator.core import settings
 from evaluator.core.errors import ConfigError, DataError
+from evaluator.core.schema import validate
 from evaluator.data import derive as derive_mod
 from evaluator.data.derive import DeriveSpec
 from evaluator.data.fetch import Source, fetch, sha256_of
-
-KINDS = ("original", "replication", "natural-shift", "adversarial", "derived", "synthetic")
-SCORERS = ("squad-v1.1", "adversarial-min")
-CLUSTERS = ("paragraph", "article")
-REQUIRED = ("id", "name", "version", "kind", "questions", "scorer", "cluster", "license",
-            "citation")
+from evaluator.data.schema import TestSetFile
 
 
 @dataclass(frozen=True)
@@ -131,7 +127,11 @@ def parse_questions(raw: dict, set_id: str = "?") -> list[Question]:
             title = article.get("title", f"article-{a_index}")
             for p_index, paragraph in enumerate(article["paragraphs"]):
                 para_key = f"{a_index}:{p_index}"
+                if not isinstance(paragraph["context"], str):
+                    raise TypeError("context")
                 for qa in paragraph["qas"]:
+                    if not isinstance(qa["question"], str):
+                        raise TypeError(f"question of {qa.get('id')!r}")
                     answers = tuple(a["text"] for a in qa.get("answers", []))
                     out.append(Question(str(qa["id"]), answers, para_key, f"{a_index}:{title}"))
         return out
@@ -163,41 +163,31 @@ def input_document(raw: dict) -> dict:
 
 def from_folder(folder: Path) -> TestSet:
     where = folder / "testset.yaml"
-    data = registry.read_yaml(where)
-    registry.require(data, REQUIRED, where)
-    if data["id"] != folder.name:
-        raise ConfigError(f"{where}: id {data['id']!r} must equal the folder name {folder.name!r}")
-    for key, allowed in (("kind", KINDS), ("scorer", SCORERS), ("cluster", CLUSTERS)):
-        if data[key] not in allowed:
-            raise ConfigError(f"{where}: {key} must be one of {', '.join(allowed)}, "
-                              f"got {data[key]!r}")
-    if not isinstance(data["questions"], int) or data["questions"] <= 0:
-        raise ConfigError(f"{where}: questions must be a positive integer")
-    source, data_file, derive = None, None, None
-    if "derive" in data:
-        derive = DeriveSpec.from_yaml(data["derive"], where)
-    elif "source" in data:
-        src = data["source"]
-        if not isinstance(src, dict) or "file" not in src or "sha256" not in src:
-            raise ConfigError(f"{where}: source needs file and sha256")
-        if len(str(src["sha256"])) != 64:
-            raise ConfigError(f"{where}: source.sha256 must be 64 hex digits")
-        source = Source(src["file"], str(src["sha256"]).lower(), src.get("url"), src.get("size"))
-    elif "file" in data:
-        data_file = data["file"]
-    else:
-        raise ConfigError(f"{where}: give source: {{file, sha256, url}}, file: NAME or "
-                          f"derive: {{from, transform, params, seed}}")
-    reference = data.get("reference", derive.parent if derive is not None else None)
+    spec = validate(TestSetFile, registry.read_yaml(where), where)
+    if spec.id != folder.name:
+        raise ConfigError(f"{where}: id {spec.id!r} must equal the folder name {folder.name!r}")
+    given = [k for k in ("derive", "source", "file") if getattr(spec, k) is not None]
+    if len(given) != 1:
+        raise ConfigError(f"{where}: give exactly one of source: {{file, sha256, url}}, "
+                          f"file: NAME or derive: {{from, transform, params, seed}}"
+                          + (f" (got {', '.join(given)})" if given else ""))
+    derive = DeriveSpec.from_yaml(spec.derive, where) if spec.derive is not None else None
+    source = None
+    if spec.source is not None:
+        src = spec.source
+        source = Source(src.file, src.sha256.lower(), src.url, src.size)
+    reference = spec.reference if "reference" in spec.model_fields_set else \
+        (derive.parent if derive is not None else None)
     return TestSet(
-        id=data["id"], name=data["name"], version=str(data["version"]), kind=data["kind"],
-        reference=reference, questions=data["questions"], scorer=data["scorer"],
-        cluster=data["cluster"], license=data["license"], citation=data["citation"].strip(),
-        folder=folder, source=source, data_file=data_file,
-        description=str(data.get("description", "")).strip(), derive=derive,
+        id=spec.id, name=spec.name, version=str(spec.version), kind=spec.kind,
+        reference=reference, questions=spec.questions, scorer=spec.scorer,
+        cluster=spec.cluster, license=spec.license, citation=spec.citation.strip(),
+        folder=folder, source=source, data_file=spec.file,
+        description=spec.description.strip(), derive=derive,
     )
 
 
 _REGISTRY = registry.FolderRegistry("test set", "testset.yaml", settings.testsets_dir,
                                      lambda folder: from_folder(folder))
-available, get, resolve = _REGISTRY.available, _REGISTRY.get, _REGISTRY.resolve
+available, get, resolve, scan = (_REGISTRY.available, _REGISTRY.get, _REGISTRY.resolve,
+                                 _REGISTRY.scan)

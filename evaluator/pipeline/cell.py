@@ -7,18 +7,19 @@ submission sees only the answer-free input file; gold answers stay in this proce
 from __future__ import annotations
 
 import json
-import tempfile
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluator.core.errors import RunFailure
+from evaluator.core.errors import RunFailure, UserError
+from evaluator.core.files import run_tempdir
 from evaluator.core.hashing import canonical_json
 from evaluator.data.testsets import input_document
 from evaluator.jobs.job import Job
 from evaluator.runners.base import Runner, RunRecord, RunRequest
-from evaluator.scoring.predictions import load_predictions
+from evaluator.scoring.predictions import MAX_ANSWER_CHARS, load_predictions
 from evaluator.scoring.squad_v1 import Scores, Unit, score
 from evaluator.stats import intervals
 from evaluator.store.store import LEASE_SECONDS, Store
@@ -55,7 +56,8 @@ def cell_intervals(scores: Scores | list[Unit], level: float,
     if cluster is not None:
         groups = [getattr(u, cluster) for u in units]
     em = intervals.binomial_interval([u.em for u in units], level, groups).scaled(100.0)
-    f1 = intervals.t_interval([u.f1 for u in units], level, groups).scaled(100.0)
+    f1 = intervals.t_interval([u.f1 for u in units], level, groups).scaled(100.0) \
+        .clipped(0.0, 100.0)  # a t interval of a mean of scores in [0, 100] may overshoot
     return em, f1
 
 
@@ -63,7 +65,8 @@ def _from_row(store: Store, row: dict, level: float, cluster: str | None,
               cached: bool) -> CellResult:
     if level == row["level"] and cluster is None:
         em = intervals.Interval(row["em"], row["em_lo"], row["em_hi"], "clopper-pearson", level)
-        f1 = intervals.Interval(row["f1"], row["f1_lo"], row["f1_hi"], "student-t", level)
+        f1 = intervals.Interval(row["f1"], row["f1_lo"], row["f1_hi"], "student-t", level) \
+            .clipped(0.0, 100.0)
     else:
         em, f1 = cell_intervals(load_units(store, row), level, cluster)
         # the point estimate is the official total, not a re-summed mean
@@ -124,7 +127,16 @@ def evaluate(job: Job, runner: Runner, store: Store, *, level: float = intervals
         raise CellBusy(job.label)
     try:
         with _Heartbeat(store, job.key):
-            return _run_and_score(job, runner, store, level, cluster, device, mirrors)
+            try:
+                return _run_and_score(job, runner, store, level, cluster, device, mirrors)
+            except (UserError, KeyboardInterrupt, SystemExit):
+                raise
+            except Exception as exc:  # noqa: BLE001 - a bug or a hostile input: this cell fails
+                failure = RunFailure("internal-error", f"{job.label}: {type(exc).__name__}: "
+                                     f"{str(exc)[:300]}", traceback.format_exc())
+                store.record_failure(job.key, job.bundle.id, job.testset.id, "internal-error",
+                                     str(failure), failure.log, getattr(runner, "name", None))
+                raise failure from None
     finally:
         store.release(job.key)  # a no-op after success: put() released it with the row
 
@@ -133,7 +145,7 @@ def _run_and_score(job: Job, runner: Runner, store: Store, level: float, cluster
                    device: str, mirrors: list[Path] | None) -> CellResult:
     dataset = job.testset.load(mirrors)
     try:
-        with tempfile.TemporaryDirectory(prefix="qashift-cell-") as tmp:
+        with run_tempdir("cell") as tmp:
             input_dir, output_dir = Path(tmp) / "input", Path(tmp) / "output"
             input_dir.mkdir()
             output_dir.mkdir()
@@ -148,6 +160,12 @@ def _run_and_score(job: Job, runner: Runner, store: Store, level: float, cluster
         store.record_failure(job.key, job.bundle.id, job.testset.id, failure.failure_class,
                              str(failure), failure.log, getattr(runner, "name", None))
         raise
+    if predictions.oversize:
+        warning = (f"warning: {len(predictions.oversize)} answer(s) longer than "
+                   f"{MAX_ANSWER_CHARS:,} characters scored as wrong (first: "
+                   f"{predictions.oversize[0]!r})")
+        record.details["oversize_answers"] = len(predictions.oversize)
+        record.log = f"{record.log}\n{warning}" if record.log else warning
     scores = score(dataset.questions, predictions, job.testset.scorer)
     return _finish(job, store, scores, predictions_bytes, record, level, cluster)
 

@@ -71,6 +71,9 @@ def _attempt(job: Job, runner: Dispatcher, store: Store, options: dict) -> Outco
         outcome.failure_class, outcome.message = "data-unavailable", str(error)
     except UserError as error:  # e.g. the scheduler rejected the job
         outcome.failure_class, outcome.message = "runner-error", str(error)
+    except Exception as error:  # noqa: BLE001 - one cell's bug never stops the matrix
+        outcome.failure_class = "internal-error"
+        outcome.message = f"{type(error).__name__}: {str(error)[:300]}"
     return outcome
 
 
@@ -80,6 +83,8 @@ def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
     """Run every cell, `parallel` at a time; cells busy in another controller are retried
     until that controller finishes them (or dies and its lease lapses)."""
     report = MatrixReport()
+    for job in jobs:  # made here, in the main thread, where runners install signal handlers
+        runner.runner_for(job.bundle)
     pending = list(jobs)
     running: dict[Future, Job] = {}
     start = time.perf_counter()

@@ -29,7 +29,6 @@ import shutil
 import signal
 import stat
 import subprocess
-import tempfile
 import threading
 import time
 import uuid
@@ -42,10 +41,13 @@ import requests.exceptions
 from docker.types import DeviceRequest, LogConfig, Mount
 
 from evaluator import qa
-from evaluator.bundles.spec import Bundle, parse_memory
+from evaluator.bundles import policy
+from evaluator.bundles.spec import Bundle
 from evaluator.core import settings
 from evaluator.core.errors import RunFailure, UserError
+from evaluator.core.files import run_tempdir
 from evaluator.core.hashing import folder_digest
+from evaluator.core.owner import owner_alive, owner_id
 from evaluator.qa.predict import program_args
 from evaluator.runners import hfqa, images
 from evaluator.runners.base import (
@@ -57,16 +59,15 @@ from evaluator.runners.base import (
     last_line,
 )
 from evaluator.runners.images import PYTHON_TAG, RUNNER_TAGS
+from evaluator.runners.watchdog import spawn as spawn_watchdog
 from evaluator.scoring.predictions import MAX_BYTES
 
 LABEL = "qashift"  # every container we create carries qashift=1, so leftovers can be found
-DEFAULT_USER = "65534:65534"  # nobody:nogroup
-DEFAULT_PIDS = 512
-DEFAULT_OUTPUT_BYTES = 2 * MAX_BYTES  # what /output may hold (resources.output overrides)
 MAX_OUTPUT_FILES = 10_000
 INPUT, OUTPUT, WORKDIR = "/input/input.json", "/output", "/bundle"
 MODEL_MOUNT, CODE_MOUNT, RECORD = "/model", "/opt/qashift", "record.json"
 QA_CODE = Path(qa.__file__).resolve().parent  # the only project code a container sees
+GRACE_S = 10.0  # start-up allowance before the watchdog enforces a container's time limit
 NO_GPU_KERNEL = "no kernel image is available for execution on the device"
 PING_TIMEOUT_S = 2.0
 
@@ -199,13 +200,18 @@ class DockerRunner:
     @property
     def client(self):
         if self._client is None:
+            self._connect()
+            reap_orphans(self._client)
+        return self._client
+
+    def _connect(self) -> None:
+        if self._client is None:
             try:
                 self._client = docker.from_env(timeout=120)
                 self._client.ping()
             except Exception as exc:  # noqa: BLE001
                 raise UserError(f"no Docker daemon answers ({type(exc).__name__}); start "
                                 f"dockerd or use --runner local") from None
-        return self._client
 
     # -- the run --------------------------------------------------------------------------
     def run(self, request: RunRequest) -> RunRecord:
@@ -213,7 +219,7 @@ class DockerRunner:
         gpus = self._gpus(bundle, request.device)
         program = program_for(bundle, gpus)
         image_id, image_ref, image_digest = self.resolve_image(bundle, program.image)
-        with tempfile.TemporaryDirectory(prefix="qashift-docker-") as tmp:
+        with run_tempdir("docker") as tmp:
             staging = Path(tmp) / "output"
             staging.mkdir()
             staging.chmod(0o777)  # the container's user owns nothing on the host; tmp is 0700
@@ -240,7 +246,7 @@ class DockerRunner:
         bundle = request.bundle
         name = f"qashift-{re.sub(r'[^a-zA-Z0-9_.-]', '-', bundle.id)[:40]}-{uuid.uuid4().hex[:8]}"
         kwargs = self._container_kwargs(request, program, image_id, staging, gpus, name)
-        container, sampler = None, None
+        container, sampler, watchdog = None, None, None
         phases: dict[str, float] = {}  # seconds per step, for the overhead benchmark
         mark = time.perf_counter()
         _LIVE[name] = True  # before create: a Ctrl-C during create still finds it by name
@@ -252,6 +258,9 @@ class DockerRunner:
                                                   stream=True, logs=False))
             start = time.perf_counter()
             phases["create"] = start - mark
+            # the limit holds even if this process is killed: a detached watchdog removes the
+            # container at its deadline, or at once when this controller is gone
+            watchdog = spawn_watchdog(container.id, time.time() + bundle.timeout + GRACE_S)
             try:
                 container.start()
             except docker.errors.APIError as exc:
@@ -302,22 +311,24 @@ class DockerRunner:
             mark = time.perf_counter()
             _remove(self.client, container.id if container is not None else name)
             phases["remove"] = time.perf_counter() - mark
+            if watchdog is not None:
+                watchdog.terminate()
+                watchdog.wait(timeout=10)
             _LIVE.pop(name, None)
             _CANCELLED.discard(name)
 
     def _container_kwargs(self, request: RunRequest, program: Program, image_id: str,
                           staging: Path, gpus: int, name: str) -> dict:
         bundle = request.bundle
-        env = bundle.environment
-        res = bundle.resources
-        memory = parse_memory(res.get("memory", "4g"))
-        cpus = min(float(res.get("cpus", 1) or 1), float(self._host_cpus()))
-        writable_root = bool(env.get("writable_root", False))
+        res = bundle.resources  # checked against the operator's policy when loaded
+        memory = int(res["memory"])
+        cpus = min(float(res["cpus"]), float(self._host_cpus()))
         kwargs = dict(
             image=image_id, command=program.argv, name=name,
-            working_dir=WORKDIR, user=str(env.get("user", DEFAULT_USER)), hostname="qashift",
+            working_dir=WORKDIR, user=policy.current().user, hostname="qashift",
             labels={LABEL: "1", "qashift.bundle": bundle.id,
                     "qashift.testset": request.testset_id, "qashift.pid": str(os.getpid()),
+                    "qashift.owner": owner_id(),
                     "qashift.folder": str(bundle.folder.resolve())},
             environment={"HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                          "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
@@ -330,10 +341,10 @@ class DockerRunner:
                     *(Mount(target, str(source), type="bind", read_only=True)
                       for target, source in program.mounts.items())],
             network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"],
-            read_only=not writable_root,
+            read_only=True,
             tmpfs={"/tmp": f"rw,nosuid,nodev,exec,size={memory}"},
             mem_limit=memory, memswap_limit=memory, nano_cpus=int(cpus * 1e9),
-            pids_limit=int(res.get("pids", DEFAULT_PIDS)), init=True, ipc_mode="private",
+            pids_limit=int(res["pids"]), init=True, ipc_mode="private",
             log_config=LogConfig(type="none"),
             stdin_open=False, tty=False, detach=True,
         )
@@ -417,7 +428,7 @@ class DockerRunner:
                 return self.client.images.get(tag), tag
             except docker.errors.ImageNotFound:
                 pass
-            network = str(bundle.environment.get("build_network", "default"))
+            network = policy.current().build_network  # the operator's, never the bundle's
             try:
                 images.build(bundle.folder, tag, dockerfile=dockerfile, network_mode=network,
                              say=lambda _: None,
@@ -459,7 +470,7 @@ class _Outcome:
 
 
 def _output_limit(bundle: Bundle) -> int:
-    return parse_memory(bundle.resources.get("output", DEFAULT_OUTPUT_BYTES))
+    return int(bundle.resources["output"])
 
 
 def _disk_use(folder: Path, max_files: int) -> tuple[int, int]:
@@ -490,7 +501,7 @@ class _ContainerWatch:
     in that time.
     """
     def __init__(self, container_id: str, output: Path | None = None,
-                 output_limit: int = DEFAULT_OUTPUT_BYTES, on_output_exceeded=None,
+                 output_limit: int = policy.DEFAULTS["output"], on_output_exceeded=None,
                  interval: float = 0.1):
         self.files = [Path(f"/sys/fs/cgroup/memory/docker/{container_id}/"
                            f"memory.max_usage_in_bytes"),
@@ -600,7 +611,8 @@ def _readable(source: Path, spare: Path) -> Path:
     if all(os.stat(e).st_mode & needed(e) == needed(e) for e in entries):
         return source
     if source.is_dir():
-        shutil.copytree(source, spare, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(source, spare, symlinks=True,  # never follow a link out of the model
+                        ignore=shutil.ignore_patterns("__pycache__"))
     else:
         shutil.copy2(source, spare)
     for entry in [spare, *spare.rglob("*")] if spare.is_dir() else [spare]:
@@ -617,6 +629,18 @@ def _read_record(path: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return record if isinstance(record, dict) else {}
+
+
+def reap_orphans(client) -> list[str]:
+    """Remove containers of controllers on this host that died without cleaning up (their
+    watchdog does this too; this catches any a watchdog could not): what was removed."""
+    removed = []
+    for found in client.containers.list(all=True, filters={"label": LABEL}):
+        owner = found.labels.get("qashift.owner")
+        if owner and not owner_alive(owner):
+            _remove(client, found.id)
+            removed.append(found.name)
+    return removed
 
 
 def _remove(client, container: str) -> None:

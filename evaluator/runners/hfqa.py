@@ -22,12 +22,13 @@ import json
 import os
 import shlex
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from evaluator.bundles.spec import check_links
 from evaluator.core import settings
 from evaluator.core.errors import RunFailure
+from evaluator.core.files import run_tempdir
 from evaluator.core.hashing import weights_sha256
 from evaluator.qa.decode import QASettings
 from evaluator.qa.predict import ModelSpec, NoCUDA, pick_device, predict, program_args
@@ -58,6 +59,7 @@ def check_model(spec: ModelSpec, bundle_id: str) -> None:
     """Fail with a clear class and remedy when the weights are missing or not the pinned ones."""
     rebuild = f"qashift zoo build {bundle_id.removeprefix('zoo-')}" \
         if bundle_id.startswith("zoo-") else "restore the checkpoint folder"
+    check_links(spec.directory)  # a link to gold answers or host files is refused, not mounted
     if not (spec.directory / "config.json").is_file():
         raise RunFailure("data-unavailable", f"{bundle_id}: no checkpoint at {spec.directory} "
                          f"({rebuild})")
@@ -114,7 +116,7 @@ class HFQARunner:
 
     def _run_child(self, request: RunRequest, spec: ModelSpec, device: str) -> RunRecord:
         bundle = request.bundle
-        with tempfile.TemporaryDirectory(prefix=f"qashift-{bundle.id}-") as tmp:
+        with run_tempdir("hfqa") as tmp:
             record_path = Path(tmp) / "record.json"
             argv = [sys.executable, *program_args(
                 spec, model=spec.directory, input_path=request.input_path,

@@ -12,11 +12,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from evaluator.core import settings
 from evaluator.core.errors import RunFailure
+from evaluator.core.files import run_tempdir
 from evaluator.runners.base import RunRecord, RunRequest, fill_command, last_line, read_tail
 from evaluator.runners.limits import cancel_all, run_with_limit
 
@@ -30,9 +30,10 @@ class LocalRunner:
 
     def run(self, request: RunRequest) -> RunRecord:
         bundle = request.bundle
-        with tempfile.TemporaryDirectory(prefix=f"qashift-{bundle.id}-") as tmp:
+        with run_tempdir("local") as tmp:
             workdir = Path(tmp) / "bundle"
-            shutil.copytree(bundle.folder, workdir, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(bundle.folder, workdir, symlinks=True,  # links were checked on load
+                            ignore=shutil.ignore_patterns("__pycache__"))
             env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": tmp, "TMPDIR": tmp,
                    "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
             requirements = bundle.environment.get("requirements")

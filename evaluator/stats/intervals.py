@@ -32,6 +32,13 @@ class Interval:
         return Interval(self.value * factor, self.lo * factor, self.hi * factor,
                         self.method, self.level)
 
+    def clipped(self, lo: float, hi: float) -> Interval:
+        """The interval cut to [lo, hi] (a score's range); the method says when it was cut."""
+        if math.isnan(self.lo) or (lo <= self.lo and self.hi <= hi):
+            return self
+        return Interval(self.value, max(lo, self.lo), min(hi, self.hi),
+                        f"{self.method}, clipped to [{lo:g}, {hi:g}]", self.level)
+
     def to_dict(self) -> dict:
         return asdict(self)
 

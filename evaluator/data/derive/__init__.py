@@ -94,6 +94,10 @@ class DeriveSpec:
         if not isinstance(block, dict) or "transform" not in block:
             raise ConfigError(f"{where}: derive needs at least transform (and from, params, "
                               f"seed)")
+        unknown = sorted(set(block) - {"from", "transform", "params", "seed"})
+        if unknown:
+            raise ConfigError(f"{where}: unknown key 'derive.{unknown[0]}'; allowed: from, "
+                              f"transform, params, seed")
         params = block.get("params") or {}
         if not isinstance(params, dict):
             raise ConfigError(f"{where}: derive.params must be a mapping")

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluator.bundles.spec import parse_memory
+from evaluator.bundles.policy import parse_memory
 from evaluator.core import settings
 from evaluator.core.errors import RunFailure, UserError
 from evaluator.core.files import write_json_atomic

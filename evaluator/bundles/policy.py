@@ -1,0 +1,142 @@
+"""The operator's sandbox policy: what a submission gets by default and the most it may ask.
+
+A bundle's `resources:` may ask for less than the caps, never more; everything that decides
+isolation (the user a container runs as, a writable root, network during image builds) is
+the operator's alone and is not a bundle key. The policy is built in, or read from a YAML
+file named by $QASHIFT_POLICY:
+
+    defaults: {cpus: 1, memory: 4g, timeout: 3600}
+    caps: {memory: 32g, timeout: 86400, gpus: 2}
+    build_network: none        # or bridge: network for `RUN` steps of submission images
+
+A value out of the policy (unknown key, wrong type, not finite, not positive, above a cap)
+is a one-line ConfigError naming the bundle file and the key.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from evaluator.core import settings
+from evaluator.core.errors import ConfigError, UserError
+from evaluator.core.folders import read_yaml
+
+RESOURCES = ("gpus", "cpus", "memory", "timeout", "pids", "output")
+DEFAULTS = {"gpus": 0, "cpus": 1.0, "memory": 4 << 30, "timeout": 3600.0, "pids": 512,
+            "output": 1 << 30}
+CAPS = {"gpus": 8, "cpus": 64.0, "memory": 256 << 30, "timeout": 7 * 86400.0, "pids": 4096,
+        "output": 64 << 30}
+USER = "65534:65534"  # nobody:nogroup: containers never run as root
+BUILD_NETWORKS = ("none", "bridge", "default")
+MEMORY_KEYS = ("memory", "output")
+
+
+def parse_memory(value: int | float | str) -> int:
+    """Bytes from 4g, 512m, 1.5GiB, 1048576 (plain numbers are bytes)."""
+    if isinstance(value, bool):
+        raise UserError(f"cannot read memory size {value!r}; use e.g. 512m or 4g")
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise UserError(f"memory size {value!r} is not finite")
+        return int(value)
+    match = re.fullmatch(r"\s*([0-9.]+)\s*([kmgt]?)(i?b)?\s*", str(value).lower())
+    if not match:
+        raise UserError(f"cannot read memory size {value!r}; use e.g. 512m or 4g")
+    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[match.group(2)]
+    return int(float(match.group(1)) * scale)
+
+
+def _value(key: str, raw: object) -> float | int:
+    """One resource value as a number of its unit, or a UserError saying why not."""
+    if isinstance(raw, bool) or raw is None:
+        raise UserError(f"{key} must be a number, got {raw!r}")
+    if key in MEMORY_KEYS:
+        try:
+            value: float | int = parse_memory(raw)  # type: ignore[arg-type]
+        except UserError:
+            raise UserError(f"{key} {raw!r} is not a size; use e.g. 512m or 4g") from None
+    elif isinstance(raw, (int, float)):
+        value = raw
+    else:
+        raise UserError(f"{key} must be a number, got {raw!r}")
+    if not math.isfinite(value):
+        raise UserError(f"{key} must be finite, got {raw!r}")
+    if key in ("gpus", "pids") and value != int(value):
+        raise UserError(f"{key} must be a whole number, got {raw!r}")
+    if value < 0 or (value == 0 and key != "gpus"):
+        raise UserError(f"{key} must be positive, got {raw!r}")
+    return int(value) if key in ("gpus", "pids", *MEMORY_KEYS) else float(value)
+
+
+@dataclass(frozen=True)
+class Policy:
+    defaults: dict = field(default_factory=lambda: dict(DEFAULTS))
+    caps: dict = field(default_factory=lambda: dict(CAPS))
+    user: str = USER
+    build_network: str = "none"
+
+    @classmethod
+    def from_file(cls, path: Path) -> Policy:
+        data = read_yaml(path)
+        unknown = set(data) - {"defaults", "caps", "build_network"}
+        if unknown:
+            raise ConfigError(f"{path}: unknown policy key(s) {', '.join(sorted(unknown))}; "
+                              f"allowed: defaults, caps, build_network")
+        parts = {}
+        for part in ("defaults", "caps"):
+            given = data.get(part) or {}
+            if not isinstance(given, dict) or set(given) - set(RESOURCES):
+                raise ConfigError(f"{path}: {part} must map some of {', '.join(RESOURCES)} "
+                                  f"to values")
+            try:
+                parts[part] = {**(DEFAULTS if part == "defaults" else CAPS),
+                               **{k: _value(k, v) for k, v in given.items()}}
+            except UserError as exc:
+                raise ConfigError(f"{path}: {part}.{exc}") from None
+        network = str(data.get("build_network", "none"))
+        if network not in BUILD_NETWORKS:
+            raise ConfigError(f"{path}: build_network must be one of "
+                              f"{', '.join(BUILD_NETWORKS)}")
+        for key, value in parts["defaults"].items():
+            if value > parts["caps"][key]:
+                raise ConfigError(f"{path}: the default {key} {value} is above its cap")
+        return cls(parts["defaults"], parts["caps"], USER, network)
+
+    def resources(self, requested: object, where: Path | str) -> dict:
+        """The bundle's resources: the defaults with what it asks for, checked against the
+        caps; a one-line ConfigError for anything out of policy."""
+        if requested is None:
+            requested = {}
+        if not isinstance(requested, dict):
+            raise ConfigError(f"{where}: resources must be a mapping of "
+                              f"{', '.join(RESOURCES)}")
+        unknown = sorted(set(requested) - set(RESOURCES))
+        if unknown:
+            raise ConfigError(f"{where}: resources.{unknown[0]} is not a resource; allowed: "
+                              f"{', '.join(RESOURCES)}")
+        out = dict(self.defaults)
+        for key, raw in requested.items():
+            try:
+                value = _value(key, raw)
+            except UserError as exc:
+                raise ConfigError(f"{where}: resources.{exc}") from None
+            if value > self.caps[key]:
+                raise ConfigError(f"{where}: resources.{key} {raw!r} is above the operator's "
+                                  f"cap of {self.caps[key]:g}")
+            out[key] = value
+        return out
+
+
+@cache
+def _load(path: str | None) -> Policy:
+    return Policy.from_file(Path(path)) if path else Policy()
+
+
+def current() -> Policy:
+    """The policy named by the settings ($QASHIFT_POLICY), else the built-in one."""
+    path = settings.current().policy
+    return _load(str(path) if path else None)

@@ -1,0 +1,70 @@
+"""What a `bundle.yaml` may say, key by key. Unknown keys are errors; isolation settings
+(user, writable root, build network, volumes, privileges) are not bundle keys at all: they are
+the operator's (`bundles.policy`)."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints
+
+from evaluator.core.schema import Name, Strict, Text
+
+Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{64}$")]
+Scalar = Text | bool | int | float | date | None
+Positive = Annotated[int, Field(gt=0)]
+Scalars = Annotated[list[Scalar], Field(max_length=100)]
+Record = Annotated[dict[Name, Scalar], Field(max_length=100)]  # e.g. a training recipe
+
+
+class Environment(Strict):
+    image: Name | None = None  # name@sha256:... or a local image id
+    build: Name | None = None  # a Dockerfile in the bundle folder
+    requirements: Name | None = None  # a pinned requirements file (local runner)
+
+
+class SourceRef(Strict):
+    file: Name
+    sha256: Sha256
+    url: Text | None = None
+    size: Positive | None = None
+
+
+class ReferenceScores(Strict):
+    testset: Name | None = None
+    em: float | None = None
+    f1: float | None = None
+    source: Text | None = None
+
+
+class ModelRef(Strict):
+    path: Name | None = None  # a checkpoint folder inside the bundle folder
+    cache: Name | None = None  # or one under the cache dir (the model store)
+    sha256: Sha256 | None = None  # the weights' digest (core.hashing.weights_sha256)
+    rebuild: Text | None = None  # how to rebuild weights missing from the cache
+
+
+class QAOptions(Strict):
+    max_seq_len: Positive | None = None
+    doc_stride: Positive | None = None
+    max_answer_len: Positive | None = None
+
+
+class BundleFile(Strict):
+    id: Name
+    name: Name
+    kind: Literal["command", "predictions", "hf-qa"]
+    status: Literal["ready", "awaiting-program", "awaiting-build"] = "ready"
+    command: Text | None = None
+    environment: Environment = Environment()
+    resources: dict[str, object] = Field(default_factory=dict)  # checked by the policy
+    network: Literal[False] = False
+    predictions: dict[Name, SourceRef] = Field(default_factory=dict)
+    reference_scores: ReferenceScores = ReferenceScores()
+    metadata: dict[Name, Scalar | Scalars | Record] = Field(default_factory=dict, max_length=100)
+    codalab: dict[Name, Scalar] = Field(default_factory=dict, max_length=50)
+    model: ModelRef | None = None
+    onnx: bool | Literal["int8"] = False
+    batch_size: Positive | None = None
+    qa: QAOptions | None = None

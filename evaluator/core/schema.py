@@ -1,0 +1,102 @@
+"""Strict validation of folder files: a pydantic model per file, unknown keys refused, and
+every problem said in one line (`file: where: what`), with a did-you-mean for a misspelt key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, ValidationError
+
+from evaluator.core.errors import ConfigError
+
+MAX_TEXT = 4000  # characters in one free-text value (descriptions, citations, metadata)
+
+
+def _encodable(text: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("holds a lone surrogate (not valid Unicode)") from None
+    return text
+
+
+Text = Annotated[str, StringConstraints(max_length=MAX_TEXT), AfterValidator(_encodable)]
+Name = Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_encodable)]
+
+
+class Strict(BaseModel):
+    """A folder file's model: unknown keys are errors, values are not coerced across types."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validate(model: type[M], data: object, where: Path | str) -> M:
+    """`data` as `model`, or a one-line ConfigError naming the first problem."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: {describe(exc, model)}") from None
+
+
+def problems(model: type[BaseModel], data: object) -> list[str]:
+    """Every problem of `data` against `model`, one line each (for `qashift validate`)."""
+    try:
+        model.model_validate(data)
+    except ValidationError as exc:
+        return [_line(error, model) for error in exc.errors()]
+    return []
+
+
+def describe(exc: ValidationError, model: type[BaseModel]) -> str:
+    """The first problem, and how many other keys have one (a union's members count once)."""
+    errors = exc.errors()
+    keys = {_where(e["loc"]) for e in errors}
+    more = f" (and {len(keys) - 1} more)" if len(keys) > 1 else ""
+    return _line(errors[0], model) + more
+
+
+def _where(loc: tuple) -> str:
+    return ".".join(str(p) for p in loc if not _TAG.match(str(p))) or "(top level)"
+
+
+_TAG = re.compile(r"^(function-\w+\[.*|constrained-\w+|(list|dict|literal|union|tagged-union|"
+                  r"nullable)\[.*|str|int|float|bool|date|none|is-instance\[.*)$")
+
+
+def _line(error: dict, model: type[BaseModel]) -> str:
+    where = _where(error["loc"])  # pydantic names the union member it tried: keys only
+    if error["type"] == "extra_forbidden":
+        parent = _model_at(model, error["loc"][:-1])
+        known = list(parent.model_fields) if parent is not None else []
+        close = difflib.get_close_matches(str(error["loc"][-1]), known, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else \
+            (f"; allowed: {', '.join(known)}" if known else "")
+        return f"unknown key {where!r}{hint}"
+    value = error.get("input")
+    shown = repr(value) if not isinstance(value, (dict, list)) else type(value).__name__
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return f"{where}: {error['msg'].lower()} (got {shown})"
+
+
+def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    """The nested model at `loc`, for naming the keys allowed there."""
+    current: object = model
+    for part in loc:
+        fields = getattr(current, "model_fields", None)
+        if fields is None or part not in fields:
+            return None
+        annotation = fields[part].annotation
+        candidates = [annotation, *getattr(annotation, "__args__", ())]
+        current = next((c for c in candidates if isinstance(c, type) and
+                        issubclass(c, BaseModel)), None)
+        if current is None:
+            return None
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None

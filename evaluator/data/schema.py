@@ -1,0 +1,36 @@
+"""What a `testset.yaml` may say, key by key; unknown keys are errors."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints
+
+from evaluator.core.schema import Name, Strict, Text
+
+Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{64}$")]
+
+
+class SourceRef(Strict):
+    file: Name  # its path inside a data mirror
+    sha256: Sha256
+    url: Text | None = None
+    size: Annotated[int, Field(gt=0)] | None = None
+
+
+class TestSetFile(Strict):
+    id: Name
+    name: Name
+    version: Name | int | float
+    kind: Literal["original", "replication", "natural-shift", "adversarial", "derived",
+                  "synthetic"]
+    reference: Name | None = None
+    questions: Annotated[int, Field(gt=0)]
+    scorer: Literal["squad-v1.1", "adversarial-min"]
+    cluster: Literal["paragraph", "article"]
+    license: Text
+    citation: Text
+    description: Text = ""
+    source: SourceRef | None = None
+    file: Name | None = None
+    derive: dict[str, object] | None = None  # checked by derive.DeriveSpec

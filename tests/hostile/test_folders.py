@@ -1,0 +1,230 @@
+"""Hostile and broken folders are refused when they are read, in one line, before anything
+runs: a bundle cannot set its own sandbox, reach outside its folder through a link, blow up
+the YAML reader, or break the listing of every other folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from evaluator.bundles import policy
+from evaluator.bundles import spec as bundles
+from evaluator.cli.main import evaluate_cmd, main
+from evaluator.core.errors import ConfigError, DataError
+from evaluator.data import testsets
+from evaluator.store.store import Store
+from tests.conftest import write_command_bundle, write_testset
+
+HONEST = """import json, sys
+doc = json.load(open(sys.argv[1]))
+json.dump({q["id"]: p["context"].split()[0] for a in doc["data"] for p in a["paragraphs"]
+           for q in p["qas"]}, open(sys.argv[2], "w"))
+"""
+
+
+@pytest.fixture
+def registry(tmp_path, small_dev, monkeypatch, workspace):
+    subs, sets = tmp_path / "subs", tmp_path / "sets"
+    subs.mkdir()
+    write_testset(sets, "toy", small_dev)
+    write_command_bundle(subs, "honest", HONEST)
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    return {"subs": subs, "sets": sets, "workspace": workspace}
+
+
+def bundle_yaml(folder: Path, extra: str, kind: str = "command") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "program.py").write_text(HONEST)
+    (folder / "bundle.yaml").write_text(
+        f"id: {folder.name}\nname: {folder.name}\nkind: {kind}\n"
+        f"command: python3 program.py {{input}} {{output}}\n{extra}")
+    return folder
+
+
+def refused(folder: Path, pattern: str) -> str:
+    with pytest.raises(ConfigError, match=pattern) as info:
+        bundles.from_folder(folder)
+    message = str(info.value)
+    assert "\n" not in message and str(folder) in message
+    return message
+
+
+# -- 1. a bundle does not set its own sandbox -------------------------------------------------
+@pytest.mark.parametrize("extra, pattern", [
+    ("environment: {user: '0:0'}\n", r"unknown key 'environment.user'"),
+    ("environment: {writable_root: true}\n", r"unknown key 'environment.writable_root'"),
+    ("environment: {build: Dockerfile, build_network: host}\n",
+     r"unknown key 'environment.build_network'"),
+    ("privileged: true\n", r"unknown key 'privileged'"),
+    ("volumes: ['/:/host']\n", r"unknown key 'volumes'"),
+    ("resources: {pids: -1}\n", r"resources.pids must be positive"),
+    ("resources: {memory: 1t}\n", r"resources.memory '1t' is above the operator's cap"),
+    ("resources: {timeout: .inf}\n", r"resources.timeout must be finite"),
+    ("resources: {timeout: 0}\n", r"resources.timeout must be positive"),
+    ("resources: {cpus: many}\n", r"resources.cpus must be a number"),
+    ("resources: {shm: 1g}\n", r"resources.shm is not a resource"),
+])
+def test_a_bundle_cannot_set_its_own_sandbox(tmp_path, extra, pattern):
+    refused(bundle_yaml(tmp_path / "greedy", extra), pattern)
+
+
+def test_resources_come_from_the_operator_policy(tmp_path, monkeypatch):
+    asked = bundles.from_folder(bundle_yaml(tmp_path / "modest", "resources: {timeout: 30}\n"))
+    assert asked.resources == {**policy.DEFAULTS, "timeout": 30.0}
+    assert asked.resources["pids"] == 512 and asked.resources["memory"] == 4 << 30
+    (tmp_path / "policy.yaml").write_text("defaults: {timeout: 20}\ncaps: {timeout: 25}\n")
+    monkeypatch.setenv("QASHIFT_POLICY", str(tmp_path / "policy.yaml"))
+    refused(tmp_path / "modest", r"resources.timeout 30 is above the operator's cap of 25")
+    plain = bundles.from_folder(bundle_yaml(tmp_path / "plain", ""))
+    assert plain.resources["timeout"] == 20.0
+
+
+def test_a_bad_policy_file_is_one_line(tmp_path, monkeypatch):
+    (tmp_path / "policy.yaml").write_text("caps: {memory: lots}\n")
+    monkeypatch.setenv("QASHIFT_POLICY", str(tmp_path / "policy.yaml"))
+    with pytest.raises(ConfigError, match=r"policy.yaml: caps.memory 'lots' is not a size"):
+        policy.current()
+
+
+# -- 2. no link leaves a bundle folder ---------------------------------------------------------
+def test_a_link_to_gold_answers_in_a_model_folder_is_refused(tmp_path, registry):
+    gold = registry["sets"] / "toy" / "data.json"
+    folder = tmp_path / "leaky"
+    (folder / "model").mkdir(parents=True)
+    (folder / "model" / "config.json").write_text("{}")
+    (folder / "model" / "gold.json").symlink_to(gold)
+    (folder / "bundle.yaml").write_text("id: leaky\nname: leaky\nkind: hf-qa\n"
+                                        "model: {path: model}\n")
+    refused(folder, r"link model/gold.json -> .*data.json leaves the bundle folder")
+
+
+@pytest.mark.parametrize("model", ["{path: /etc}", "{path: ../elsewhere}",
+                                   "{cache: ../../../etc}"])
+def test_a_model_path_outside_the_bundle_or_the_model_store_is_refused(tmp_path, model,
+                                                                      workspace):
+    folder = tmp_path / "reaching"
+    folder.mkdir()
+    (folder / "bundle.yaml").write_text(f"id: reaching\nname: reaching\nkind: hf-qa\n"
+                                        f"model: {model}\n")
+    refused(folder, r"model\.(path|cache) .* leaves .*; refused")
+
+
+def test_a_link_to_the_host_root_is_refused_before_any_copy(tmp_path, registry):
+    folder = write_command_bundle(registry["subs"], "hostroot", HONEST)
+    (folder / "hostroot").symlink_to("/")
+    before = set(Path("/tmp").glob("qashift-*"))
+    started = time.monotonic()
+    result = CliRunner().invoke(evaluate_cmd, ["-b", "hostroot", "-t", "toy", "--runner",
+                                               "local"])
+    assert time.monotonic() - started < 30  # no walk through the host file system
+    assert result.exit_code == 1
+    assert "link hostroot -> / leaves the bundle folder; refused" in result.output
+    assert set(Path("/tmp").glob("qashift-*")) <= before  # nothing copied anywhere
+    assert not Store(registry["workspace"]).exists() or not Store(
+        registry["workspace"]).results()
+
+
+def test_links_inside_the_folder_and_hard_links_out_of_it(tmp_path):
+    folder = bundle_yaml(tmp_path / "linked", "")
+    (folder / "again.py").symlink_to("program.py")  # stays inside: fine
+    assert bundles.from_folder(folder).id == "linked"
+    os.link(tmp_path / "linked" / "program.py", tmp_path / "outside.py")
+    refused(folder, r"program.py is hard-linked to a file elsewhere")
+
+
+def test_auto_says_when_it_falls_back_to_the_unisolated_runner(monkeypatch):
+    from evaluator.runners.dispatch import Dispatcher
+
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    said = []
+    assert Dispatcher("auto", warn=said.append).backend == "local"
+    assert said and "NOT isolated" in said[0]
+
+
+# -- 6. YAML bombs -----------------------------------------------------------------------------
+def billion_laughs(levels: int = 9) -> str:
+    lines = ["a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    for i in range(1, levels):
+        refs = ", ".join([f"*a{i - 1}"] * 9)
+        lines.append(f"  a{i}: &a{i} [{refs}]")
+    return "metadata:\n  " + "\n".join(lines) + "\n"
+
+
+def test_a_yaml_bomb_is_refused_in_one_line_and_the_rest_still_lists(tmp_path, registry):
+    folder = bundle_yaml(registry["subs"] / "bomb", billion_laughs())
+    assert len((folder / "bundle.yaml").read_bytes()) < 2048
+    refused(folder, r"aliases \(\*name\) are not allowed")
+    proc = subprocess.run(["qashift", "bundles", "list"], capture_output=True, text=True,
+                          env=os.environ.copy(), timeout=60)
+    assert proc.returncode == 0
+    assert "bomb" in proc.stdout and "BROKEN" in proc.stdout and "honest" in proc.stdout
+
+
+def test_an_oversized_folder_file_is_refused(tmp_path):
+    folder = bundle_yaml(tmp_path / "huge", "metadata:\n" + "".join(
+        f"  k{i}: {'x' * 3000}\n" for i in range(100)))
+    refused(folder, r"over the 256 KiB limit")
+
+
+# -- 8. bad values: one line each, and one bad folder never hides the others ------------------
+@pytest.mark.parametrize("extra, pattern", [
+    ("resouces: {memory: 64g}\n", r"unknown key 'resouces' \(did you mean 'resources'\?\)"),
+    ("metadata: {citation: 2020, paper: {title: [1, {a: b}]}}\n", r"metadata\.paper"),
+    ("name_: x\n", r"unknown key 'name_' \(did you mean 'name'\?\)"),
+    ("metadata: {note: \"\\ud800\"}\n", r"metadata.note: .*unicode"),
+    ("metadata: {note: " + "y" * 5000 + "}\n", r"metadata.note: string should have at most"),
+])
+def test_bad_bundle_values_are_named_in_one_line(tmp_path, extra, pattern):
+    refused(bundle_yaml(tmp_path / "bad", extra), pattern)
+
+
+def test_a_command_bundle_without_a_command_is_refused(tmp_path):
+    folder = tmp_path / "mute"
+    folder.mkdir()
+    (folder / "bundle.yaml").write_text("id: mute\nname: mute\nkind: command\n")
+    refused(folder, r"command must contain the \{input\} and \{output\} placeholders")
+
+
+def test_bad_testset_values_are_named_in_one_line(tmp_path, small_dev):
+    folder = write_testset(tmp_path, "odd", small_dev)
+    text = (folder / "testset.yaml").read_text()
+    (folder / "testset.yaml").write_text(text.replace("citation: test fixture",
+                                                      "citation: 2020\nreferense: squad-dev"))
+    with pytest.raises(ConfigError, match=r"citation: input should be a valid string") as info:
+        testsets.from_folder(folder)
+    assert "(and 1 more)" in str(info.value)
+
+
+def test_a_question_without_its_question_is_a_data_error(tmp_path, small_dev):
+    raw = json.loads(json.dumps(small_dev))
+    del raw["data"][0]["paragraphs"][0]["qas"][0]["question"]
+    write_testset(tmp_path, "holey", raw)
+    with pytest.raises(DataError, match=r"not a SQuAD-format file .*question"):
+        testsets.get("holey", tmp_path).load()
+
+
+def test_one_broken_folder_does_not_break_all_list_or_status(registry):
+    bundle_yaml(registry["subs"] / "typo", "resouces: {memory: 64g}\n")
+    broken_set = registry["sets"] / "broken"
+    broken_set.mkdir()
+    (broken_set / "testset.yaml").write_text("id: broken\nname: [unclosed\n")
+    runner = CliRunner()
+    listed = runner.invoke(main, ["testsets", "list"])
+    assert listed.exit_code == 0 and "toy" in listed.output and "BROKEN" in listed.output
+    every = runner.invoke(evaluate_cmd, ["-b", "all", "-t", "all", "--runner", "local",
+                                         "--json"])
+    doc = json.loads(every.stdout)
+    assert [r["bundle"] for r in doc["results"]] == ["honest"]
+    assert "skipping broken bundle typo" in every.stderr
+    assert "skipping broken test set broken" in every.stderr
+    status = runner.invoke(main, ["status"])
+    assert status.exit_code == 0 and "honest" in status.output
+    named = runner.invoke(evaluate_cmd, ["-b", "typo", "-t", "toy"])
+    assert named.exit_code == 1 and "did you mean 'resources'" in named.output
