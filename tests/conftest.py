@@ -79,5 +79,8 @@ def tiny_model(tmp_path_factory, dev_raw) -> Path:
     pytest.importorskip("transformers")
     from tests.tiny_bert import make_tiny_bert, squad_texts
 
-    return make_tiny_bert(tmp_path_factory.mktemp("tiny-bert"),
-                          squad_texts({"data": dev_raw["data"][:2]}))
+    folder = make_tiny_bert(tmp_path_factory.mktemp("tiny-bert"),
+                            squad_texts({"data": dev_raw["data"][:2]}))
+    # bundles name it by absolute path: declare its folder a model store (an operator setting)
+    os.environ["QASHIFT_MODEL_STORE"] = str(folder.parent)
+    return folder

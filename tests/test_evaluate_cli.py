@@ -96,17 +96,19 @@ def test_an_explicit_inapplicable_cell_is_an_error(workspace):
                                    "predictions for reddit (has: squad-dev)")
 
 
-@pytest.mark.parametrize("args,expected", [
+@pytest.mark.parametrize("args,expected,listing", [
     (["-b", "bert-ensembel", "-t", "squad-dev"], "unknown bundle 'bert-ensembel': did you "
-                                                 "mean 'bert-ensemble'"),
+     "mean 'bert-ensemble'", "bundles; list them with `qashift bundles list`"),
     (["-b", "bert-ensemble", "-t", "squad-deev"], "unknown test set 'squad-deev': did you "
-                                                  "mean 'squad-dev'"),
+     "mean 'squad-dev'", "choices: "),
 ])
-def test_unknown_names_give_one_line_with_suggestions(workspace, args, expected):
+def test_unknown_names_give_one_line_with_suggestions(workspace, args, expected, listing):
+    """Few choices are all listed; of many (278 bundles) only the five closest are named."""
     proc = run_evaluate(*args)
     assert proc.returncode == 1
     assert len(proc.stderr.strip().splitlines()) == 1
-    assert expected in proc.stderr and "choices:" in proc.stderr
+    assert expected in proc.stderr and listing in proc.stderr
+    assert proc.stderr.count("'") <= 2 * 6  # the name and at most five suggestions
     assert stored_results(workspace) == 0
 
 

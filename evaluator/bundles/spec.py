@@ -122,8 +122,14 @@ def _hf_qa_model(spec: BundleFile, folder: Path, where: Path) -> dict:
     if model is None or (model.path is None) == (model.cache is None):
         raise ConfigError(f"{where}: an hf-qa bundle needs model: {{path: DIR}} (inside the "
                           f"bundle) or model: {{cache: KEY}} (under the cache dir)")
-    if model.path is not None:
+    if model.path is not None and not Path(model.path).is_absolute():
         inside(folder, folder / model.path, f"{where}: model.path {model.path!r}")
+    elif model.path is not None:
+        stores = (settings.cache_dir(), *settings.current().model_stores)
+        if not any(_within(store, Path(model.path)) for store in stores):
+            raise ConfigError(f"{where}: model.path {model.path!r} leaves the bundle folder "
+                              f"and every model store ({', '.join(map(str, stores))}); "
+                              f"refused (add a store with QASHIFT_MODEL_STORE)")
     else:
         store = settings.cache_dir()
         inside(store, store / model.cache, f"{where}: model.cache {model.cache!r}")
@@ -133,12 +139,16 @@ def _hf_qa_model(spec: BundleFile, folder: Path, where: Path) -> dict:
             **{k: v for k, v in options.items() if v not in (None, False)}}
 
 
+def _within(root: Path, path: Path) -> bool:
+    resolved, top = path.resolve(), root.resolve()
+    return resolved == top or top in resolved.parents
+
+
 def inside(root: Path, path: Path, what: str) -> Path:
     """`path` with links resolved, if it stays under `root`; else a ConfigError."""
-    resolved, top = path.resolve(), root.resolve()
-    if resolved != top and top not in resolved.parents:
+    if not _within(root, path):
         raise ConfigError(f"{what} leaves {root}; refused")
-    return resolved
+    return path.resolve()
 
 
 _REGISTRY = registry.FolderRegistry("bundle", "bundle.yaml", settings.submissions_dir,

@@ -16,6 +16,7 @@ import click
 
 from evaluator.bundles import spec as bundles
 from evaluator.bundles.leaderboard import complete, import_export, lacks
+from evaluator.cli.store import store_group
 from evaluator.core import settings
 from evaluator.core.errors import UserError
 from evaluator.core.files import remove_stale_tempdirs
@@ -173,6 +174,7 @@ def main(data_dir, workspace) -> None:
 
 
 main.add_command(evaluate_cmd)
+main.add_command(store_group)
 
 
 def _register_optional() -> None:

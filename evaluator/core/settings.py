@@ -18,7 +18,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENV = {"workspace": "QASHIFT_WORKSPACE", "cache": "QASHIFT_CACHE",
        "mirrors": "QASHIFT_DATA_DIR", "testsets": "QASHIFT_TESTSETS",
-       "submissions": "QASHIFT_SUBMISSIONS", "policy": "QASHIFT_POLICY"}
+       "submissions": "QASHIFT_SUBMISSIONS", "policy": "QASHIFT_POLICY",
+       "model_stores": "QASHIFT_MODEL_STORE"}
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ class Settings:
     testsets: Path  # the test-set folders: $QASHIFT_TESTSETS, default <repo>/testsets
     submissions: Path  # the bundle folders: $QASHIFT_SUBMISSIONS, default <repo>/submissions
     policy: Path | None = None  # the operator's sandbox policy file: $QASHIFT_POLICY
+    model_stores: tuple[Path, ...] = ()  # folders a bundle's model.path may name: the cache
+    # and $QASHIFT_MODEL_STORE (os.pathsep list); nowhere else on the host
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
@@ -41,6 +44,8 @@ class Settings:
             testsets=Path(environ.get(ENV["testsets"], REPO_ROOT / "testsets")),
             submissions=Path(environ.get(ENV["submissions"], REPO_ROOT / "submissions")),
             policy=Path(environ[ENV["policy"]]).resolve() if environ.get(ENV["policy"]) else None,
+            model_stores=tuple(Path(p).resolve() for p in
+                               environ.get(ENV["model_stores"], "").split(os.pathsep) if p),
         )
 
     def with_flags(self, *, data_dir: tuple[str, ...] = (), workspace: str | None = None
@@ -55,7 +60,9 @@ class Settings:
         return {ENV["workspace"]: str(self.workspace), ENV["cache"]: str(self.cache),
                 ENV["mirrors"]: os.pathsep.join(str(m) for m in self.mirrors),
                 ENV["testsets"]: str(self.testsets), ENV["submissions"]: str(self.submissions),
-                **({ENV["policy"]: str(self.policy)} if self.policy else {})}
+                **({ENV["policy"]: str(self.policy)} if self.policy else {}),
+                **({ENV["model_stores"]: os.pathsep.join(str(p) for p in self.model_stores)}
+                   if self.model_stores else {})}
 
 
 _FLAGS: dict = {}  # the running command's flags, set by `override`

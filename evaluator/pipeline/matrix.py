@@ -17,7 +17,7 @@ from evaluator.data.testsets import TestSet
 from evaluator.jobs.job import Job
 from evaluator.pipeline.cell import CellBusy, CellResult, evaluate
 from evaluator.runners.dispatch import Dispatcher
-from evaluator.store.store import Store
+from evaluator.store.store import Store, StoreError
 
 
 @dataclass
@@ -65,6 +65,8 @@ def _attempt(job: Job, runner: Dispatcher, store: Store, options: dict) -> Outco
         outcome.result = evaluate(job, runner.runner_for(job.bundle), store, **options)
     except CellBusy:
         return None
+    except StoreError:
+        raise  # the store itself failed: every cell would; stop with its one-line error
     except RunFailure as failure:
         outcome.failure_class, outcome.message = failure.failure_class, str(failure)
     except DataError as error:

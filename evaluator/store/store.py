@@ -9,14 +9,17 @@ produces a result row.
 
 from __future__ import annotations
 
+import errno
+import functools
 import sqlite3
 import threading
 import time
 from pathlib import Path
 
 from evaluator.core import settings
+from evaluator.core.errors import UserError
 from evaluator.core.files import write_atomic
-from evaluator.core.hashing import sha256_bytes, sha256_of
+from evaluator.core.hashing import canonical_json, sha256_bytes, sha256_of
 from evaluator.core.owner import owner_alive, owner_id
 
 SCHEMA = """
@@ -54,6 +57,43 @@ RESULT_FIELDS = ("key", "bundle", "bundle_digest", "testset", "testset_sha256", 
 
 
 LEASE_SECONDS = 120.0
+
+
+ROW_MARK = "qashift-result-row"  # a result row kept as an object, so the index can be rebuilt
+
+
+class StoreError(UserError):
+    """The store cannot be read or written: corrupt, read-only, full. Stops the whole run."""
+
+
+def explain(exc: BaseException, workspace: Path) -> str:
+    """One line saying what is wrong with the store at `workspace` and how to recover."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    db = workspace / "results.sqlite"
+    low = text.lower()
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC or "full" in low:
+        return (f"no space left for the results store at {workspace} ({text}); free some "
+                f"space and run again: finished cells are kept")
+    if isinstance(exc, PermissionError) or "readonly" in low or "read-only" in low or \
+            (isinstance(exc, OSError) and exc.errno == errno.EROFS):
+        return (f"the results store at {workspace} is not writable ({text}); fix its "
+                f"permissions or pass --workspace DIR")
+    if isinstance(exc, sqlite3.DatabaseError) and ("not a database" in low or
+                                                   "malformed" in low or "corrupt" in low):
+        return (f"the results store {db} is corrupt ({text}); run `qashift store check`, "
+                f"then `qashift store repair` to rebuild it from its objects")
+    return f"the results store at {workspace} failed: {text}"
+
+
+def _one_line_errors(method):
+    """Store methods raise StoreError, one line, instead of sqlite3 or OS tracebacks."""
+    @functools.wraps(method)
+    def wrapper(self: Store, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(explain(exc, self.workspace)) from None
+    return wrapper
 
 
 class Store:
@@ -94,6 +134,7 @@ class Store:
     def object_path(self, sha256: str) -> Path:
         return self.workspace / "objects" / sha256[:2] / sha256
 
+    @_one_line_errors
     def put_object(self, data: bytes) -> str:
         sha = sha256_bytes(data)
         target = self.object_path(sha)
@@ -111,12 +152,16 @@ class Store:
         return data if sha256_bytes(data) == sha256 else None
 
     # results -----------------------------------------------------------------
+    @_one_line_errors
     def get(self, key: str) -> dict | None:
         row = self.conn.execute("SELECT * FROM results WHERE key = ?", (key,)).fetchone()
         return dict(row) if row else None
 
+    @_one_line_errors
     def put(self, row: dict, owner: str | None = None) -> None:
-        """Insert a finished cell and release its lease, in one transaction."""
+        """Insert a finished cell and release its lease, in one transaction. The row is also
+        kept as an object, so `store repair` can rebuild a lost or corrupt index."""
+        self.put_object(canonical_json({ROW_MARK: 1, "row": row}))
         values = [row.get(f) for f in RESULT_FIELDS]
         placeholders = ", ".join("?" for _ in RESULT_FIELDS)
         with self.conn:
@@ -127,6 +172,7 @@ class Store:
                               (row["key"], owner or owner_id()))
 
     # leases: at most one controller runs a cell at a time -------------------------
+    @_one_line_errors
     def acquire(self, key: str, bundle: str, testset: str, owner: str | None = None,
                 seconds: float = LEASE_SECONDS, replace: bool = False) -> bool:
         """Take the cell's lease unless a live controller holds it, or it is already done
@@ -147,22 +193,27 @@ class Store:
                               (key, owner, bundle, testset, now, now + seconds))
         return True
 
+    @_one_line_errors
     def renew(self, key: str, owner: str | None = None, seconds: float = LEASE_SECONDS) -> None:
         self.conn.execute("UPDATE leases SET expires_at = ? WHERE key = ? AND owner = ?",
                           (time.time() + seconds, key, owner or owner_id()))
 
+    @_one_line_errors
     def release(self, key: str, owner: str | None = None) -> None:
         self.conn.execute("DELETE FROM leases WHERE key = ? AND owner = ?",
                           (key, owner or owner_id()))
 
+    @_one_line_errors
     def live_leases(self) -> list[dict]:
         now = time.time()
         rows = [dict(r) for r in self.conn.execute("SELECT * FROM leases")]
         return [r for r in rows if r["expires_at"] > now and owner_alive(r["owner"])]
 
+    @_one_line_errors
     def delete(self, key: str) -> None:
         self.conn.execute("DELETE FROM results WHERE key = ?", (key,))
 
+    @_one_line_errors
     def results(self, bundle: str | None = None, testset: str | None = None) -> list[dict]:
         query, args = "SELECT * FROM results WHERE 1=1", []
         if bundle:
@@ -171,6 +222,7 @@ class Store:
             query, args = query + " AND testset = ?", [*args, testset]
         return [dict(r) for r in self.conn.execute(query + " ORDER BY bundle, testset", args)]
 
+    @_one_line_errors
     def record_failure(self, key: str, bundle: str, testset: str, failure_class: str,
                        message: str, log: str, runner: str | None) -> None:
         log_sha = self.put_object(log.encode("utf-8", errors="replace")) if log else None
@@ -179,6 +231,7 @@ class Store:
             "runner, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (key, bundle, testset, failure_class, message, log_sha, runner, time.time()))
 
+    @_one_line_errors
     def failures(self) -> list[dict]:
         return [dict(r) for r in self.conn.execute("SELECT * FROM failures ORDER BY id")]
 

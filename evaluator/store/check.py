@@ -1,0 +1,167 @@
+"""Check and repair a results store.
+
+`check` verifies the SQLite index (integrity check), every object against the sha256 that is
+its name, and that every result row's objects exist and are intact. `repair` fixes what can
+be fixed without guessing: leftover partial writes are removed, corrupt objects are moved to
+`quarantine/`, rows whose objects are gone are dropped (their cells are simply recomputed),
+and a corrupt or missing index is rebuilt from the row objects that every stored result also
+writes (`ROW_MARK`). Failure records and leases live only in the index: a rebuilt index
+starts without them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evaluator.core.files import PARTIAL_PREFIX
+from evaluator.core.hashing import sha256_of
+from evaluator.store.store import RESULT_FIELDS, ROW_MARK, Store
+
+OBJECT_FIELDS = ("predictions_sha256", "scores_sha256", "log_sha256")
+
+
+@dataclass
+class Report:
+    index_ok: bool = True
+    index_problem: str = ""
+    objects: int = 0
+    rows: int = 0
+    corrupt_objects: list[str] = field(default_factory=list)
+    partial_files: list[str] = field(default_factory=list)
+    rows_missing_objects: list[str] = field(default_factory=list)  # result keys
+
+    @property
+    def ok(self) -> bool:
+        return self.index_ok and not (self.corrupt_objects or self.partial_files or
+                                      self.rows_missing_objects)
+
+    def lines(self) -> list[str]:
+        out = [f"index: {'ok' if self.index_ok else 'CORRUPT: ' + self.index_problem}",
+               f"objects: {self.objects} ({len(self.corrupt_objects)} corrupt, "
+               f"{len(self.partial_files)} partial writes)",
+               f"results: {self.rows} ({len(self.rows_missing_objects)} with missing or corrupt "
+               f"objects)"]
+        out += [f"  corrupt object {sha}" for sha in self.corrupt_objects[:20]]
+        out += [f"  result {key[:16]} lacks an object" for key in
+                self.rows_missing_objects[:20]]
+        return out
+
+
+def _objects(store: Store) -> list[Path]:
+    root = store.workspace / "objects"
+    return sorted(p for p in root.glob("*/*") if p.is_file()) if root.is_dir() else []
+
+
+def _index_rows(store: Store) -> tuple[list[dict] | None, str]:
+    """The index's result rows, or (None, why) when the index cannot be read."""
+    if not store.db_path.exists():
+        return None, "missing"
+    try:
+        conn = sqlite3.connect(f"file:{store.db_path}?mode=ro", uri=True)
+        try:
+            verdict = conn.execute("PRAGMA integrity_check").fetchone()[0]
+            if verdict != "ok":
+                return None, verdict
+            conn.row_factory = sqlite3.Row
+            return [dict(r) for r in conn.execute("SELECT * FROM results")], ""
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return None, str(exc)
+
+
+def check(store: Store) -> Report:
+    report = Report()
+    bad: set[str] = set()
+    for path in _objects(store):
+        if path.name.startswith(PARTIAL_PREFIX):
+            report.partial_files.append(str(path))
+            continue
+        report.objects += 1
+        if sha256_of(path) != path.name:
+            bad.add(path.name)
+    report.corrupt_objects = sorted(bad)
+    rows, problem = _index_rows(store)
+    if rows is None:
+        report.index_ok, report.index_problem = False, problem
+        return report
+    report.rows = len(rows)
+    for row in rows:
+        for name in OBJECT_FIELDS:
+            sha = row.get(name)
+            if sha and (sha in bad or not store.object_path(sha).is_file()):
+                report.rows_missing_objects.append(row["key"])
+                break
+    return report
+
+
+def repair(store: Store) -> list[str]:
+    """Repair the store; what was done, one line each."""
+    done: list[str] = []
+    report = check(store)
+    for partial in report.partial_files:
+        Path(partial).unlink(missing_ok=True)
+    if report.partial_files:
+        done.append(f"removed {len(report.partial_files)} partial writes")
+    quarantine = store.workspace / "quarantine"
+    for sha in report.corrupt_objects:
+        quarantine.mkdir(exist_ok=True)
+        shutil.move(str(store.object_path(sha)), quarantine / sha)
+    if report.corrupt_objects:
+        done.append(f"moved {len(report.corrupt_objects)} corrupt objects to {quarantine}")
+    if not report.index_ok:
+        done += _rebuild_index(store, report.index_problem)
+        report = check(store)
+    if report.rows_missing_objects:
+        for key in report.rows_missing_objects:
+            store.delete(key)
+        done.append(f"dropped {len(report.rows_missing_objects)} results whose objects are "
+                    f"gone (those cells run again)")
+    return done or ["nothing to repair"]
+
+
+def _rebuild_index(store: Store, problem: str) -> list[str]:
+    done = []
+    store.close()
+    if store.db_path.exists():
+        aside = store.db_path.with_name(f"results.sqlite.corrupt-{int(time.time())}")
+        store.db_path.rename(aside)
+        for suffix in ("-wal", "-shm"):
+            extra = store.db_path.with_name(store.db_path.name + suffix)
+            if extra.exists():
+                extra.rename(aside.with_name(aside.name + suffix))
+        done.append(f"moved the {problem or 'unreadable'} index aside to {aside.name}")
+    rows = []
+    for path in _objects(store):
+        row = _row_object(path)
+        if row is not None:
+            rows.append(row)
+    newest: dict[str, dict] = {}
+    for row in rows:
+        if row["key"] not in newest or row["created_at"] > newest[row["key"]]["created_at"]:
+            newest[row["key"]] = row
+    for row in newest.values():
+        if all(not row.get(f) or store.object_path(row[f]).is_file() for f in OBJECT_FIELDS):
+            store.put(row, owner="repair")
+    done.append(f"rebuilt the index from {len(newest)} stored result rows")
+    return done
+
+
+def _row_object(path: Path) -> dict | None:
+    """The result row an object holds, if it is a row object (they are small)."""
+    if path.stat().st_size > 64 << 10:
+        return None
+    try:
+        doc = json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(doc, dict) or doc.get(ROW_MARK) != 1 or not isinstance(doc.get("row"),
+                                                                              dict):
+        return None
+    row = doc["row"]
+    return row if all(f in row for f in RESULT_FIELDS if f not in ("log_sha256",)) else None

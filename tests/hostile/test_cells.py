@@ -1,0 +1,93 @@
+"""Hostile outputs fail their own cell and nothing else: predictions nested 200,000 deep, a
+60 MB answer, a bug in the evaluator itself. The honest cell beside them finishes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from evaluator.cli.main import evaluate_cmd
+from evaluator.pipeline import cell
+from evaluator.scoring.predictions import MAX_ANSWER_CHARS
+from evaluator.store.store import Store
+from tests.conftest import write_command_bundle, write_testset
+from tests.hostile.test_folders import HONEST
+
+NESTED = """import sys
+open(sys.argv[2], "w").write("[" * 200_000 + "]" * 200_000)
+"""
+HUGE = """import json, sys
+doc = json.load(open(sys.argv[1]))
+ids = [q["id"] for a in doc["data"] for p in a["paragraphs"] for q in p["qas"]]
+answers = {qid: "the" for qid in ids}
+answers[ids[0]] = "word " * (12 << 20)  # 60 MB in one answer
+json.dump(answers, open(sys.argv[2], "w"))
+"""
+
+
+@pytest.fixture
+def registry(tmp_path, small_dev, monkeypatch, workspace):
+    subs, sets = tmp_path / "subs", tmp_path / "sets"
+    write_testset(sets, "toy", small_dev)
+    write_command_bundle(subs, "honest", HONEST)
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    return {"subs": subs, "workspace": workspace}
+
+
+def run_all() -> dict:
+    result = CliRunner().invoke(evaluate_cmd, ["-b", "all", "-t", "toy", "--runner", "local",
+                                               "--json"])
+    assert result.exit_code == 1, result.output  # a failed cell: non-zero, after all cells
+    return json.loads(result.stdout)
+
+
+def test_deeply_nested_predictions_fail_their_cell_and_the_matrix_goes_on(registry):
+    write_command_bundle(registry["subs"], "nested", NESTED)
+    doc = run_all()
+    assert [r["bundle"] for r in doc["results"]] == ["honest"]
+    [failed] = doc["failed"]
+    assert failed["bundle"] == "nested" and failed["failure_class"] == "malformed-predictions"
+    store = Store(registry["workspace"])
+    assert [r["bundle"] for r in store.results()] == ["honest"]
+    assert [f["failure_class"] for f in store.failures()] == ["malformed-predictions"]
+
+
+def test_a_bug_in_the_evaluator_is_that_cells_recorded_internal_error(registry, monkeypatch):
+    write_command_bundle(registry["subs"], "unlucky", HONEST.replace("split()[0]",
+                                                                     "split()[1]"))
+    real = cell.score
+    calls = []
+
+    def flaky(questions, predictions, scorer):
+        calls.append(1)
+        if len(calls) == 2:  # the second cell the matrix scores
+            raise ZeroDivisionError("a bug in scoring")
+        return real(questions, predictions, scorer)
+
+    monkeypatch.setattr(cell, "score", flaky)
+    doc = run_all()
+    assert len(doc["results"]) == 1
+    [failed] = doc["failed"]
+    assert failed["failure_class"] == "internal-error" and "ZeroDivisionError" in \
+        failed["message"]
+    store = Store(registry["workspace"])
+    [failure] = store.failures()
+    assert failure["failure_class"] == "internal-error"
+    assert "Traceback" in store.get_object(failure["log_sha256"]).decode()
+
+
+def test_a_60_mb_answer_is_scored_wrong_with_a_warning(registry):
+    write_command_bundle(registry["subs"], "huge", HUGE)
+    result = CliRunner().invoke(evaluate_cmd, ["-b", "huge", "-t", "toy", "--runner", "local",
+                                               "--json"])
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.stdout)["results"]
+    assert row["em"]["value"] < 100.0 and row["missing"] == 0
+    store = Store(registry["workspace"])
+    [stored] = store.results()
+    log = store.get_object(stored["log_sha256"]).decode()
+    assert f"longer than {MAX_ANSWER_CHARS:,} characters scored as wrong" in log
+    assert json.loads(stored["run_record"])["details"]["oversize_answers"] == 1

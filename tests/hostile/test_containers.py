@@ -1,0 +1,94 @@
+"""Against a real Docker daemon: image builds get no network, containers run under the
+operator's policy, and a container never outlives its limit, even when its controller is
+killed with SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from evaluator.core.files import remove_stale_tempdirs
+from evaluator.store.store import Store
+from tests import hostile
+from tests.docker_kit import HostPort, evaluate, host_addresses, needs_docker, ours
+
+pytestmark = needs_docker
+
+PROBE = """import json, socket, sys
+targets = json.load(open("targets.json"))
+for host in targets["hosts"]:
+    try:
+        socket.create_connection((host, targets["port"]), timeout=2).close()
+        print("connected to", host)
+    except OSError as exc:
+        print("no connection to", host, exc)
+"""
+
+
+def test_a_build_step_reaches_no_network(toy, tmp_path):
+    port = HostPort()
+    try:
+        folder = toy["subs"] / "builder"
+        hostile.bundle(toy["subs"], "well_behaved", bundle_id="builder",
+                       environment={"build": "Dockerfile"},
+                       targets={"hosts": host_addresses(), "port": port.port})
+        (folder / "probe.py").write_text(PROBE)
+        (folder / "Dockerfile").write_text("FROM qashift/python:bookworm\nCOPY . /ctx\n"
+                                           "RUN cd /ctx && python3 probe.py\n")
+        doc = evaluate("-b", "builder", "-t", "toy")
+        time.sleep(0.5)
+        assert port.accepted == 0  # no RUN step connected to the host
+        assert [r["bundle"] for r in doc["results"]] == ["builder"]  # the build itself works
+    finally:
+        port.close()
+
+
+def test_containers_run_as_the_policy_says(toy, tmp_path):
+    hostile.bundle(toy["subs"], "well_behaved", resources={"timeout": 30, "memory": "256m"})
+    doc = evaluate("-b", "well_behaved", "-t", "toy")
+    assert [r["bundle"] for r in doc["results"]] == ["well_behaved"]
+    [row] = Store(toy["workspace"]).results()
+    limits = json.loads(row["run_record"])["details"]["container_limits"]
+    assert limits == {"memory": 256 << 20, "cpus": 1.0, "pids": 512, "network": "none",
+                      "read_only_root": True, "user": "65534:65534"}
+
+
+def test_a_killed_controller_leaves_no_container_past_its_limit(toy, client, tmp_path):
+    hostile.bundle(toy["subs"], "sleeper", resources={"timeout": 20})
+    proc = subprocess.Popen(["evaluate", "-b", "sleeper", "-t", "toy", "--runner", "docker"],
+                            env=os.environ.copy(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not [c for c in ours(client, tmp_path) if c.status == "running"]:
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+    started = time.monotonic()
+    cell_dirs = list(Path("/tmp").glob(f"qashift-*-{proc.pid}-*"))
+    assert cell_dirs  # the controller's run folders exist while it runs
+    os.killpg(proc.pid, signal.SIGKILL)  # no finally, no signal handler runs
+    proc.wait()
+    while ours(client, tmp_path):
+        assert time.monotonic() - started < 20, "the container outlived its controller"
+        time.sleep(0.5)
+    # the next start removes what the killed controller left in /tmp
+    assert any(d.exists() for d in cell_dirs)
+    remove_stale_tempdirs()
+    assert not any(d.exists() for d in cell_dirs)
+
+
+def test_a_container_is_removed_at_its_deadline_even_with_a_live_controller(toy, client,
+                                                                           tmp_path):
+    from evaluator.runners.watchdog import watch
+
+    container = client.containers.run("qashift/python:bookworm", ["sleep", "600"],
+                                      detach=True, labels={"qashift": "1",
+                                                           "qashift.folder": str(tmp_path)})
+    started = time.monotonic()
+    assert watch(container.id, time.time() + 2, f"{os.uname().nodename}:{os.getpid()}") == \
+        "deadline"
+    assert 1.5 < time.monotonic() - started < 15
+    assert ours(client, tmp_path) == []

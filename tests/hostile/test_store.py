@@ -1,0 +1,129 @@
+"""A results store that is corrupt, read-only or full: one line saying what is wrong and how
+to recover, a non-zero exit, nothing half-written left behind; `qashift store check` finds
+the damage and `qashift store repair` rebuilds what it can from the store's own objects."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from evaluator.cli.main import evaluate_cmd, main
+from evaluator.store.store import Store
+from tests.conftest import write_command_bundle, write_testset
+from tests.hostile.test_folders import HONEST
+
+needs_mounts = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+
+
+@pytest.fixture
+def registry(tmp_path, small_dev, monkeypatch, workspace):
+    subs, sets = tmp_path / "subs", tmp_path / "sets"
+    write_testset(sets, "toy", small_dev)
+    write_command_bundle(subs, "honest", HONEST)
+    write_command_bundle(subs, "second", HONEST.replace("split()[0]", "split()[-1]"))
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    return {"workspace": workspace}
+
+
+def evaluate(*bundle_ids: str):
+    args = [x for b in bundle_ids for x in ("-b", b)]
+    return CliRunner().invoke(evaluate_cmd, [*args, "-t", "toy", "--runner", "local", "--json"])
+
+
+def one_line_error(result) -> str:
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    return lines[0]
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A 2 MiB file system of its own, for full-disk and read-only stores."""
+    where = tmp_path / "small"
+    where.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(where)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    yield where
+    subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def partial_files(workspace: Path) -> list[Path]:
+    return list(workspace.rglob(".partial-*"))
+
+
+def test_a_corrupt_index_is_one_line_and_repair_rebuilds_it(registry):
+    ws = registry["workspace"]
+    assert evaluate("honest", "second").exit_code == 0
+    before = {r["key"]: (r["em"], r["f1"]) for r in Store(ws).results()}
+    (ws / "results.sqlite").write_bytes(b"this is not a database" * 100)
+    for extra in ("results.sqlite-wal", "results.sqlite-shm"):
+        (ws / extra).unlink(missing_ok=True)
+    line = one_line_error(evaluate("honest"))
+    assert "is corrupt" in line and "qashift store repair" in line
+    runner = CliRunner()
+    checked = runner.invoke(main, ["store", "check"])
+    assert checked.exit_code == 1 and "index: CORRUPT" in checked.output
+    repaired = runner.invoke(main, ["store", "repair"])
+    assert repaired.exit_code == 0 and "rebuilt the index from 2 stored result rows" in \
+        repaired.output
+    assert runner.invoke(main, ["store", "check"]).exit_code == 0
+    after = {r["key"]: (r["em"], r["f1"]) for r in Store(ws).results()}
+    assert after == before
+    again = evaluate("honest", "second")
+    assert again.exit_code == 0
+    assert all(r["cached"] for r in json.loads(again.stdout)["results"])
+
+
+def test_a_corrupt_object_is_found_quarantined_and_its_cell_recomputed(registry):
+    ws = registry["workspace"]
+    assert evaluate("honest").exit_code == 0
+    [row] = Store(ws).results()
+    scores = Store(ws).object_path(row["scores_sha256"])
+    scores.write_bytes(b"tampered")
+    checked = CliRunner().invoke(main, ["store", "check"])
+    assert checked.exit_code == 1 and "1 corrupt" in checked.output
+    repaired = CliRunner().invoke(main, ["store", "repair"])
+    assert "moved 1 corrupt objects" in repaired.output and "dropped 1 results" in \
+        repaired.output
+    assert (ws / "quarantine" / row["scores_sha256"]).read_bytes() == b"tampered"
+    rerun = evaluate("honest")
+    assert rerun.exit_code == 0 and not json.loads(rerun.stdout)["results"][0]["cached"]
+
+
+@needs_mounts
+def test_a_read_only_store_is_one_line(registry, tmpfs, monkeypatch):
+    monkeypatch.setenv("QASHIFT_WORKSPACE", str(tmpfs / "ws"))
+    assert evaluate("honest").exit_code == 0
+    read_only = tmpfs.parent / "read-only-ws"  # the same store, seen through a read-only mount
+    read_only.mkdir()
+    subprocess.run(["mount", "--bind", str(tmpfs / "ws"), str(read_only)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(read_only)], check=True)
+        monkeypatch.setenv("QASHIFT_WORKSPACE", str(read_only))
+        line = one_line_error(evaluate("second"))
+    finally:
+        subprocess.run(["umount", "-l", str(read_only)], check=False)
+    assert "is not writable" in line and "--workspace" in line
+
+
+@needs_mounts
+def test_a_full_disk_is_one_line_and_leaves_no_partial_object(registry, tmpfs, monkeypatch):
+    ws = tmpfs / "ws"
+    monkeypatch.setenv("QASHIFT_WORKSPACE", str(ws))
+    assert evaluate("honest").exit_code == 0
+    filler = tmpfs / "filler"  # fill the file system to the last block
+    subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=4k"], capture_output=True)
+    line = one_line_error(evaluate("second"))
+    assert "no space left" in line and "finished cells are kept" in line
+    assert partial_files(ws) == []
+    filler.unlink()
+    assert [r["bundle"] for r in Store(ws).results()] == ["honest"]
