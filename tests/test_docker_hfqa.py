@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+import evaluator.qa
 from evaluator.bundles import spec as bundles
 from evaluator.core.errors import RunFailure
 from evaluator.data.testsets import input_document
@@ -166,3 +169,37 @@ def test_only_unreadable_mounts_are_copied(tmp_path):
     copy = _readable(shared, tmp_path / "spare2")
     assert copy == tmp_path / "spare2" and (copy / "a.txt").read_text() == "a"
     assert (copy / "a.txt").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_real_hf_qa_container_mounts_only_the_qa_program(runner_image, tiny_model, tmp_path,
+                                                           small_dev, workspace, client):
+    """Read from the daemon while the container runs: the QA program, the checkpoint, the
+    input and the output, and no other host folder (none of the evaluator's other code)."""
+    folder = hfqa_bundle(tmp_path, "tiny-mounts", tiny_model)
+    raw = subset(small_dev, slice(0, 1), per_paragraph=2)
+    (tmp_path / "input.json").write_text(json.dumps(input_document(raw)))
+    out = tmp_path / "out"
+    out.mkdir()
+    seen: dict[str, str] = {}
+    stop = threading.Event()
+
+    def watch():
+        while not stop.is_set() and not seen:
+            for found in client.containers.list(filters={"label": "qashift.bundle=tiny-mounts"}):
+                seen.update({m["Destination"]: m["Source"] for m in found.attrs["Mounts"]})
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        DockerRunner().run(RunRequest(bundles.from_folder(folder), tmp_path / "input.json",
+                                      out, "toy", "cpu"))
+    finally:
+        stop.set()
+        watcher.join()
+    qa_code = Path(evaluator.qa.__file__).resolve().parent
+    assert seen["/opt/qashift/evaluator/qa"] == str(qa_code)
+    assert set(seen) == {"/opt/qashift/evaluator/qa", "/model", "/bundle", "/input/input.json",
+                         "/output"}
+    assert not any(src == str(qa_code.parent) or src.startswith(str(qa_code.parent) + "/")
+                   and not src.startswith(str(qa_code)) for src in seen.values())

@@ -85,3 +85,19 @@ def test_degenerate_inputs_give_nan_bounds_not_errors():
     assert one.value == 0.5 and np.isnan(one.lo) and np.isnan(one.hi)
     constant = t_interval([1.0] * 10)
     assert constant.lo == constant.hi == 1.0
+
+
+def test_an_f1_interval_is_clipped_to_the_score_range_and_says_so():
+    from evaluator.pipeline.cell import cell_intervals
+    from evaluator.scoring.squad_v1 import Unit
+
+    # 40 perfect answers and one at 0.5: the t interval's upper end passes 100
+    units = [Unit(f"q{i}", 1.0, 1.0, "p", "a") for i in range(40)]
+    units.append(Unit("q40", 0.0, 0.5, "p", "a"))
+    raw = t_interval([u.f1 for u in units]).scaled(100.0)
+    assert raw.hi > 100.0
+    _, f1 = cell_intervals(units, 0.95, None)
+    assert f1.hi == 100.0 and f1.lo == raw.lo and f1.value == raw.value
+    assert f1.method == "student-t, clipped to [0, 100]"
+    inside = t_interval([0.5, 0.4, 0.6, 0.5]).scaled(100.0)
+    assert inside.clipped(0.0, 100.0) is inside  # nothing cut, method unchanged
