@@ -96,6 +96,7 @@ class FolderRegistry(Generic[T]):
     filename: str
     default_root: Callable[[], Path]
     load: Callable[[Path], T]
+    in_all: Callable[[T], bool] = lambda _: True  # which folders 'all' stands for
 
     def available(self, root: Path | None = None) -> dict[str, Path]:
         return discover(root or self.default_root(), self.filename)
@@ -116,11 +117,14 @@ class FolderRegistry(Generic[T]):
         out = []
         for name in expand(self.kind, names, folders):
             try:
-                out.append(self.load(folders[name]))
+                loaded = self.load(folders[name])
             except ConfigError as exc:
                 if name in explicit:
                     raise
                 (on_broken or self._warn)(name, exc)
+                continue
+            if name in explicit or self.in_all(loaded):
+                out.append(loaded)
         return out
 
     def scan(self, root: Path | None = None) -> tuple[dict[str, T], dict[str, str]]:

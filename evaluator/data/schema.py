@@ -23,7 +23,7 @@ class TestSetFile(Strict):
     name: Name
     version: Name | int | float
     kind: Literal["original", "replication", "natural-shift", "adversarial", "derived",
-                  "synthetic"]
+                  "synthetic", "training"]  # training: a train split, not a test set
     reference: Name | None = None
     questions: Annotated[int, Field(gt=0)]
     scorer: Literal["squad-v1.1", "adversarial-min"]
@@ -34,3 +34,4 @@ class TestSetFile(Strict):
     source: SourceRef | None = None
     file: Name | None = None
     derive: dict[str, object] | None = None  # checked by derive.DeriveSpec
+    train: Name | None = None  # the training-split folder that goes with this test split

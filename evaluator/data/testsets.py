@@ -59,6 +59,7 @@ class TestSet:
     data_file: str | None = None
     description: str = ""
     derive: DeriveSpec | None = None  # generated from a parent (or from nothing) on first use
+    train: str | None = None  # the training split of this test split (approach-level runs)
 
     @property
     def sha256(self) -> str:
@@ -183,11 +184,12 @@ def from_folder(folder: Path) -> TestSet:
         reference=reference, questions=spec.questions, scorer=spec.scorer,
         cluster=spec.cluster, license=spec.license, citation=spec.citation.strip(),
         folder=folder, source=source, data_file=spec.file,
-        description=spec.description.strip(), derive=derive,
+        description=spec.description.strip(), derive=derive, train=spec.train,
     )
 
 
 _REGISTRY = registry.FolderRegistry("test set", "testset.yaml", settings.testsets_dir,
-                                     lambda folder: from_folder(folder))
+                                     lambda folder: from_folder(folder),
+                                     in_all=lambda ts: ts.kind != "training")
 available, get, resolve, scan = (_REGISTRY.available, _REGISTRY.get, _REGISTRY.resolve,
                                  _REGISTRY.scan)

@@ -39,3 +39,42 @@ def heldout_half(parent: dict, params: dict, rng: random.Random) -> tuple[dict, 
     count = lambda raw: sum(len(p["qas"]) for a in raw["data"] for p in a["paragraphs"])  # noqa: E731
     return heldout, {"articles": len(heldout["data"]), "questions": count(heldout),
                      "train_articles": len(train["data"]), "train_questions": count(train)}
+
+
+def split_groups(raw: dict, unit: str) -> tuple[dict, dict]:
+    """(train, test) halves by `unit`: 'article' (by title, as `heldout_split`) or
+    'paragraph' (each paragraph its own group, by a hash of its context: for sets such as
+    SQuADShifts Reddit, whose one "article" holds thousands of independent posts)."""
+    if unit == "article":
+        return heldout_split(raw)
+    if unit != "paragraph":
+        raise ValueError(f"unit must be article or paragraph, got {unit!r}")
+    version = raw.get("version", "")
+    train: dict = {"version": version, "data": []}
+    test: dict = {"version": version, "data": []}
+    for article in raw["data"]:
+        ranked = sorted(range(len(article["paragraphs"])), key=lambda i: sha256_bytes(
+            f"{SPLIT_SALT}\0{article['paragraphs'][i]['context']}".encode()))
+        chosen = set(ranked[: len(ranked) // 2])
+        for half, keep in ((train, True), (test, False)):
+            paragraphs = [p for i, p in enumerate(article["paragraphs"])
+                          if (i in chosen) == keep]
+            if paragraphs:
+                half["data"].append({**article, "paragraphs": paragraphs})
+    return train, test
+
+
+@register("split-half", version="1")
+def split_half(parent: dict, params: dict, rng: random.Random) -> tuple[dict, dict]:
+    """One half of a set, split deterministically by article (or paragraph): `part` is train
+    or test; the other half of the same parent is the other part, never overlapping."""
+    part, unit = params.get("part"), params.get("unit", "article")
+    if part not in ("train", "test"):
+        raise ValueError(f"split-half: part must be train or test, got {part!r}")
+    train, test = split_groups(parent, unit)
+    chosen = train if part == "train" else test
+    count = lambda raw: sum(len(p["qas"]) for a in raw["data"] for p in a["paragraphs"])  # noqa: E731
+    return chosen, {"unit": unit, "groups": sum(len(a["paragraphs"]) if unit == "paragraph"
+                                                 else 1 for a in chosen["data"]),
+                    "questions": count(chosen), "other_questions": count(
+                        test if part == "train" else train)}
