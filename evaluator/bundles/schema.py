@@ -51,12 +51,19 @@ class QAOptions(Strict):
     max_answer_len: Positive | None = None
 
 
+class Hyperparameters(Strict):
+    defaults: dict[Name, Scalar] = Field(default_factory=dict)
+    search: dict[Name, Scalars] = Field(default_factory=dict)  # values a search may draw
+
+
 class BundleFile(Strict):
     id: Name
     name: Name
-    kind: Literal["command", "predictions", "hf-qa"]
+    kind: Literal["command", "predictions", "hf-qa", "approach"]
     status: Literal["ready", "awaiting-program", "awaiting-build"] = "ready"
-    command: Text | None = None
+    command: Text | None = None  # predict: {input} {output} (and {model} for an approach)
+    train: Text | None = None  # an approach's training: {train} {config} {model} {checkpoints}
+    hyperparameters: Hyperparameters = Hyperparameters()
     environment: Environment = Environment()
     resources: dict[str, object] = Field(default_factory=dict)  # checked by the policy
     network: Literal[False] = False

@@ -21,11 +21,12 @@ from evaluator.bundles.schema import BundleFile
 from evaluator.core import folders as registry
 from evaluator.core import settings
 from evaluator.core.errors import ConfigError
-from evaluator.core.hashing import folder_digest
+from evaluator.core.hashing import canonical_json, folder_digest, sha256_bytes
 from evaluator.core.schema import validate
 from evaluator.data.fetch import Source
 
-KINDS = ("command", "predictions", "hf-qa")
+KINDS = ("command", "predictions", "hf-qa", "approach")
+TRAIN_PLACEHOLDERS = ("{train}", "{model}", "{checkpoints}")
 
 
 @dataclass(frozen=True)
@@ -42,10 +43,16 @@ class Bundle:
     metadata: dict = field(default_factory=dict)
     status: str = "ready"
     model: dict = field(default_factory=dict)  # hf-qa: path|cache, sha256, onnx, batch_size, qa
+    train_command: str | None = None  # approach: {train} {config} {model} {checkpoints}
+    hyperparameters: dict = field(default_factory=dict)  # approach: defaults, search
+    weights_digest: str | None = None  # a trained system: its weights, part of its digest
 
     @property
     def digest(self) -> str:
-        return folder_digest(self.folder)
+        """Everything in the folder; for a trained system, its weights as well."""
+        if self.weights_digest is None:
+            return folder_digest(self.folder)
+        return sha256_bytes(canonical_json([folder_digest(self.folder), self.weights_digest]))
 
     @property
     def timeout(self) -> float:
@@ -55,6 +62,8 @@ class Bundle:
         """None if the bundle can run on the test set, else the reason it cannot."""
         if self.status != "ready":
             return f"bundle is {self.status}"
+        if self.kind == "approach":
+            return "an approach is trained first: evaluate one of its systems (APPROACH@SPLIT/sN)"
         if self.kind == "predictions" and testset_id not in self.predictions:
             have = ", ".join(sorted(self.predictions)) or "none"
             return f"no stored predictions for {testset_id} (has: {have})"
@@ -93,10 +102,21 @@ def from_folder(folder: Path) -> Bundle:
         raise ConfigError(f"{where}: id {spec.id!r} must equal the folder name {folder.name!r}")
     check_links(folder)
     ready = spec.status == "ready"
-    if spec.kind == "command" and ready:
+    if spec.kind in ("command", "approach") and ready:
         if not spec.command or "{input}" not in spec.command or "{output}" not in spec.command:
             raise ConfigError(f"{where}: command must contain the {{input}} and {{output}} "
                               f"placeholders")
+    if spec.kind == "approach" and ready:
+        missing = [p for p in TRAIN_PLACEHOLDERS if p not in (spec.train or "")]
+        if missing:
+            raise ConfigError(f"{where}: an approach needs train: a command with the "
+                              f"{', '.join(TRAIN_PLACEHOLDERS)} placeholders (missing "
+                              f"{', '.join(missing)})")
+        if "{model}" not in spec.command:
+            raise ConfigError(f"{where}: an approach's command (predict) needs the {{model}} "
+                              f"placeholder")
+    elif spec.train is not None:
+        raise ConfigError(f"{where}: train: is for kind approach only")
     if spec.kind == "predictions" and not spec.predictions:
         raise ConfigError(f"{where}: a predictions bundle needs at least one predictions entry")
     predictions = {set_id: Source(src.file, src.sha256.lower(), src.url)
@@ -109,6 +129,7 @@ def from_folder(folder: Path) -> Bundle:
         predictions=predictions,
         reference_scores=spec.reference_scores.model_dump(exclude_none=True),
         metadata=dict(spec.metadata), status=spec.status, model=model,
+        train_command=spec.train, hyperparameters=spec.hyperparameters.model_dump(),
     )
 
 

@@ -17,6 +17,7 @@ import click
 from evaluator.bundles import spec as bundles
 from evaluator.bundles.leaderboard import complete, import_export, lacks
 from evaluator.cli.store import store_group
+from evaluator.cli.train import train_command
 from evaluator.core import settings
 from evaluator.core.errors import UserError
 from evaluator.core.files import remove_stale_tempdirs
@@ -30,6 +31,7 @@ from evaluator.stats.intervals import check_level
 from evaluator.store.queries import latest_result
 from evaluator.store.store import Store
 from evaluator.store.units import load_units
+from evaluator.training import systems
 
 LEVEL_HELP = "confidence level of the intervals (default 0.95)"
 
@@ -126,11 +128,11 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
         check_level(level)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--level") from None
-    chosen_bundles = bundles.resolve(list(bundle_names))
+    store = Store.open_default()
+    chosen_bundles = _bundles_and_systems(list(bundle_names), store)
     chosen_sets = testsets.resolve(list(testset_names))
     explicit = "all" not in bundle_names and "all" not in testset_names
     jobs, skipped = matrix.plan(chosen_bundles, chosen_sets, explicit)
-    store = Store.open_default()
     if (partition or account) and runner != "slurm":
         raise UserError("--partition and --account apply only to --runner slurm")
     slurm = {"partition": partition, "account": account} if runner == "slurm" else {}
@@ -158,6 +160,16 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
     ctx.exit(1 if failed else 0)
 
 
+def _bundles_and_systems(names: list[str], store: Store) -> list:
+    """Bundle folders by id ('all' allowed) and trained systems (APPROACH@SPLIT/sN), in the
+    order given."""
+    out = []
+    for name in names:
+        found = [systems.resolve(name, store)] if "@" in name else bundles.resolve([name])
+        out += [b for b in found if b.id not in {o.id for o in out}]
+    return out
+
+
 def evaluate_command() -> None:
     """Console-script entry point for `evaluate`."""
     wrapper = Group(commands={"evaluate": evaluate_cmd})
@@ -175,6 +187,7 @@ def main(data_dir, workspace) -> None:
 
 main.add_command(evaluate_cmd)
 main.add_command(store_group)
+main.add_command(train_command)
 
 
 def _register_optional() -> None:

@@ -13,6 +13,7 @@ FAILURE_CLASSES = {
     "timeout": "the submission ran past its time limit",
     "nonzero-exit": "the submission exited with a non-zero status",
     "no-predictions": "the submission wrote no predictions file",
+    "no-weights": "a training run finished without writing the weights of its system",
     "malformed-predictions": "the predictions file is not a JSON object of id -> answer text",
     "output-too-large": "the submission wrote more to its output folder than its limit",
     "no-gpu-kernel": "the framework has no CUDA kernel for this GPU (retry with --device cpu)",

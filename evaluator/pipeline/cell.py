@@ -89,7 +89,7 @@ class CellBusy(Exception):
     """Another live controller holds this cell's lease; try again later."""
 
 
-class _Heartbeat:
+class Heartbeat:
     """Renews a cell's lease while it runs, so a live controller is never taken over."""
 
     def __init__(self, store: Store, key: str):
@@ -101,7 +101,7 @@ class _Heartbeat:
         while not self.stop.wait(LEASE_SECONDS / 4):
             self.store.renew(self.key)
 
-    def __enter__(self) -> _Heartbeat:
+    def __enter__(self) -> Heartbeat:
         self.thread.start()
         return self
 
@@ -126,7 +126,7 @@ def evaluate(job: Job, runner: Runner, store: Store, *, level: float = intervals
             return hit  # finished by another controller meanwhile
         raise CellBusy(job.label)
     try:
-        with _Heartbeat(store, job.key):
+        with Heartbeat(store, job.key):
             try:
                 return _run_and_score(job, runner, store, level, cluster, device, mirrors)
             except (UserError, KeyboardInterrupt, SystemExit):

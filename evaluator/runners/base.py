@@ -26,6 +26,22 @@ class RunRequest:
         return self.output_dir / PREDICTIONS_FILE
 
 
+@dataclass(frozen=True)
+class TrainRequest:
+    """Train an approach: the train split in (with its answers: it is training data, never a
+    test set's), weights out. The checkpoint folder is kept between attempts, so a killed
+    training resumes from its last checkpoint."""
+
+    approach: Bundle
+    train_path: Path
+    config_path: Path  # {"hyperparameters": ..., "seed": N, "device": cpu|cuda}
+    model_dir: Path  # empty; the approach writes the frozen system's weights here
+    checkpoint_dir: Path
+    label: str  # the system id, for messages and container labels
+    device: str = "auto"
+    pid_file: Path | None = None  # the local runner notes its process group here
+
+
 @dataclass
 class RunRecord:
     runner: str
@@ -65,7 +81,9 @@ def last_line(log: str) -> str:
     return lines[-1][:300] if lines else "no output"
 
 
-def fill_command(command: str, input_path: str, output_path: str) -> str:
-    """A bundle's command with its {input} and {output} placeholders filled, shell-quoted."""
-    return command.replace("{input}", shlex.quote(input_path)).replace(
-        "{output}", shlex.quote(output_path))
+def fill_command(command: str, **paths: str) -> str:
+    """A bundle's command with its {input}, {output} (and {model}, {train}, ...) placeholders
+    filled, each shell-quoted."""
+    for name, value in paths.items():
+        command = command.replace("{" + name + "}", shlex.quote(value))
+    return command

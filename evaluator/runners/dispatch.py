@@ -27,6 +27,8 @@ RUNNERS: dict[tuple[str, str], str] = {
     ("hf-qa", "docker"): "evaluator.runners.docker:DockerRunner",
     ("command", "slurm"): "evaluator.runners.slurm.controller:SlurmRunner",
     ("hf-qa", "slurm"): "evaluator.runners.slurm.controller:SlurmRunner",
+    ("approach", "local"): "evaluator.runners.local:LocalRunner",  # train()
+    ("approach", "docker"): "evaluator.runners.docker:DockerRunner",  # train()
 }
 OPTIONS = {"evaluator.runners.slurm.controller:SlurmRunner": ("partition", "account", "inner")}
 

@@ -55,6 +55,7 @@ from evaluator.runners.base import (
     PREDICTIONS_FILE,
     RunRecord,
     RunRequest,
+    TrainRequest,
     fill_command,
     last_line,
 )
@@ -66,6 +67,7 @@ LABEL = "qashift"  # every container we create carries qashift=1, so leftovers c
 MAX_OUTPUT_FILES = 10_000
 INPUT, OUTPUT, WORKDIR = "/input/input.json", "/output", "/bundle"
 MODEL_MOUNT, CODE_MOUNT, RECORD = "/model", "/opt/qashift", "record.json"
+CONFIG, CHECKPOINTS = "/input/config.json", "/checkpoints"  # training
 QA_CODE = Path(qa.__file__).resolve().parent  # the only project code a container sees
 GRACE_S = 10.0  # start-up allowance before the watchdog enforces a container's time limit
 NO_GPU_KERNEL = "no kernel image is available for execution on the device"
@@ -161,6 +163,7 @@ class Program:
     argv: list[str]
     image: str | None = None  # None: the bundle's environment (image, build or the default)
     mounts: dict[str, Path] = field(default_factory=dict)  # extra read-only binds
+    writable: dict[str, Path] = field(default_factory=dict)  # extra writable binds (training)
     environment: dict[str, str] = field(default_factory=dict)
     record: str | None = None  # a file in /output where the program writes its run details
 
@@ -181,8 +184,10 @@ def program_for(bundle: Bundle, gpus: int) -> Program:
     if not bundle.command:
         raise UserError(f"{bundle.id} has no command; the docker runner runs command and "
                         f"hf-qa bundles")
-    return Program(["/bin/sh", "-c",
-                    fill_command(bundle.command, INPUT, f"{OUTPUT}/{PREDICTIONS_FILE}")])
+    model = bundle.model.get("path")  # a trained system's weights, read-only at /model
+    return Program(["/bin/sh", "-c", fill_command(
+        bundle.command, input=INPUT, output=f"{OUTPUT}/{PREDICTIONS_FILE}", model=MODEL_MOUNT)],
+        mounts={MODEL_MOUNT: Path(model)} if model else {})
 
 
 class DockerRunner:
@@ -212,6 +217,32 @@ class DockerRunner:
             except Exception as exc:  # noqa: BLE001
                 raise UserError(f"no Docker daemon answers ({type(exc).__name__}); start "
                                 f"dockerd or use --runner local") from None
+
+    # -- training -------------------------------------------------------------------------
+    def train(self, request: TrainRequest) -> RunRecord:
+        """An approach's train command in its container: the train split read-only at
+        /input/input.json, its config read-only, the weights folder writable at /output (held
+        to resources.output) and the checkpoint folder writable at /checkpoints; no network."""
+        approach = request.approach
+        gpus = self._gpus(approach, request.device)
+        for folder in (request.model_dir, request.checkpoint_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+            folder.chmod(0o777)  # the container's user owns nothing on the host
+        program = Program(["/bin/sh", "-c", fill_command(
+            approach.train_command, train=INPUT, config=CONFIG, model=OUTPUT,
+            checkpoints=CHECKPOINTS)], mounts={CONFIG: request.config_path},
+            writable={CHECKPOINTS: request.checkpoint_dir})
+        image_id, image_ref, image_digest = self.resolve_image(approach, program.image)
+        as_run = RunRequest(approach, request.train_path, request.model_dir, request.label,
+                            request.device)
+        outcome = self._run_container(as_run, program, image_id, request.model_dir, gpus)
+        outcome.details.update(image=image_ref, image_id=image_id)
+        record = RunRecord(runner=self.name, wall_s=outcome.wall_s, exit_code=outcome.exit_code,
+                           log=outcome.log, peak_memory_bytes=outcome.peak_memory,
+                           image_digest=image_digest, device="gpu" if gpus else "cpu",
+                           details=outcome.details)
+        self._classify(approach, outcome, request.model_dir)
+        return record
 
     # -- the run --------------------------------------------------------------------------
     def run(self, request: RunRequest) -> RunRecord:
@@ -339,7 +370,9 @@ class DockerRunner:
                           read_only=True),
                     Mount(OUTPUT, str(staging), type="bind", read_only=False),
                     *(Mount(target, str(source), type="bind", read_only=True)
-                      for target, source in program.mounts.items())],
+                      for target, source in program.mounts.items()),
+                    *(Mount(target, str(source), type="bind", read_only=False)
+                      for target, source in program.writable.items())],
             network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"],
             read_only=True,
             tmpfs={"/tmp": f"rw,nosuid,nodev,exec,size={memory}"},

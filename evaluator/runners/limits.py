@@ -24,8 +24,8 @@ def cancel_all() -> int:
     return len(pids)
 
 
-def run_with_limit(command: str, cwd: Path, env: dict, log_path: Path,
-                   timeout: float) -> tuple[int, float, int | None, bool]:
+def run_with_limit(command: str, cwd: Path, env: dict, log_path: Path, timeout: float,
+                   pid_file: Path | None = None) -> tuple[int, float, int | None, bool]:
     """(exit code, wall seconds, peak RSS bytes, timed out) of `/bin/sh -c command`."""
     timed_out = threading.Event()
     with open(log_path, "wb") as log:
@@ -38,6 +38,8 @@ def run_with_limit(command: str, cwd: Path, env: dict, log_path: Path,
             timed_out.set()
             kill_group(proc.pid)
 
+        if pid_file is not None:  # so a later start can stop it if this process is killed
+            pid_file.write_text(str(proc.pid))
         timer = threading.Timer(timeout, kill)
         timer.start()
         with _ACTIVE_LOCK:

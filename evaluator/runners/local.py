@@ -14,10 +14,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+from evaluator.bundles.spec import Bundle
 from evaluator.core import settings
 from evaluator.core.errors import RunFailure
 from evaluator.core.files import run_tempdir
-from evaluator.runners.base import RunRecord, RunRequest, fill_command, last_line, read_tail
+from evaluator.runners.base import (
+    RunRecord,
+    RunRequest,
+    TrainRequest,
+    fill_command,
+    last_line,
+    read_tail,
+)
 from evaluator.runners.limits import cancel_all, run_with_limit
 
 
@@ -30,31 +38,45 @@ class LocalRunner:
 
     def run(self, request: RunRequest) -> RunRecord:
         bundle = request.bundle
+        return self._execute(bundle, bundle.command, bundle.id, None, input=str(request.input_path),
+                             output=str(request.output_path),
+                             model=str(bundle.model.get("path", "")))
+
+    def train(self, request: TrainRequest) -> RunRecord:
+        """Run an approach's train command; its checkpoints survive a killed attempt."""
+        for folder in (request.model_dir, request.checkpoint_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+        return self._execute(request.approach, request.approach.train_command, request.label,
+                             request.pid_file, train=str(request.train_path),
+                             config=str(request.config_path), model=str(request.model_dir),
+                             checkpoints=str(request.checkpoint_dir))
+
+    def _execute(self, bundle: Bundle, command: str, label: str, pid_file: Path | None = None,
+                 **paths: str) -> RunRecord:
+        """`command` with its placeholders filled, in a private copy of the bundle folder."""
         with run_tempdir("local") as tmp:
             workdir = Path(tmp) / "bundle"
             shutil.copytree(bundle.folder, workdir, symlinks=True,  # links were checked on load
                             ignore=shutil.ignore_patterns("__pycache__"))
             env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": tmp, "TMPDIR": tmp,
-                   "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+                   "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0"}
             requirements = bundle.environment.get("requirements")
             if requirements:
                 venv = ensure_venv(bundle.folder / requirements)
                 env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
                 env["VIRTUAL_ENV"] = str(venv)
-            command = fill_command(bundle.command, str(request.input_path),
-                                   str(request.output_path))
             log_path = Path(tmp) / "log.txt"
             exit_code, wall, peak, timed_out = run_with_limit(
-                command, workdir, env, log_path, bundle.timeout)
+                fill_command(command, **paths), workdir, env, log_path, bundle.timeout, pid_file)
             log = read_tail(log_path)
         record = RunRecord(runner=self.name, wall_s=wall, exit_code=exit_code, log=log,
                            peak_memory_bytes=peak, device="cpu",
                            details={"isolated": False})
         if timed_out:
-            raise RunFailure("timeout", f"{bundle.id} ran past its {bundle.timeout:g} s time "
+            raise RunFailure("timeout", f"{label} ran past its {bundle.timeout:g} s time "
                              f"limit and was killed", log)
         if exit_code != 0:
-            raise RunFailure("nonzero-exit", f"{bundle.id} exited with status {exit_code}: "
+            raise RunFailure("nonzero-exit", f"{label} exited with status {exit_code}: "
                              f"{last_line(log)}", log)
         return record
 

@@ -41,6 +41,14 @@ CREATE TABLE IF NOT EXISTS leases (
     key TEXT PRIMARY KEY, owner TEXT NOT NULL, bundle TEXT NOT NULL, testset TEXT NOT NULL,
     started_at REAL NOT NULL, expires_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS systems (
+    key TEXT PRIMARY KEY, system TEXT NOT NULL, approach TEXT NOT NULL,
+    approach_digest TEXT NOT NULL, split TEXT NOT NULL, split_sha256 TEXT NOT NULL,
+    train_size INTEGER, seed INTEGER NOT NULL, hyperparameters TEXT NOT NULL,
+    weights_digest TEXT NOT NULL, runner TEXT NOT NULL, device TEXT, wall_s REAL,
+    log_sha256 TEXT, run_record TEXT NOT NULL, created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS systems_name ON systems (system);
 CREATE TABLE IF NOT EXISTS failures (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     key TEXT NOT NULL, bundle TEXT NOT NULL, testset TEXT NOT NULL,
@@ -55,6 +63,10 @@ RESULT_FIELDS = ("key", "bundle", "bundle_digest", "testset", "testset_sha256", 
                  "scores_sha256", "log_sha256", "runner", "device", "image_digest", "wall_s",
                  "run_record", "created_at")
 
+
+SYSTEM_FIELDS = ("key", "system", "approach", "approach_digest", "split", "split_sha256",
+                 "train_size", "seed", "hyperparameters", "weights_digest", "runner", "device",
+                 "wall_s", "log_sha256", "run_record", "created_at")
 
 LEASE_SECONDS = 120.0
 
@@ -170,6 +182,35 @@ class Store:
                               f"VALUES ({placeholders})", values)
             self.conn.execute("DELETE FROM leases WHERE key = ? AND owner = ?",
                               (row["key"], owner or owner_id()))
+
+    # trained systems: one row per finished train cell; weights under models/ --------
+    def model_path(self, weights_digest: str) -> Path:
+        return self.workspace / "models" / weights_digest
+
+    @_one_line_errors
+    def put_system(self, row: dict, owner: str | None = None) -> None:
+        """Record a trained system (its weights already under model_path) and release the
+        train cell's lease; the row is kept as an object too, like result rows."""
+        self.put_object(canonical_json({ROW_MARK: 1, "system": row}))
+        values = [row.get(f) for f in SYSTEM_FIELDS]
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute(f"INSERT OR REPLACE INTO systems ({', '.join(SYSTEM_FIELDS)}) "
+                              f"VALUES ({', '.join('?' for _ in SYSTEM_FIELDS)})", values)
+            self.conn.execute("DELETE FROM leases WHERE key = ? AND owner = ?",
+                              (row["key"], owner or owner_id()))
+
+    @_one_line_errors
+    def get_system(self, key: str) -> dict | None:
+        row = self.conn.execute("SELECT * FROM systems WHERE key = ?", (key,)).fetchone()
+        return dict(row) if row else None
+
+    @_one_line_errors
+    def systems(self, name: str | None = None) -> list[dict]:
+        query, args = "SELECT * FROM systems", []
+        if name:
+            query, args = query + " WHERE system = ?", [name]
+        return [dict(r) for r in self.conn.execute(query + " ORDER BY system, created_at", args)]
 
     # leases: at most one controller runs a cell at a time -------------------------
     @_one_line_errors

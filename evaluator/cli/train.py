@@ -1,0 +1,68 @@
+"""`qashift train`: train an approach on a training split into a frozen system (or find it
+stored), resuming a killed attempt from its last checkpoint."""
+
+from __future__ import annotations
+
+import click
+import yaml
+
+from evaluator.bundles import spec as bundles
+from evaluator.core.errors import RunFailure, UserError
+from evaluator.data import testsets
+from evaluator.runners.dispatch import Dispatcher
+from evaluator.store.store import Store
+from evaluator.training.job import TrainJob
+from evaluator.training.run import train
+
+
+def _overrides(pairs: tuple[str, ...]) -> dict:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UserError(f"--set takes KEY=VALUE, got {pair!r}")
+        out[key] = yaml.safe_load(value)
+    return out
+
+
+def _progress(doc: dict) -> None:
+    parts = [f"epoch {doc.get('epoch')}/{doc.get('epochs')}"]
+    if doc.get("loss") is not None:
+        parts.append(f"loss {float(doc['loss']):.4f}")
+    if doc.get("eta_s") is not None:
+        parts.append(f"eta {float(doc['eta_s']):.0f} s")
+    click.echo("  " + ", ".join(parts), err=True)
+
+
+@click.command("train")
+@click.option("--approach", "-a", required=True, help="an approach bundle (kind approach)")
+@click.option("--split", "-t", "split_id", required=True,
+              help="a training split, e.g. squad-dev-train")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--size", type=click.IntRange(1), default=None,
+              help="train on a seeded downsample of this many questions")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="a hyperparameter other than the approach's default (repeatable)")
+@click.option("--runner", default="auto", show_default=True,
+              type=click.Choice(["auto", "local", "docker"]))
+@click.option("--device", default="auto", show_default=True,
+              type=click.Choice(["auto", "cpu", "gpu"]))
+@click.option("--rerun", is_flag=True, help="train again even if the system is stored")
+def train_command(approach, split_id, seed, size, overrides, runner, device, rerun) -> None:
+    """Train APPROACH on SPLIT; prints the system id to evaluate (evaluate -b ID -t ...)."""
+    job = TrainJob(bundles.get(approach), testsets.get(split_id), seed, size,
+                   _overrides(overrides))
+    if job.approach.kind != "approach":
+        raise UserError(f"{approach} is a {job.approach.kind} bundle, not an approach")
+    dispatcher = Dispatcher(runner, warn=lambda m: click.echo(f"warning: {m}", err=True))
+    click.echo(f"{job.system_id}: training on {job.split.id} ({dispatcher.backend})", err=True)
+    try:
+        system = train(job, dispatcher, Store.open_default(), device=device, rerun=rerun,
+                       progress=_progress)
+    except RunFailure as failure:
+        raise UserError(f"{job.system_id} failed ({failure.failure_class}): {failure}"
+                        ) from None
+    row = system.row
+    how = "stored earlier" if system.cached else f"trained in {row['wall_s']:.0f} s"
+    click.echo(f"{job.system_id}  {how}, weights {row['weights_digest'][:12]}, "
+               f"device {row['device']}")

@@ -1,0 +1,204 @@
+"""Run a train cell: the stored system, or lease -> prepare -> train -> freeze -> store.
+
+The cell's folder (`<workspace>/training/<key>/`) holds the train file, the config and the
+approach's checkpoints; it outlives a killed attempt, so the same command resumes from the last
+checkpoint. On success the weights are frozen: copied, read-only, to
+`<workspace>/models/<weights digest>/`, and the cell folder is removed. A crash or a time-out
+is recorded with its failure class; no system is stored for it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from evaluator.bundles.spec import Bundle
+from evaluator.core.errors import RunFailure, UserError
+from evaluator.core.files import write_atomic, write_json_atomic
+from evaluator.core.hashing import canonical_json, folder_digest
+from evaluator.core.owner import pid_alive
+from evaluator.pipeline.cell import Heartbeat
+from evaluator.runners.base import TrainRequest
+from evaluator.runners.dispatch import Dispatcher
+from evaluator.runners.limits import kill_group
+from evaluator.store.store import Store
+from evaluator.training.job import TrainJob, downsample
+
+PROGRESS_FILE = "progress.json"  # what an approach writes to {checkpoints} after each epoch
+RUNNER_PID = "runner.pid"
+
+
+@dataclass(frozen=True)
+class TrainedSystem:
+    row: dict
+    cached: bool
+    bundle: Bundle  # the frozen system, ready to evaluate
+
+
+def cell_dir(store: Store, key: str) -> Path:
+    return store.workspace / "training" / key
+
+
+def system_bundle(job: TrainJob, row: dict, store: Store) -> Bundle:
+    """The frozen system as a command bundle: the approach's predict command, its weights
+    read-only at {model}; its digest covers the approach folder and the weights."""
+    approach = job.approach
+    metadata = {**approach.metadata, "approach": approach.id, "trained_on": job.split.id,
+                "seed": job.seed, "train_size": job.size,
+                "hyperparameters": json.loads(row["hyperparameters"])}
+    return Bundle(
+        id=job.system_id, name=f"{approach.name} ({job.system_id})", kind="command",
+        folder=approach.folder, command=approach.command, environment=approach.environment,
+        resources=approach.resources, metadata=metadata,
+        model={"path": str(store.model_path(row["weights_digest"])),
+               "sha256": row["weights_digest"]},
+        weights_digest=row["weights_digest"])
+
+
+def stored(job: TrainJob, store: Store) -> TrainedSystem | None:
+    row = store.get_system(job.key) if store.exists() else None
+    if row is None or not store.model_path(row["weights_digest"]).is_dir():
+        return None
+    return TrainedSystem(row, True, system_bundle(job, row, store))
+
+
+def train(job: TrainJob, runner: Dispatcher, store: Store, *, device: str = "auto",
+          rerun: bool = False, progress: Callable[[dict], None] = lambda _: None
+          ) -> TrainedSystem:
+    """The trained system of `job`, training it first if needed (resuming a killed attempt)."""
+    if not rerun and (hit := stored(job, store)):
+        return hit
+    if not store.acquire(job.key, job.approach.id, job.split.id, replace=True):
+        raise UserError(f"{job.system_id} is being trained by another controller right now")
+    try:
+        with Heartbeat(store, job.key):
+            return _train(job, runner, store, device, progress)
+    finally:
+        store.release(job.key)
+
+
+def _train(job: TrainJob, runner: Dispatcher, store: Store, device: str,
+           progress: Callable[[dict], None]) -> TrainedSystem:
+    cell = cell_dir(store, job.key)
+    request = _prepare(job, cell, device)
+    watcher = _ProgressWatch(request.checkpoint_dir / PROGRESS_FILE, progress)
+    watcher.start()
+    try:
+        record = runner.runner_for(job.approach).train(request)
+        weights = _freeze(request.model_dir, store, job.system_id)
+    except RunFailure as failure:
+        store.record_failure(job.key, job.system_id, job.split.id, failure.failure_class,
+                             str(failure), failure.log, runner.name)
+        raise
+    finally:
+        watcher.stop()
+    row = {"key": job.key, "system": job.system_id, "approach": job.approach.id,
+           "approach_digest": job.approach.digest, "split": job.split.id,
+           "split_sha256": job.split.sha256, "train_size": job.size, "seed": job.seed,
+           "hyperparameters": canonical_json(job.hyperparameters).decode(),
+           "weights_digest": weights, "runner": record.runner, "device": record.device,
+           "wall_s": record.wall_s,
+           "log_sha256": store.put_object(record.log.encode("utf-8", errors="replace"))
+           if record.log else None,
+           "run_record": json.dumps(record.to_dict(), sort_keys=True),
+           "created_at": time.time()}
+    store.put_system(row)
+    shutil.rmtree(cell, ignore_errors=True)
+    return TrainedSystem(row, False, system_bundle(job, row, store))
+
+
+def _prepare(job: TrainJob, cell: Path, device: str) -> TrainRequest:
+    """The cell folder: the train file and config written once, the model folder emptied,
+    the checkpoint folder kept (a resumed attempt continues from it)."""
+    dataset = job.split.load()  # verified by sha256 and parsed: a bad split fails here
+    train_path, config_path = cell / "train.json", cell / "config.json"
+    if not train_path.is_file():
+        raw = downsample(dataset.raw, job.size, job.seed) if job.size else dataset.raw
+        write_atomic(train_path, canonical_json(raw))
+        train_path.chmod(0o444)
+    resolved = "cuda" if device in ("gpu", "cuda") else "cpu"
+    write_json_atomic(config_path, {"hyperparameters": job.hyperparameters, "seed": job.seed,
+                                    "device": resolved, "system": job.system_id})
+    config_path.chmod(0o444)
+    _stop_orphan(cell / RUNNER_PID)
+    model_dir = cell / "model"
+    shutil.rmtree(model_dir, ignore_errors=True)
+    model_dir.mkdir(parents=True)
+    return TrainRequest(job.approach, train_path, config_path, model_dir,
+                        cell / "checkpoints", job.system_id,
+                        "gpu" if resolved == "cuda" else "cpu", cell / RUNNER_PID)
+
+
+def _stop_orphan(pid_file: Path) -> None:
+    """Kill the training process a killed controller left running (local runner), so two
+    attempts never write the same checkpoints."""
+    try:
+        pid = int(pid_file.read_text())
+    except (OSError, ValueError):
+        return
+    if pid_alive(pid):
+        kill_group(pid)
+    pid_file.unlink(missing_ok=True)
+
+
+def _freeze(model_dir: Path, store: Store, label: str) -> str:
+    """Copy the weights, read-only, to the store's models/<digest>; the digest."""
+    if not model_dir.is_dir() or not any(model_dir.iterdir()):
+        raise RunFailure("no-weights", f"{label}: training finished but wrote no weights "
+                         f"to its model folder")
+    digest = folder_digest(model_dir)
+    target = store.model_path(digest)
+    if not target.is_dir():
+        partial = target.with_name(f".partial-{digest}")
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(model_dir, partial, symlinks=False)
+        for path in [partial, *partial.rglob("*")]:
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        partial.rename(target)
+    return digest
+
+
+class _ProgressWatch:
+    """Hands each new progress document of the approach to `report` (epoch, loss, ETA)."""
+
+    def __init__(self, path: Path, report: Callable[[dict], None], interval: float = 1.0):
+        self.path, self.report, self.interval = path, report, interval
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._last: bytes | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join(timeout=5)
+        self._look()
+
+    def _loop(self) -> None:
+        while not self._done.wait(self.interval):
+            self._look()
+
+    def _look(self) -> None:
+        try:
+            data = self.path.read_bytes()
+            doc = json.loads(data)
+        except (OSError, ValueError):
+            return
+        if data != self._last and isinstance(doc, dict):
+            self._last = data
+            self.report(doc)
+
+
+def read_progress(store: Store, key: str) -> dict | None:
+    """The last progress document of a train cell that is running (for `qashift status`)."""
+    try:
+        doc = json.loads((cell_dir(store, key) / "checkpoints" / PROGRESS_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None

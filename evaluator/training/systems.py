@@ -1,0 +1,46 @@
+"""Frozen systems by name: `APPROACH@SPLIT[~SIZE]/sSEED[/hHASH]` -> the trained Bundle."""
+
+from __future__ import annotations
+
+import json
+
+from evaluator.bundles import spec as bundles
+from evaluator.bundles.spec import Bundle
+from evaluator.core.errors import UserError
+from evaluator.data import testsets
+from evaluator.store.store import Store
+from evaluator.training.job import TrainJob, parse_system_id
+from evaluator.training.run import stored
+
+
+def job_for(system_id: str, store: Store | None = None) -> TrainJob:
+    """The train cell a system id names (a /hHASH variant is looked up in the store)."""
+    parts = parse_system_id(system_id)
+    if parts is None:
+        raise UserError(f"{system_id!r} is not a system id: APPROACH@SPLIT[~SIZE]/sSEED, e.g. "
+                        f"logreg-rajpurkar@squad-dev-train/s0")
+    approach = bundles.get(parts["approach"])
+    if approach.kind != "approach":
+        raise UserError(f"{approach.id} is a {approach.kind} bundle, not an approach")
+    split = testsets.get(parts["split"])
+    overrides: dict = {}
+    if parts["hp"]:
+        rows = store.systems(system_id) if store is not None and store.exists() else []
+        if not rows:
+            raise UserError(f"no trained system {system_id} in the store: its hyperparameter "
+                            f"hash cannot be undone; train it with qashift train --set ...")
+        stored_hp = json.loads(rows[-1]["hyperparameters"])
+        defaults = approach.hyperparameters.get("defaults") or {}
+        overrides = {k: v for k, v in stored_hp.items() if defaults.get(k) != v}
+    return TrainJob(approach, split, parts["seed"], parts["size"], overrides)
+
+
+def resolve(system_id: str, store: Store) -> Bundle:
+    """The frozen system named `system_id`; a one-line error if it is not trained yet."""
+    job = job_for(system_id, store)
+    found = stored(job, store)
+    if found is None:
+        size = f" --size {job.size}" if job.size else ""
+        raise UserError(f"{system_id} is not trained yet: qashift train -a {job.approach.id} "
+                        f"-t {job.split.id} --seed {job.seed}{size}")
+    return found.bundle
