@@ -17,13 +17,14 @@ import click
 from evaluator.bundles import spec as bundles
 from evaluator.bundles.leaderboard import complete, import_export, lacks
 from evaluator.cli.store import store_group
-from evaluator.cli.train import train_command
+from evaluator.cli.train import systems_command, train_command
 from evaluator.core import settings
 from evaluator.core.errors import UserError
 from evaluator.core.files import remove_stale_tempdirs
 from evaluator.core.folders import unknown_name
 from evaluator.data import testsets
 from evaluator.data.fetch import cached_path
+from evaluator.jobs.plan import plan
 from evaluator.pipeline import matrix
 from evaluator.pipeline.status import CellStatus, matrix_status
 from evaluator.runners.dispatch import Dispatcher
@@ -132,7 +133,7 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
     chosen_bundles = _bundles_and_systems(list(bundle_names), store)
     chosen_sets = testsets.resolve(list(testset_names))
     explicit = "all" not in bundle_names and "all" not in testset_names
-    jobs, skipped = matrix.plan(chosen_bundles, chosen_sets, explicit)
+    jobs, skipped = plan(chosen_bundles, chosen_sets, explicit)
     if (partition or account) and runner != "slurm":
         raise UserError("--partition and --account apply only to --runner slurm")
     slurm = {"partition": partition, "account": account} if runner == "slurm" else {}
@@ -188,6 +189,7 @@ def main(data_dir, workspace) -> None:
 main.add_command(evaluate_cmd)
 main.add_command(store_group)
 main.add_command(train_command)
+main.add_command(systems_command)
 
 
 def _register_optional() -> None:

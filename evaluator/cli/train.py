@@ -3,6 +3,8 @@ stored), resuming a killed attempt from its last checkpoint."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 import yaml
 
@@ -11,6 +13,7 @@ from evaluator.core.errors import RunFailure, UserError
 from evaluator.data import testsets
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
+from evaluator.training import table
 from evaluator.training.job import TrainJob
 from evaluator.training.run import train
 
@@ -66,3 +69,24 @@ def train_command(approach, split_id, seed, size, overrides, runner, device, rer
     how = "stored earlier" if system.cached else f"trained in {row['wall_s']:.0f} s"
     click.echo(f"{job.system_id}  {how}, weights {row['weights_digest'][:12]}, "
                f"device {row['device']}")
+
+
+@click.command("systems")
+@click.option("--table", "table_path", type=click.Path(dir_okay=False), default=None,
+              help="also write the results table of every trained system to this CSV")
+def systems_command(table_path) -> None:
+    """The trained systems in the store, and optionally their results table (CSV)."""
+    store = Store.open_default()
+    found = store.systems() if store.exists() else []
+    width = max([len(s["system"]) for s in found] + [6])
+    click.echo(f"{'system':<{width}}  {'weights':<12}  {'device':<6}  train_s")
+    for s in found:
+        click.echo(f"{s['system']:<{width}}  {s['weights_digest'][:12]}  {s['device']:<6}  "
+                   f"{s['wall_s']:.0f}")
+    if table_path:
+        good, _ = testsets.scan()
+        approaches, _ = bundles.scan()
+        rows = table.rows(store, {k: t.reference for k, t in good.items()},
+                          {k: b.metadata.get("family") for k, b in approaches.items()})
+        table.write(rows, Path(table_path))
+        click.echo(f"wrote {len(rows)} rows to {table_path}")

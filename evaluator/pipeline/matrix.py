@@ -11,9 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from evaluator.bundles.spec import Bundle
 from evaluator.core.errors import DataError, RunFailure, UserError
-from evaluator.data.testsets import TestSet
 from evaluator.jobs.job import Job
 from evaluator.pipeline.cell import CellBusy, CellResult, evaluate
 from evaluator.runners.dispatch import Dispatcher
@@ -36,26 +34,6 @@ class MatrixReport:
     @property
     def failed(self) -> list[Outcome]:
         return [o for o in self.outcomes if o.result is None]
-
-
-def plan(bundles: list[Bundle], testsets: list[TestSet], explicit: bool,
-         options: dict | None = None) -> tuple[list[Job], list[tuple[str, str, str]]]:
-    """Jobs to run and (bundle, testset, reason) for cells that cannot run.
-
-    When the user named both the bundle and the test set (`explicit`), an inapplicable cell
-    is an error; with `all` it is only listed.
-    """
-    jobs, skipped = [], []
-    for bundle in bundles:
-        for testset in testsets:
-            reason = bundle.applicable(testset.id)
-            if reason is None:
-                jobs.append(Job(bundle, testset, dict(options or {})))
-            elif explicit:
-                raise UserError(f"{bundle.id} cannot run on {testset.id}: {reason}")
-            else:
-                skipped.append((bundle.id, testset.id, reason))
-    return jobs, skipped
 
 
 def _attempt(job: Job, runner: Dispatcher, store: Store, options: dict) -> Outcome | None:

@@ -1,0 +1,29 @@
+"""Which cells of a matrix apply: each (bundle, test set) pair a job, or the reason it cannot
+run (a predictions bundle without a file for that set, a bundle still awaiting its files)."""
+
+from __future__ import annotations
+
+from evaluator.bundles.spec import Bundle
+from evaluator.core.errors import UserError
+from evaluator.data.testsets import TestSet
+from evaluator.jobs.job import Job
+
+
+def plan(bundles: list[Bundle], testsets: list[TestSet], explicit: bool,
+         options: dict | None = None) -> tuple[list[Job], list[tuple[str, str, str]]]:
+    """Jobs to run and (bundle, testset, reason) for cells that cannot run.
+
+    When the user named both the bundle and the test set (`explicit`), an inapplicable cell
+    is an error; with `all` it is only listed.
+    """
+    jobs, skipped = [], []
+    for bundle in bundles:
+        for testset in testsets:
+            reason = bundle.applicable(testset.id)
+            if reason is None:
+                jobs.append(Job(bundle, testset, dict(options or {})))
+            elif explicit:
+                raise UserError(f"{bundle.id} cannot run on {testset.id}: {reason}")
+            else:
+                skipped.append((bundle.id, testset.id, reason))
+    return jobs, skipped

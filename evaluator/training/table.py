@@ -1,0 +1,59 @@
+"""The results table of trained systems: one row per system x test set x metric, in the long
+form the analysis' CSV importer reads, with everything needed to trace a number back."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from evaluator.core.files import atomic_file
+from evaluator.store.queries import latest_by_cell
+from evaluator.store.store import Store
+
+COLUMNS = ("model", "testset", "metric", "value", "lo", "hi", "n", "reference", "family",
+           "approach", "train_split", "train_size", "seed", "hyperparameters", "weights_digest",
+           "bundle_digest", "testset_sha256", "scorer_version", "train_device", "train_wall_s",
+           "wall_s", "runner")
+
+
+def rows(store: Store, references: dict[str, str | None], families: dict[str, str | None]
+         ) -> list[dict]:
+    """Rows for every trained system's latest results; `references` maps a test set to its
+    original-set axis (its `reference`), `families` an approach to its family."""
+    systems = {s["system"]: s for s in store.systems()}  # the newest training of each name
+    latest = latest_by_cell(r for r in store.results() if r["bundle"] in systems)
+    out = []
+    for (name, testset), row in sorted(latest.items()):
+        system = systems[name]
+        for metric in ("em", "f1"):
+            out.append({
+                "model": name, "testset": testset, "metric": metric,
+                "value": round(row[metric], 4), "lo": round(row[f"{metric}_lo"], 4),
+                "hi": round(row[f"{metric}_hi"], 4), "n": row["n"],
+                "reference": references.get(testset) or "",
+                "family": families.get(system["approach"]) or "",
+                "approach": system["approach"], "train_split": system["split"],
+                "train_size": system["train_size"] or "", "seed": system["seed"],
+                "hyperparameters": system["hyperparameters"],
+                "weights_digest": system["weights_digest"],
+                "bundle_digest": row["bundle_digest"], "testset_sha256": row["testset_sha256"],
+                "scorer_version": row["scorer_version"], "train_device": system["device"],
+                "train_wall_s": round(system["wall_s"] or 0.0, 1),
+                "wall_s": round(row["wall_s"] or 0.0, 1), "runner": row["runner"]})
+    return out
+
+
+def write(table: list[dict], path: Path) -> None:
+    with atomic_file(path) as (handle, _):
+        text = _csv(table)
+        handle.write(text.encode())
+
+
+def _csv(table: list[dict]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(table)
+    return buffer.getvalue()
+

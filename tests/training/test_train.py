@@ -1,0 +1,217 @@
+"""Training as a stored, resumable job: an approach trained on a small real split becomes a
+frozen system that `evaluate` scores like any submission, locally and in Docker; the same
+seed gives the same weights; a killed training resumes to the same weights; a finished cell
+is never trained again; bad input is a one-line error or a recorded failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from evaluator.bundles import spec as bundles
+from evaluator.cli.main import evaluate_cmd, main
+from evaluator.core.errors import ConfigError, DataError, RunFailure
+from evaluator.data import testsets
+from evaluator.runners.dispatch import Dispatcher
+from evaluator.store.store import Store
+from evaluator.training.job import TrainJob
+from evaluator.training.run import cell_dir, train
+from evaluator.training.systems import resolve
+from tests.conftest import REPO, write_testset
+from tests.docker_kit import needs_docker
+
+LOGREG = REPO / "submissions" / "logreg-rajpurkar"
+FAST = ["--set", "epochs=2"]
+
+
+@pytest.fixture
+def registry(tmp_path, dev_raw, monkeypatch, workspace):
+    """A training split (2 dev articles) and a test split (the third), with the approach."""
+    subs, sets = tmp_path / "subs", tmp_path / "sets"
+    shutil.copytree(LOGREG, subs / "logreg-rajpurkar")
+    shutil.copytree(REPO / "submissions" / "sliding-window", subs / "sliding-window")
+    train_folder = write_testset(sets, "tiny-train", {"version": "1.1",
+                                                      "data": dev_raw["data"][:2]})
+    text = (train_folder / "testset.yaml").read_text().replace("kind: derived",
+                                                               "kind: training")
+    (train_folder / "testset.yaml").write_text(text)
+    test_folder = write_testset(sets, "tiny-test", {"version": "1.1",
+                                                    "data": dev_raw["data"][2:3]})
+    (test_folder / "testset.yaml").write_text((test_folder / "testset.yaml").read_text() +
+                                              "train: tiny-train\n")
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    return {"subs": subs, "sets": sets, "workspace": workspace}
+
+
+def qashift(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["qashift", *args], capture_output=True, text=True,
+                          env=os.environ.copy(), timeout=600)
+
+
+def f1_of(bundle_id: str, testset: str, runner: str = "local", *extra: str) -> dict:
+    result = CliRunner().invoke(evaluate_cmd, ["-b", bundle_id, "-t", testset, "--runner",
+                                               runner, "--json", *extra])
+    assert result.exit_code == 0, result.output
+    [cell] = json.loads(result.stdout)["results"]
+    return cell
+
+
+SYSTEM = "logreg-rajpurkar@tiny-train/s0/he2826b04"  # epochs=2 differs from the default
+
+
+def test_an_approach_trains_and_its_frozen_system_is_evaluated(registry):
+    trained = qashift("train", "-a", "logreg-rajpurkar", "-t", "tiny-train", *FAST,
+                      "--runner", "local")
+    assert trained.returncode == 0, trained.stderr
+    assert SYSTEM in trained.stdout and "trained in" in trained.stdout
+    losses = [float(line.split("loss ")[1].split(",")[0]) for line in
+              trained.stderr.splitlines() if "loss" in line]
+    assert len(losses) == 2 and losses[1] < losses[0]  # the loss falls
+    # it beats the sliding-window baseline on its own training questions
+    own = f1_of(SYSTEM, "tiny-train")
+    baseline = f1_of("sliding-window", "tiny-train")
+    assert own["f1"]["value"] > baseline["f1"]["value"] + 10
+    held_out = f1_of(SYSTEM, "tiny-test")
+    assert held_out["n"] == 112 and held_out["f1"]["value"] > 0
+    # a finished cell trains nothing; its system evaluates once
+    again = qashift("train", "-a", "logreg-rajpurkar", "-t", "tiny-train", *FAST)
+    assert again.returncode == 0 and "stored earlier" in again.stdout
+    assert f1_of(SYSTEM, "tiny-test")["cached"] is True
+    store = Store(registry["workspace"])
+    [system] = store.systems()
+    assert system["system"] == SYSTEM and json.loads(system["hyperparameters"])["epochs"] == 2
+    assert store.model_path(system["weights_digest"]).is_dir()
+    assert not cell_dir(store, system["key"]).exists()  # the working folder is gone
+
+
+def test_the_same_seed_gives_the_same_weights_and_another_seed_does_not(registry):
+    approach, split = bundles.get("logreg-rajpurkar"), testsets.get("tiny-train")
+    store, runner = Store(registry["workspace"]), Dispatcher("local")
+    first = train(TrainJob(approach, split, 0, None, {"epochs": 1}), runner, store)
+    again = train(TrainJob(approach, split, 0, None, {"epochs": 1}), runner, store, rerun=True)
+    other = train(TrainJob(approach, split, 1, None, {"epochs": 1}), runner, store)
+    assert not again.cached
+    assert first.row["weights_digest"] == again.row["weights_digest"]
+    assert other.row["weights_digest"] != first.row["weights_digest"]
+    downsampled = train(TrainJob(approach, split, 0, 60, {"epochs": 1}), runner, store)
+    assert downsampled.bundle.id == "logreg-rajpurkar@tiny-train~60/s0/h" + \
+        first.bundle.id.rsplit("/h", 1)[1]
+    assert downsampled.row["weights_digest"] != first.row["weights_digest"]
+
+
+def test_a_killed_training_resumes_from_its_checkpoint_to_the_same_weights(registry):
+    args = ["train", "-a", "logreg-rajpurkar", "-t", "tiny-train", "--set", "epochs=20",
+            "--runner", "local"]
+    uninterrupted = qashift(*args)
+    assert uninterrupted.returncode == 0, uninterrupted.stderr
+    store = Store(registry["workspace"])
+    [done] = store.systems()
+    (registry["workspace"] / "results.sqlite").unlink()  # forget it: train again, then kill
+    for extra in ("results.sqlite-wal", "results.sqlite-shm"):
+        (registry["workspace"] / extra).unlink(missing_ok=True)
+    proc = subprocess.Popen(["qashift", *args], env=os.environ.copy(), start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    progress = cell_dir(store, done["key"]) / "checkpoints" / "progress.json"
+    deadline = time.monotonic() + 300
+    while not (progress.is_file() and json.loads(progress.read_text())["epoch"] >= 2):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)  # the controller; its training keeps running, orphaned
+    proc.wait()
+    resumed = qashift(*args)
+    assert resumed.returncode == 0, resumed.stderr
+    log = store.get_object(Store(registry["workspace"]).systems()[0]["log_sha256"]).decode()
+    assert "resuming after epoch" in log
+    [again] = Store(registry["workspace"]).systems()
+    assert again["weights_digest"] == done["weights_digest"]
+
+
+def test_bad_approach_folders_are_one_line_errors(tmp_path):
+    folder = tmp_path / "lazy"
+    folder.mkdir()
+    (folder / "bundle.yaml").write_text(
+        "id: lazy\nname: lazy\nkind: approach\n"
+        "command: python3 a.py predict --model {model} {input} {output}\n")
+    with pytest.raises(ConfigError, match=r"an approach needs train: .*missing \{train\}"):
+        bundles.from_folder(folder)
+    (folder / "bundle.yaml").write_text(
+        "id: lazy\nname: lazy\nkind: approach\ntrain: python3 a.py {train} {model} "
+        "{checkpoints}\ncommand: python3 a.py {input} {output}\n")
+    with pytest.raises(ConfigError, match=r"command \(predict\) needs the \{model\}"):
+        bundles.from_folder(folder)
+
+
+def test_a_split_that_is_not_squad_format_is_one_line(registry):
+    bad = registry["sets"] / "tiny-train" / "data.json"
+    bad.write_text(json.dumps({"data": [{"title": "x", "paragraphs": [{"qas": []}]}]}))
+    result = CliRunner().invoke(main, ["train", "-a", "logreg-rajpurkar", "-t", "tiny-train"])
+    assert result.exit_code == 1
+    assert "not a SQuAD-format file" in result.stderr or "not valid" in result.stderr
+    assert not Store(registry["workspace"]).exists() or not Store(
+        registry["workspace"]).systems()
+    with pytest.raises(DataError):
+        testsets.get("tiny-train").load()
+
+
+@pytest.mark.parametrize("program, failure_class", [
+    ("import sys; print('diverged'); sys.exit(4)", "nonzero-exit"),
+    ("import time; time.sleep(60)", "timeout"),
+])
+def test_a_crashing_or_slow_training_is_a_recorded_failure(registry, program, failure_class):
+    folder = registry["subs"] / "broken"
+    folder.mkdir()
+    (folder / "train.py").write_text(program)
+    (folder / "bundle.yaml").write_text(
+        "id: broken\nname: broken\nkind: approach\n"
+        "train: python3 train.py {train} {config} {model} {checkpoints}\n"
+        "command: python3 train.py {model} {input} {output}\nresources: {timeout: 3}\n")
+    store = Store(registry["workspace"])
+    with pytest.raises(RunFailure) as caught:
+        train(TrainJob(bundles.get("broken"), testsets.get("tiny-train")), Dispatcher("local"),
+              store)
+    assert caught.value.failure_class == failure_class
+    assert store.systems() == []
+    [failure] = store.failures()
+    assert failure["failure_class"] == failure_class and failure["bundle"] == "broken@tiny-train/s0"
+    result = CliRunner().invoke(evaluate_cmd, ["-b", "broken@tiny-train/s0", "-t", "tiny-test"])
+    assert result.exit_code == 1 and "is not trained yet" in result.stderr
+
+
+def test_an_untrained_system_or_a_bad_id_is_one_line(registry):
+    store = Store(registry["workspace"])
+    for name, words in (("logreg-rajpurkar@tiny-train/s3", "is not trained yet: qashift train"),
+                        ("logreg-rajpurkar@tiny-train", "is not a system id"),
+                        ("sliding-window@tiny-train/s0", "not an approach")):
+        with pytest.raises(Exception, match=words):
+            resolve(name, store)
+
+
+@pytest.mark.usefixtures("no_container_left_behind")
+@needs_docker[0]
+def test_training_and_its_system_run_in_docker_with_the_same_weights_and_answers(
+        registry, client, tmp_path):
+    local = qashift("train", "-a", "logreg-rajpurkar", "-t", "tiny-train", *FAST, "--runner",
+                    "local")
+    assert local.returncode == 0, local.stderr
+    [first] = Store(registry["workspace"]).systems()
+    docker = qashift("train", "-a", "logreg-rajpurkar", "-t", "tiny-train", *FAST, "--runner",
+                     "docker", "--rerun")
+    assert docker.returncode == 0, docker.stderr
+    rows = Store(registry["workspace"]).systems()
+    assert rows[-1]["runner"] == "docker"
+    assert rows[-1]["weights_digest"] == first["weights_digest"]
+    in_docker = f1_of(SYSTEM, "tiny-test", "docker")
+    in_docker_predictions = Path(in_docker["predictions"]).read_bytes()
+    here = f1_of(SYSTEM, "tiny-test", "local", "--rerun")
+    assert in_docker["runner"] == "docker"
+    assert in_docker_predictions == Path(here["predictions"]).read_bytes()
+    assert in_docker["f1"] == here["f1"]
