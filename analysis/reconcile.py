@@ -31,7 +31,6 @@ robust standard deviations is rejected.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -39,35 +38,22 @@ from difflib import SequenceMatcher
 
 import numpy as np
 
+from evaluator.bundles.names import Parsed, name_key, normal_text, parse_name
+
 FUZZY_MIN = 0.9
 FUZZY_MARGIN = 0.05
 SCORE_CHECK_TOLERANCE = 4.0
 STRONG_METHODS = ("exact", "name+institution", "name")
 
-_KIND = re.compile(
-    r"\(\s*(single|ensemble)(?:\s+model)?(?:[\s-]*\d+)?\s*(?:,\s*([^)]*?))?\s*\)", re.I)
-_URL = re.compile(r"\s+(?:https?://|www\.)\S*\s*$")
 _MONTHS = {m: i + 1 for i, m in enumerate(
     ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"])}
 _DATE = re.compile(r"\b([a-z]{3})[a-z]*\.?\s+(\d{1,2})(?:\s*,?\s*(\d{4}))?\b", re.I)
 _BUNDLE = re.compile(r"^[^-]+-predictions-(.+)-results$")
 
 
-def _text(s: str | None) -> str:
-    """Unicode-normalised, single-spaced text."""
-    s = unicodedata.normalize("NFKC", s or "")
-    return re.sub(r"\s+", " ", s).strip()
-
-
-def name_key(s: str) -> str:
-    """Comparison key for a model name: case, spacing, punctuation and braces ignored."""
-    s = _text(s).lower().replace("w/", "with ")
-    return re.sub(r"[^a-z0-9+]", "", s)
-
-
 def institution_key(s: str | None) -> str:
     """Comparison key for an institution ("AI" and "Artificial Intelligence" are equal)."""
-    s = _text(s).lower().replace("&", " and ")
+    s = normal_text(s).lower().replace("&", " and ")
     s = s.replace("artificial intelligence", "ai")
     return re.sub(r"[^a-z0-9]", "", s)
 
@@ -89,49 +75,6 @@ def similar_institutions(a: str | None, b: str | None) -> bool:
     if ka == kb or (min(len(ka), len(kb)) >= 4 and (ka in kb or kb in ka)):
         return True
     return SequenceMatcher(None, ka, kb).ratio() >= 0.85
-
-
-@dataclass(frozen=True)
-class Parsed:
-    """A name split into the model name, kind tag ("single"/"ensemble"), note and institution."""
-
-    raw: str
-    name: str
-    kind: str | None
-    kind_label: str | None
-    note: str | None
-    institution: str | None
-
-    @property
-    def key(self) -> str:
-        return name_key(self.name)
-
-
-def parse_name(text: str, institution: str | None = None,
-               trailing_institution: bool = False) -> Parsed:
-    """Split ``"MARS (single model, May 9 2018) (Inst)"`` into its parts.
-
-    With ``trailing_institution`` (leaderboard descriptions), a last parenthesised group
-    without a kind tag is taken as the institution, as in ``"FastQA (DFKI)"``.
-    """
-    raw = _text(text)
-    s = _URL.sub("", " " + raw).strip()
-    m = _KIND.search(s)
-    inst = _text(institution) or None
-    if m:
-        name, rest = s[: m.start()], s[m.end():].strip()
-        kind, note = m.group(1).lower(), (m.group(2) or None)
-        label = _text(m.group(0)[1:-1]).lower()
-        rest = rest.strip().strip("()").strip()
-        if rest and not inst:
-            inst = rest
-    else:
-        name, kind, note, label = s, None, None, None
-        if trailing_institution:
-            tail = re.search(r"\(([^()]*)\)\s*$", s)
-            if tail and tail.start() > 0:
-                name, inst = s[: tail.start()], _text(tail.group(1)) or inst
-    return Parsed(raw, _text(name), kind, label, note, inst)
 
 
 def note_date(note: str | None) -> tuple[int | None, int, int] | None:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import yaml
 
+from evaluator.bundles.names import parse_name
+from evaluator.bundles.spec import check_links
 from evaluator.core.errors import ConfigError, UserError
 
 PREFIX = "lb-"
@@ -46,8 +48,6 @@ def _ids(entry: dict) -> dict:
 
 def folder_spec(entry: dict) -> dict:
     """The bundle.yaml content for one leaderboard entry."""
-    from analysis.reconcile import parse_name  # the one parser of leaderboard descriptions
-
     description = (entry["submission"].get("description") or "").strip()
     ids = _ids(entry)
     if not description:
@@ -117,15 +117,16 @@ def complete(folder: Path, program: Path, command: str, *, image: str | None = N
                         "and predictions file go, e.g. 'python predict.py {input} {output}'")
     if image and "@sha256:" not in image and not image.startswith("sha256:"):
         raise UserError(f"pin the image by digest (name@sha256:...), got {image!r}")
+    check_links(program)  # a link to gold answers or host files is refused, never copied
     spec = yaml.safe_load(target.read_text())
     for item in program.iterdir():
         if item.name == "bundle.yaml":
             continue
         dest = folder / item.name
-        if item.is_dir():
-            shutil.copytree(item, dest, dirs_exist_ok=True)
+        if item.is_dir() and not item.is_symlink():
+            shutil.copytree(item, dest, symlinks=True, dirs_exist_ok=True)
         else:
-            shutil.copy2(item, dest)
+            shutil.copy2(item, dest, follow_symlinks=False)
     environment = {}
     if image:
         environment["image"] = image

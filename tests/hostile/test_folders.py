@@ -228,3 +228,21 @@ def test_one_broken_folder_does_not_break_all_list_or_status(registry):
     assert status.exit_code == 0 and "honest" in status.output
     named = runner.invoke(evaluate_cmd, ["-b", "typo", "-t", "toy"])
     assert named.exit_code == 1 and "did you mean 'resources'" in named.output
+
+
+def test_completing_a_leaderboard_bundle_refuses_a_link_to_gold_answers(tmp_path, registry):
+    folder = registry["subs"] / "lb-sneaky"
+    folder.mkdir()
+    (folder / "bundle.yaml").write_text("id: lb-sneaky\nname: sneaky\nkind: command\n"
+                                        "status: awaiting-program\n")
+    program = tmp_path / "codalab-bundle"
+    program.mkdir()
+    (program / "predict.py").write_text(HONEST)
+    (program / "gold.json").symlink_to(registry["sets"] / "toy" / "data.json")
+    result = CliRunner().invoke(main, ["bundles", "complete", "lb-sneaky", str(program),
+                                       "--command", "python3 predict.py {input} {output}"])
+    assert result.exit_code == 1
+    assert "link gold.json -> " in result.stderr and "leaves the bundle folder" in \
+        result.stderr
+    assert not (folder / "gold.json").exists() and not (folder / "predict.py").exists()
+    assert bundles.get("lb-sneaky").status == "awaiting-program"
