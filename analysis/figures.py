@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from analysis.fits import Fit, to_scale  # noqa: E402
+from analysis.fits import Fit, fit_panel, to_scale  # noqa: E402
 from analysis.tidy import paired  # noqa: E402
 
 FORMATS = ("png", "pdf", "svg")
@@ -115,8 +115,6 @@ def comparison_row(sources: Sequence[tuple[str, pd.DataFrame]], testset: str, me
                    scale: str, n_boot: int, seed: int, panel_size: float = 4.2):
     """One panel per named source on the same test set: e.g. our model zoo's trend next to
     the published models' trend. Each panel has its own reference set and its own fit."""
-    from analysis.fits import fit_panel
-
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(1, len(sources), figsize=(panel_size * len(sources),
                                                            panel_size), squeeze=False)

@@ -85,7 +85,7 @@ def fit_xy(x, y, scale: str = "linear", *, testset: str = "", metric: str = "",
            n_boot: int = DEFAULT_BOOT, seed: int = DEFAULT_SEED, level: float = 0.95,
            grid=None) -> Fit:
     """OLS of y on x (both percent) on the given scale, with a bootstrap band over models."""
-    import statsmodels.api as sm
+    import statsmodels.api as sm  # lazy: statsmodels loads in seconds; tidy frames need none
 
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if len(x) < 3:

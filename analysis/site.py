@@ -474,7 +474,7 @@ def _prepare(out: Path) -> None:
 
 
 def _environment():
-    import jinja2
+    import jinja2  # lazy: only building the site needs templates
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
                              autoescape=jinja2.select_autoescape(["html", "j2"]),

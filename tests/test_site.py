@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from analysis.cli_report import report_command
+from evaluator.cli.analysis import report_command
 from tests.conftest import REPO, write_command_bundle, write_testset
 
 SETS = ("new-wiki", "nyt", "reddit", "amazon")
@@ -357,7 +357,7 @@ def test_report_refuses_a_folder_it_did_not_write(tmp_path, tmp_path_factory, sh
 
 
 def test_report_module_imports_only_click():
-    code = ("import sys, analysis.cli_report; print(sorted(m for m in "
+    code = ("import sys, evaluator.cli.analysis; print(sorted(m for m in "
             "('pandas','matplotlib','numpy','scipy','jinja2') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)

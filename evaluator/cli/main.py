@@ -16,11 +16,15 @@ import click
 
 from evaluator.bundles import spec as bundles
 from evaluator.bundles.leaderboard import complete, import_export, lacks
+from evaluator.cli.analysis import figures_command, fit_command, report_command
+from evaluator.cli.base import Command, Group
+from evaluator.cli.derive import challenge, testsets_derive
+from evaluator.cli.images import images_group
 from evaluator.cli.store import store_group
 from evaluator.cli.train import systems_command, train_command
+from evaluator.cli.zoo import export_onnx, zoo_group
 from evaluator.core import settings
 from evaluator.core.errors import UserError
-from evaluator.core.files import remove_stale_tempdirs
 from evaluator.core.folders import unknown_name
 from evaluator.data import testsets
 from evaluator.data.fetch import cached_path
@@ -35,26 +39,6 @@ from evaluator.store.units import load_units
 from evaluator.training import systems
 
 LEVEL_HELP = "confidence level of the intervals (default 0.95)"
-
-
-class OneLineErrors:
-    """Turn UserError into a one-line message and exit status 1, everywhere."""
-
-    def invoke(self, ctx: click.Context):
-        remove_stale_tempdirs()  # what killed runs left behind
-        try:
-            return super().invoke(ctx)
-        except UserError as exc:
-            click.echo(f"error: {exc}", err=True)
-            ctx.exit(1)
-
-
-class Group(OneLineErrors, click.Group):
-    """A command group with one-line errors."""
-
-
-class Command(OneLineErrors, click.Command):
-    """A command with one-line errors."""
 
 
 def _configure(data_dir: tuple[str, ...], workspace: str | None) -> None:
@@ -193,13 +177,7 @@ main.add_command(systems_command)
 
 
 def _register_optional() -> None:
-    """Commands of other packages, imported only for their (light) click definitions."""
-    from analysis.cli import figures_command, fit_command
-    from analysis.cli_report import report_command
-    from evaluator.cli.derive import challenge, testsets_derive
-    from evaluator.cli.images import images_group
-    from evaluator.cli.zoo import export_onnx, zoo_group
-
+    """The commands of the other cli modules, added once the groups below exist."""
     main.add_command(figures_command)
     main.add_command(fit_command)
     main.add_command(report_command)
@@ -208,7 +186,6 @@ def _register_optional() -> None:
     main.add_command(zoo_group)
     bundles_group.add_command(export_onnx)
     testsets_group.add_command(testsets_derive)
-
 
 
 @main.command("status")

@@ -276,34 +276,6 @@ class Store:
     def failures(self) -> list[dict]:
         return [dict(r) for r in self.conn.execute("SELECT * FROM failures ORDER BY id")]
 
-    def records(self) -> list[dict]:
-        """Result rows joined with their bundles' names and metadata, for the analysis."""
-        from evaluator.bundles import spec as bundles
-        from evaluator.data import testsets
-
-        references: dict[str, str | None] = {}
-        for name, folder in testsets.available().items():
-            try:
-                references[name] = testsets.from_folder(folder).reference
-            except Exception:  # an invalid folder must not hide the other results
-                references[name] = None
-        bundle_folders = bundles.available()  # discovered once, each bundle read once
-        extras: dict[str, dict] = {}
-        out = []
-        for row in self.results():
-            if row["bundle"] not in extras:
-                try:
-                    bundle = bundles.from_folder(bundle_folders[row["bundle"]])
-                    extras[row["bundle"]] = {
-                        "name": bundle.name, "family": bundle.metadata.get("family"),
-                        "reference_scores": bundle.reference_scores,
-                        "metadata": bundle.metadata}
-                except Exception:  # a result outlives its bundle folder: keep the numbers
-                    extras[row["bundle"]] = {"name": row["bundle"], "family": None,
-                                             "reference_scores": {}, "metadata": {}}
-            out.append({**row, **extras[row["bundle"]], "kind": "model",
-                        "reference": references.get(row["testset"])})
-        return out
 
 
 def _setup(conn: sqlite3.Connection) -> None:

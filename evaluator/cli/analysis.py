@@ -1,62 +1,13 @@
-"""Analysis commands, registered by the evaluator on the ``qashift`` group.
-
-Only click is imported at module level: ``qashift --help`` must stay fast, so pandas,
-statsmodels and matplotlib load inside the commands that need them.
-"""
+"""Analysis commands: `qashift figures`, `fit` and `report`. Thin: parse, call `analysis`,
+print. The analysis modules load inside the commands, so `qashift --help` stays fast."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
 
-SOURCES = ("store", "squadshifts-published")
-
-
-def default_data_dir() -> Path:
-    """QASHIFT_DATA_DIR, else ../shared/data from the current directory, else an error."""
-    env = os.environ.get("QASHIFT_DATA_DIR")
-    if env:
-        return Path(env)
-    guess = Path.cwd().parent / "shared" / "data"
-    if guess.is_dir():
-        return guess
-    raise click.UsageError("no data directory: set QASHIFT_DATA_DIR or pass --data-dir")
-
-
-def load_source(source: str, data_dir: Path | str | None = None, store_records=None):
-    """Tidy frame for a source: 'store', 'squadshifts-published' or a path to a CSV file.
-
-    For 'store', ``store_records`` (an iterable of record dicts, or a callable returning
-    one) is used when given; otherwise the default results store is opened.
-    """
-    from analysis import tidy
-
-    if source == "squadshifts-published":
-        return tidy.from_squadshifts_published(Path(data_dir) if data_dir else default_data_dir())
-    if source == "store":
-        if store_records is None:
-            store_records = _default_store_records
-        records = store_records() if callable(store_records) else store_records
-        return tidy.from_records(records)
-    path = Path(source)
-    if path.suffix.lower() == ".csv" and path.is_file():
-        return tidy.from_csv(path)
-    raise click.BadParameter(
-        f"{source!r} is neither one of {', '.join(SOURCES)} nor an existing .csv file",
-        param_hint="--source")
-
-
-def _default_store_records():
-    try:
-        from evaluator.store.store import Store
-
-        return Store.open_default().records()
-    except (ImportError, AttributeError) as exc:
-        raise click.ClickException(
-            f"results store unavailable ({exc.__class__.__name__}: {exc}); "
-            "use --source squadshifts-published or a CSV file") from None
+from evaluator.cli.base import Command
 
 
 def _common(fn):
@@ -71,7 +22,8 @@ def _common(fn):
 
 
 def _load(source, data_dir, exclude_extra_data):
-    from analysis import tidy
+    from analysis import tidy  # lazy: pandas; fast --help
+    from analysis.sources import load_source  # lazy: pandas; fast --help
 
     df = load_source(source, data_dir)
     if df.empty:
@@ -85,7 +37,7 @@ def _load(source, data_dir, exclude_extra_data):
     return df
 
 
-@click.command("figures")
+@click.command("figures", cls=Command)
 @_common
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("figures"),
               show_default=True, help="Output folder.")
@@ -97,7 +49,7 @@ def _load(source, data_dir, exclude_extra_data):
                    "figures with both trends side by side, for the test sets both have.")
 def figures_command(source, data_dir, exclude_extra_data, out, bootstrap, seed, compare):
     """Regenerate every figure, fits.csv, gaps.csv (and coverage.txt for published data)."""
-    from analysis.report import regenerate
+    from analysis.report import regenerate  # lazy: pandas; fast --help
 
     df = _load(source, data_dir, exclude_extra_data)
     try:
@@ -113,8 +65,8 @@ def figures_command(source, data_dir, exclude_extra_data, out, bootstrap, seed, 
 
 
 def _comparisons(df, name, other, other_name, out: Path, n_boot: int, seed: int) -> list[Path]:
-    from analysis import figures
-    from analysis.tidy import METRICS, new_testsets
+    from analysis import figures  # lazy: pandas; fast --help
+    from analysis.tidy import METRICS, new_testsets  # lazy: pandas; fast --help
 
     common = [t for t in new_testsets(df) if t in set(new_testsets(other))]
     if not common:
@@ -128,16 +80,55 @@ def _comparisons(df, name, other, other_name, out: Path, n_boot: int, seed: int)
     return written
 
 
-@click.command("fit")
+@click.command("fit", cls=Command)
 @_common
 @click.option("--bootstrap", type=int, default=0, show_default=True,
               help="Bootstrap resamples (0: no band; the table does not need it).")
 @click.option("--seed", type=int, default=0, show_default=True)
 def fit_command(source, data_dir, exclude_extra_data, bootstrap, seed):
     """Print the trend-fit table (slope, intercept, R², slope 95% interval, n models)."""
-    from analysis import fits
+    from analysis import fits  # lazy: pandas; fast --help
 
     df = _load(source, data_dir, exclude_extra_data)
     table = fits.fit_table(fits.fit_all(df, n_boot=bootstrap, seed=seed))
     click.echo(table.drop(columns=["n_boot", "seed"]).to_string(index=False,
                                                                   float_format="%.4f"))
+
+
+@click.command("report", cls=Command)
+@click.option("--source", default="store", show_default=True,
+              help="store | squadshifts-published | PATH.csv")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("site"),
+              show_default=True, help="Output folder (created; an earlier site there is "
+              "replaced).")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Local data mirror for --source squadshifts-published (default: "
+              "$QASHIFT_DATA_DIR, else ../shared/data).")
+@click.option("--bootstrap", type=int, default=1000, show_default=True,
+              help="Bootstrap resamples for fit bands and concurrence intervals.")
+@click.option("--seed", type=int, default=0, show_default=True)
+def report_command(source, out, data_dir, bootstrap, seed):
+    """Write the static site: overview, one leaderboard per test set, one page per
+    submission, fits and gaps, and every table as CSV and JSON. Open OUT/index.html."""
+    from analysis import site  # lazy: pandas; fast --help
+    from analysis.sources import load_source, store_inputs  # lazy: pandas; fast --help
+
+    runs, labels = None, {}
+    if source == "store":
+        records, runs, labels = store_inputs()
+        df = load_source("store", data_dir, store_records=records)
+        label = "our results store (official SQuAD v1.1 scoring of our own runs)"
+    else:
+        df = load_source(source, data_dir)
+        label = ("SQuADShifts published results (Miller et al. 2020) joined to the SQuAD "
+                 "v1.1 leaderboard" if source == "squadshifts-published" else f"{source}")
+    if df.empty and not (runs and runs.failures):
+        raise click.ClickException(f"no results in source {source!r}: run `evaluate` first, "
+                                   "or use --source squadshifts-published")
+    try:
+        index = site.build(df, out, source=label, runs=runs, labels=labels, n_boot=bootstrap,
+                           seed=seed)
+    except site.SiteError as exc:
+        raise click.ClickException(str(exc)) from None
+    models = sum(1 for _ in (out / "models").glob("*.html"))
+    click.echo(f"wrote the site to {out}: {models} submission pages; open {index}")

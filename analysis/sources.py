@@ -1,0 +1,109 @@
+"""Where the analysis gets its rows: the results store (joined with the registries' names,
+metadata and references), the SQuADShifts published results, or any CSV in the long form.
+Errors are UserErrors: the command prints them in one line."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from analysis import tidy
+from analysis.site import RunInfo
+from evaluator.bundles import spec as bundles
+from evaluator.core.errors import UserError
+from evaluator.data import testsets
+from evaluator.store.store import Store
+
+SOURCES = ("store", "squadshifts-published")
+
+
+def default_data_dir() -> Path:
+    """QASHIFT_DATA_DIR, else ../shared/data from the current directory, else an error."""
+    env = os.environ.get("QASHIFT_DATA_DIR")
+    if env:
+        return Path(env.split(os.pathsep)[0])
+    guess = Path.cwd().parent / "shared" / "data"
+    if guess.is_dir():
+        return guess
+    raise UserError("no data directory: set QASHIFT_DATA_DIR or pass --data-dir")
+
+
+def load_source(source: str, data_dir: Path | str | None = None,
+                store_records: Iterable[dict] | Callable[[], Iterable[dict]] | None = None
+                ) -> pd.DataFrame:
+    """Tidy frame for a source: 'store', 'squadshifts-published' or a path to a CSV file.
+
+    For 'store', `store_records` (records, or a callable returning them) is used when given;
+    otherwise the default results store is read.
+    """
+    if source == "squadshifts-published":
+        return tidy.from_squadshifts_published(Path(data_dir) if data_dir else default_data_dir())
+    if source == "store":
+        if store_records is None:
+            store_records = lambda: store_records_of(Store.open_default())  # noqa: E731
+        records = store_records() if callable(store_records) else store_records
+        return tidy.from_records(records)
+    path = Path(source)
+    if path.suffix.lower() == ".csv" and path.is_file():
+        return tidy.from_csv(path)
+    raise UserError(f"--source {source!r} is neither one of {', '.join(SOURCES)} nor an "
+                    f"existing .csv file")
+
+
+def store_records_of(store: Store) -> list[dict]:
+    """Result rows joined with their bundles' names and metadata and their test sets'
+    reference: what the analysis reads from a store."""
+    references: dict[str, str | None] = {}
+    for name, folder in testsets.available().items():
+        try:
+            references[name] = testsets.from_folder(folder).reference
+        except Exception:  # an invalid folder must not hide the other results
+            references[name] = None
+    bundle_folders = bundles.available()  # discovered once, each bundle read once
+    extras: dict[str, dict] = {}
+    out = []
+    for row in store.results():
+        if row["bundle"] not in extras:
+            try:
+                bundle = bundles.from_folder(bundle_folders[row["bundle"]])
+                extras[row["bundle"]] = {
+                    "name": bundle.name, "family": bundle.metadata.get("family"),
+                    "reference_scores": bundle.reference_scores,
+                    "metadata": bundle.metadata}
+            except Exception:  # a result outlives its bundle folder: keep the numbers
+                extras[row["bundle"]] = {"name": row["bundle"], "family": None,
+                                         "reference_scores": {}, "metadata": {}}
+        out.append({**row, **extras[row["bundle"]], "kind": "model",
+                    "reference": references.get(row["testset"])})
+    return out
+
+
+def store_inputs() -> tuple[list[dict], RunInfo, dict[str, str]]:
+    """Records (each with its test set's reference), run info and test-set names."""
+    store = Store.open_default()
+    if not store.exists():
+        raise UserError(f"no results store at {store.db_path}: run `evaluate` first, or use "
+                        f"--source squadshifts-published")
+    records = store_records_of(store)
+    failures = store.failures()
+    labels, refs = {}, {}
+    for t in sorted({r["testset"] for r in (*records, *failures)}):
+        try:
+            ts = testsets.get(t)
+        except Exception:  # a result outlives its test-set folder: keep the numbers
+            continue
+        labels[t], refs[t] = ts.name, ts.reference or ""
+    for r in records:
+        if refs.get(r["testset"]) and r["testset"] != refs[r["testset"]]:
+            r.setdefault("reference", refs[r["testset"]])
+    names = {}
+    for b in sorted({f["bundle"] for f in failures}):
+        try:
+            names[b] = bundles.get(b).name
+        except Exception:  # the folder is gone; the id still names it
+            names[b] = b
+    runs = RunInfo(runs=records, failures=failures, read_log=store.get_object, names=names)
+    return records, runs, labels
