@@ -18,14 +18,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from analysis import facts  # noqa: E402
 from analysis.fits import Fit, fit_panel, to_scale  # noqa: E402
 from analysis.tidy import paired  # noqa: E402
 
 FORMATS = ("png", "pdf", "svg")
 METRIC_LABEL = {"em": "EM", "f1": "F1"}
-TESTSET_LABEL = {"new-wiki": "New Wikipedia", "nyt": "New York Times", "reddit": "Reddit",
-                 "amazon": "Amazon Reviews", "squad-test": "SQuAD v1.1 test",
-                 "squad-dev": "SQuAD v1.1 dev"}
 PROBIT_TICKS = (1, 2, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 98, 99, 99.5, 99.9)
 STYLE = {"svg.hashsalt": "qashift", "svg.fonttype": "none", "pdf.compression": 6,
          "figure.dpi": 100, "savefig.dpi": 150, "font.size": 9}
@@ -33,7 +31,7 @@ MODEL_COLOR, HUMAN_COLOR, FIT_COLOR = "#1f77b4", "#d62728", "#2c3e50"
 
 
 def _label(testset: str) -> str:
-    return TESTSET_LABEL.get(testset, testset)
+    return facts.label(testset)
 
 
 def scatter_panel(ax, df: pd.DataFrame, testset: str, metric: str, scale: str = "linear",

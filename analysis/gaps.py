@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analysis import facts
 from analysis.tidy import new_testsets, paired
 
-REPLICATION = "new-wiki"
 
-
-def gaps(df: pd.DataFrame, metric: str, replication: str = REPLICATION) -> pd.DataFrame:
-    """Per model and shifted set: original, new-wiki, shifted, the two gaps and total drop.
+def gaps(df: pd.DataFrame, metric: str, replication: str | None = None) -> pd.DataFrame:
+    """Per model and shifted set: original, replication (New-Wiki), shifted, the two gaps
+    and total drop. The replication set is the frame's set of kind `replication` unless given.
 
     Only models with all three numbers appear. The replication set itself gets a row with
     distribution gap 0, so its adaptivity gap is always listed.
     """
+    replication = replication or facts.replication_of(set(df["testset"])) or "new-wiki"
     base = paired(df, replication, metric)
     if base.empty:
         return pd.DataFrame(columns=["model", "kind", "metric", "testset", "original",

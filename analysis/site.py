@@ -32,10 +32,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis import facts, report
 from analysis import fits as fits_mod
 from analysis import gaps as gaps_mod
-from analysis import report
-from analysis.figures import METRIC_LABEL, TESTSET_LABEL
+from analysis.figures import METRIC_LABEL
 from analysis.tidy import METRICS, SHIFT_SETS, new_testsets, paired
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -81,7 +81,7 @@ def build(df: pd.DataFrame, out: Path | str, *, source: str, runs: RunInfo | Non
     """
     out = Path(out)
     _prepare(out)
-    labels = {**TESTSET_LABEL, **(labels or {})}
+    labels = {**{t: facts.label(t) for t in set(df["testset"])}, **(labels or {})}
     figures_dir, data_dir = out / "figures", out / "data"
     figures_dir.mkdir(parents=True, exist_ok=True)
     if new_testsets(df):  # nothing to plot or fit without a set compared against another

@@ -19,21 +19,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import reconcile
+from analysis import facts, reconcile
 from evaluator.stats.intervals import clopper_pearson
 
 COLUMNS = ["model", "family", "kind", "testset", "metric", "value", "lo", "hi", "n",
            "source", "reference"]
 METRICS = ("em", "f1")
 
-# Question counts. The four SQuADShifts sets: Miller et al. 2020, Table 1 (and the files).
-# SQuAD v1.1 hidden test: 9,533 questions (Rajpurkar et al. 2016, dataset statistics; every
-# exact_match in the leaderboard export out-v1.1.json times 9533/100 is an integer to 1e-12,
-# which no neighbouring n satisfies -- tests/test_analysis_tidy.py checks this).
-TESTSET_SIZES = {"new-wiki": 7938, "nyt": 10065, "reddit": 9803, "amazon": 9885,
-                 "squad-test": 9533, "squad-dev": 10570}
+# The SQuADShifts study's four sets, in its order (Miller et al. 2020, Table 1): how tables
+# and figures list them. Sizes, labels and references come from the folders (analysis.facts).
 SHIFT_SETS = ("new-wiki", "nyt", "reddit", "amazon")
-DEFAULT_REFERENCES = {t: "squad-dev" for t in (*SHIFT_SETS, "addsent", "addonesent")}
 
 # Human baseline on the original test set: Rajpurkar et al. 2016 (SQuAD v1.1 leaderboard
 # "Human Performance"), as used for the humans in Miller et al. 2020.
@@ -100,7 +95,7 @@ def from_records(records: Iterable[Mapping],
     ``reference_scores`` it was published with (source ``published: ...``).
     """
     records = list(records)
-    refs = {**DEFAULT_REFERENCES, **(references or {})}
+    refs = {**facts.references(), **(references or {})}
     names = {}
     for r in records:
         names.setdefault(r["name"], set()).add(r.get("bundle"))
@@ -126,7 +121,7 @@ def from_records(records: Iterable[Mapping],
                              reference=ref, **base))
     for model, p in published.items():
         rs = p["rs"]
-        n = rs.get("n") or TESTSET_SIZES.get(rs["testset"])
+        n = rs.get("n") or facts.size(rs["testset"])
         rows += _total_rows(model, rs["testset"], rs.get("em"), rs.get("f1"), n,
                             source=f"published: {rs.get('source', 'reference_scores')}",
                             **p["base"])
@@ -203,9 +198,9 @@ def from_squadshifts_published(data_dir: Path | str) -> pd.DataFrame:
                          "paper_link": m.get("paper_link") or ""}
                 rows += _total_rows(
                     m["name"], testset, _float(m.get(f"{testset}_em")),
-                    _float(m.get(f"{testset}_f1")), TESTSET_SIZES.get(testset),
+                    _float(m.get(f"{testset}_f1")), facts.size(testset),
                     kind=kind[:-1], source=PUBLISHED_SOURCE, reference="squad-test", **extra)
-    n_test = TESTSET_SIZES["squad-test"]
+    n_test = facts.SQUAD_TEST["questions"]
     for name, o in by_name.items():
         if o.status == "matched" and o.entry.scored:
             rows += _total_rows(name, "squad-test", o.entry.em, o.entry.f1, n_test,

@@ -21,6 +21,7 @@ class SourceRef(Strict):
 class TestSetFile(Strict):
     id: Name
     name: Name
+    label: Name | None = None  # the short name figures print (default: name)
     version: Name | int | float
     kind: Literal["original", "replication", "natural-shift", "adversarial", "derived",
                   "synthetic", "training"]  # training: a train split, not a test set

@@ -60,6 +60,7 @@ class TestSet:
     description: str = ""
     derive: DeriveSpec | None = None  # generated from a parent (or from nothing) on first use
     train: str | None = None  # the training split of this test split (approach-level runs)
+    label: str | None = None  # the short name figures print
 
     @property
     def sha256(self) -> str:
@@ -185,6 +186,7 @@ def from_folder(folder: Path) -> TestSet:
         cluster=spec.cluster, license=spec.license, citation=spec.citation.strip(),
         folder=folder, source=source, data_file=spec.file,
         description=spec.description.strip(), derive=derive, train=spec.train,
+        label=spec.label,
     )
 
 

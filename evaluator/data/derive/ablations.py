@@ -1,7 +1,7 @@
 """Input ablations of Sugawara et al. (AAAI 2020) as registered derive transforms.
 
 Each transform maps a SQuAD-format file to another one. Local decisions where the paper is
-silent (all documented in docs/derived.md and tested in tests/test_ablations.py):
+silent (all documented in docs/derived.md and tested in tests/data/test_ablations.py):
 
 - Tokens: `TOKEN_RE` (numbers with separators, words with inner apostrophes or hyphens,
   single punctuation marks), cut additionally at every gold-answer boundary so that each

@@ -1,5 +1,5 @@
 """Derived and generated test sets behave like any other (a plain dropped-in folder is
-tested in tests/test_add_a_folder.py): a derived folder is generated on first use, cached by
+tested in tests/e2e/test_add_a_folder.py): a derived folder is generated on first use, cached by
 its inputs, byte-identical when regenerated, different under another seed, and carries its
 provenance."""
 

@@ -1,5 +1,5 @@
 """The static site, read as files: what `qashift report` writes from the store and from the
-published SQuADShifts results. tests/test_site_browser.py reads the same sites in Chromium.
+published SQuADShifts results. tests/analysis/test_site_browser.py reads the same sites in Chromium.
 
 Both sites are built once per test session (helpers below, cached under pytest's session
 temp folder) because the published one renders every figure (~20 s of CPU).

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from scipy.stats import beta
 
+from analysis import facts
 from analysis.tidy import (
     COLUMNS,
     HUMAN_ORIGINAL,
-    TESTSET_SIZES,
     em_interval,
     from_csv,
     from_records,
@@ -45,7 +45,7 @@ def test_squad_test_size_is_9533_by_the_leaderboard_scores(shared_data):
     for n, whole in ((9533, True), (9532, False), (9534, False)):
         k = ems * n / 100
         assert np.allclose(k, np.round(k), atol=1e-6) is whole
-    assert TESTSET_SIZES["squad-test"] == 9533
+    assert facts.SQUAD_TEST["questions"] == 9533 == facts.size("squad-test")
 
 
 def test_from_records_prefers_own_run_on_reference_then_published_scores():

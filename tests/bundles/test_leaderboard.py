@@ -15,7 +15,7 @@ from evaluator.bundles.leaderboard import folder_spec
 from evaluator.cli.main import evaluate_cmd, main
 from tests.conftest import write_testset
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from a temporary folder over file:// (no server).
 Needs `chromium`, `chromium-driver` and the selenium package: `bash .ci/chromium.sh` installs
 them (CI runs it). Without them the whole module skips and says so.
 Screenshots go to $QASHIFT_SITE_SCREENSHOTS when set (docs/ holds the committed ones:
-`QASHIFT_SITE_SCREENSHOTS=docs python3 -m pytest tests/test_site_browser.py`), else to the
+`QASHIFT_SITE_SCREENSHOTS=docs python3 -m pytest tests/analysis/test_site_browser.py`), else to the
 test's temporary folder.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_site import build_published_site, build_store_site, bundle_names, store_rows
+from tests.analysis.test_site import build_published_site, build_store_site, bundle_names, store_rows
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 try:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SUBMISSION = REPO / "submissions" / "sliding-window"
 PROGRAM = SUBMISSION / "sliding_window.py"
 
