@@ -14,7 +14,7 @@ exported on first use (evaluator.zoo.onnx_export). Timings exclude model loading
 With `--device cuda` the pipeline runs on the GPU too (device 0), our PyTorch backend in fp16,
 and each row also reports the achieved model FLOP rate as a fraction of the GPU's dense
 fp16/bf16 tensor-core peak (`encoder_flops`: the matmul FLOPs of the padded batches actually
-run, checked against torch's FlopCounterMode in tests/test_hfqa_runner.py).
+run, checked against torch's FlopCounterMode in tests/runners/test_hfqa.py).
 """
 
 from __future__ import annotations

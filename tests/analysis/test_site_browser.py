@@ -17,7 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.analysis.test_site import build_published_site, build_store_site, bundle_names, store_rows
+from tests.analysis.test_site import (
+    build_published_site,
+    build_store_site,
+    bundle_names,
+    store_rows,
+)
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 try:
