@@ -174,12 +174,16 @@ class Store:
         """Insert a finished cell and release its lease, in one transaction. The row is also
         kept as an object, so `store repair` can rebuild a lost or corrupt index."""
         self.put_object(canonical_json({ROW_MARK: 1, "row": row}))
-        values = [row.get(f) for f in RESULT_FIELDS]
-        placeholders = ", ".join("?" for _ in RESULT_FIELDS)
+        self._insert_and_release("results", RESULT_FIELDS, row, owner)
+
+    def _insert_and_release(self, table: str, fields: tuple[str, ...], row: dict,
+                            owner: str | None) -> None:
+        """Insert a finished cell's row and release its lease, in one transaction."""
         with self.conn:
             self.conn.execute("BEGIN IMMEDIATE")
-            self.conn.execute(f"INSERT OR REPLACE INTO results ({', '.join(RESULT_FIELDS)}) "
-                              f"VALUES ({placeholders})", values)
+            self.conn.execute(f"INSERT OR REPLACE INTO {table} ({', '.join(fields)}) "
+                              f"VALUES ({', '.join('?' for _ in fields)})",
+                              [row.get(f) for f in fields])
             self.conn.execute("DELETE FROM leases WHERE key = ? AND owner = ?",
                               (row["key"], owner or owner_id()))
 
@@ -192,13 +196,7 @@ class Store:
         """Record a trained system (its weights already under model_path) and release the
         train cell's lease; the row is kept as an object too, like result rows."""
         self.put_object(canonical_json({ROW_MARK: 1, "system": row}))
-        values = [row.get(f) for f in SYSTEM_FIELDS]
-        with self.conn:
-            self.conn.execute("BEGIN IMMEDIATE")
-            self.conn.execute(f"INSERT OR REPLACE INTO systems ({', '.join(SYSTEM_FIELDS)}) "
-                              f"VALUES ({', '.join('?' for _ in SYSTEM_FIELDS)})", values)
-            self.conn.execute("DELETE FROM leases WHERE key = ? AND owner = ?",
-                              (row["key"], owner or owner_id()))
+        self._insert_and_release("systems", SYSTEM_FIELDS, row, owner)
 
     @_one_line_errors
     def get_system(self, key: str) -> dict | None:

@@ -354,11 +354,3 @@ def test_report_refuses_a_folder_it_did_not_write(tmp_path, tmp_path_factory, sh
     result = CliRunner().invoke(report_command, ["--out", str(tmp_path)], env=env)
     assert result.exit_code == 1 and "not empty" in result.output
     assert (tmp_path / "notes.txt").read_text() == "mine"
-
-
-def test_report_module_imports_only_click():
-    code = ("import sys, evaluator.cli.analysis; print(sorted(m for m in "
-            "('pandas','matplotlib','numpy','scipy','jinja2') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
-    assert out.stdout.strip() == "[]"
