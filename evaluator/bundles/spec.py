@@ -21,7 +21,7 @@ from evaluator.bundles.schema import BundleFile
 from evaluator.core import folders as registry
 from evaluator.core import settings
 from evaluator.core.errors import ConfigError
-from evaluator.core.hashing import canonical_json, folder_digest, sha256_bytes
+from evaluator.core.hashing import canonical_json, folder_digest, sha256_bytes, weights_sha256
 from evaluator.core.schema import validate
 from evaluator.data.fetch import Source
 
@@ -49,10 +49,24 @@ class Bundle:
 
     @property
     def digest(self) -> str:
-        """Everything in the folder; for a trained system, its weights as well."""
-        if self.weights_digest is None:
+        """Everything in the folder; and the weights, when they live outside it unpinned (a
+        trained system, an hf-qa checkpoint in a model store): retraining a checkpoint in
+        place is then a different submission, never a cached one."""
+        weights = self.weights_digest or self._outside_weights()
+        if weights is None:
             return folder_digest(self.folder)
-        return sha256_bytes(canonical_json([folder_digest(self.folder), self.weights_digest]))
+        return sha256_bytes(canonical_json([folder_digest(self.folder), weights]))
+
+    def _outside_weights(self) -> str | None:
+        if self.kind != "hf-qa" or not self.model or self.model.get("sha256"):
+            return None  # no checkpoint, or its digest is pinned in bundle.yaml
+        if "cache" in self.model:
+            directory = settings.cache_dir() / self.model["cache"]
+        elif Path(self.model["path"]).is_absolute():
+            directory = Path(self.model["path"])
+        else:
+            return None  # inside the folder: already hashed with it
+        return weights_sha256(directory) if directory.is_dir() else "missing"
 
     @property
     def timeout(self) -> float:

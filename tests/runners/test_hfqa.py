@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from evaluator.qa.decode import QASettings, window_spans
-from tests.conftest import REPO
+from tests.conftest import REPO, write_testset
 from tests.tiny_bert import subset, write_hfqa_bundle
 
 pytest.importorskip("torch")
@@ -295,3 +295,27 @@ def test_the_benchmark_flop_count_equals_torch_flop_counter(tiny_model):
     assert ours == counter.get_total_flops()
     assert _benchmark_module().gpu_peak_flops("NVIDIA H100 80GB HBM3") == 989e12
     assert _benchmark_module().gpu_peak_flops("NVIDIA H100 PCIe") == 756e12
+
+
+def test_retraining_a_checkpoint_in_place_changes_the_cell_key(tmp_path, tiny_model):
+    """A bundle naming a checkpoint outside its folder, without a sha256 pin: the weights are
+    still part of the key, so a retrained checkpoint is never served the old result."""
+    import shutil
+
+    from evaluator.bundles import spec as bundles
+    from evaluator.data import testsets
+    from evaluator.jobs.job import Job
+
+    model = tiny_model.parent / "retrained-in-place"
+    shutil.copytree(tiny_model, model, dirs_exist_ok=True)
+    folder = write_hfqa_bundle(tmp_path, "in-place", model)
+    testset = testsets.from_folder(write_testset(tmp_path / "sets", "toy", {
+        "version": "1", "data": [{"title": "t", "paragraphs": [{"context": "a b", "qas": [
+            {"id": "q", "question": "a?", "answers": [{"text": "a", "answer_start": 0}]}]}]}]}))
+    before = Job(bundles.from_folder(folder), testset).key
+    weights = next(p for p in model.iterdir() if p.suffix == ".safetensors")
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1  # one changed bit of the weights, the folder and bundle.yaml untouched
+    weights.write_bytes(bytes(data))
+    after = Job(bundles.from_folder(folder), testset).key
+    assert after != before
