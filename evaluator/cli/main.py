@@ -37,6 +37,7 @@ from evaluator.store.queries import latest_result
 from evaluator.store.store import Store
 from evaluator.store.units import load_units
 from evaluator.training import systems
+from evaluator.training.run import read_progress
 
 LEVEL_HELP = "confidence level of the intervals (default 0.95)"
 
@@ -212,6 +213,13 @@ def status_cmd(bundle_names, testset_names, include_waiting) -> None:
     counts = Counter(c.state for c in cells)
     click.echo(", ".join(f"{k} {v}" for k, v in sorted(counts.items())) +
                "  (done cells show F1)")
+    for lease in store.live_leases() if store.exists() else []:
+        progress = read_progress(store, lease["key"])  # a train cell, when it has one
+        if progress is not None:
+            click.echo(f"training {lease['bundle']} on {lease['testset']}: epoch "
+                       f"{progress.get('epoch')}/{progress.get('epochs')}, loss "
+                       f"{float(progress.get('loss') or 0):.4f}, eta "
+                       f"{float(progress.get('eta_s') or 0):.0f} s")
 
 
 def _status_text(cell: CellStatus) -> str:
