@@ -158,8 +158,7 @@ def _bundles_and_systems(names: list[str], store: Store) -> list:
 
 def evaluate_command() -> None:
     """Console-script entry point for `evaluate`."""
-    wrapper = Group(commands={"evaluate": evaluate_cmd})
-    sys.exit(wrapper.main(args=["evaluate", *sys.argv[1:]], prog_name="evaluate"))
+    sys.exit(evaluate_cmd.main(args=sys.argv[1:], prog_name="evaluate"))
 
 
 @click.group(cls=Group)

@@ -264,3 +264,9 @@ def test_a_requirement_that_cannot_be_installed_is_a_build_failure(workspace, to
     assert proc.returncode == 1
     assert "(build-failed)" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert stored_results(workspace) == 0
+
+
+def test_evaluate_help_names_the_command_once():
+    proc = subprocess.run(["evaluate", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0
+    assert proc.stdout.splitlines()[0] == "Usage: evaluate [OPTIONS]"
