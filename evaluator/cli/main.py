@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from evaluator import __version__
 from evaluator.bundles import spec as bundles
 from evaluator.bundles.leaderboard import complete, import_export, lacks
 from evaluator.cli.analysis import figures_command, fit_command, report_command
@@ -81,6 +82,7 @@ def _print_table(results: list[dict]) -> None:
 
 
 @click.command("evaluate", cls=Command)
+@click.version_option(__version__, prog_name="qashift")
 @click.option("--bundle", "-b", "bundle_names", multiple=True, required=True,
               help="submission id (repeatable; 'all' for every bundle)")
 @click.option("--testset", "-t", "testset_names", multiple=True, required=True,
@@ -162,6 +164,7 @@ def evaluate_command() -> None:
 
 
 @click.group(cls=Group)
+@click.version_option(__version__, prog_name="qashift")
 @click.option("--data-dir", multiple=True, type=click.Path(file_okay=False),
               help="local mirror of the public data files")
 @click.option("--workspace", type=click.Path(file_okay=False), help="results store location")
@@ -422,6 +425,29 @@ def results_export(bundle, testset, out) -> None:
             writer.writerow([u.id, u.em, u.f1, u.paragraph, u.article, u.missing])
     click.echo(f"wrote {out_dir / (prefix + '.predictions.json')} and "
                f"{out_dir / (prefix + '.scores.csv')}")
+
+
+@results_group.command("show")
+@click.argument("bundle")
+@click.argument("testset")
+def results_show(bundle, testset) -> None:
+    """A cell's latest stored result with its provenance (tool, commit, software, host)."""
+    store = Store.open_default()
+    row = latest_result(store, bundle, testset)
+    if row is None:
+        raise UserError(f"no stored result for {bundle} x {testset}; run evaluate first")
+    record = json.loads(row["run_record"])
+    for key in ("bundle", "testset", "n", "missing", "em", "f1", "scorer_version", "runner",
+                "device", "wall_s", "key", "bundle_digest", "testset_sha256"):
+        click.echo(f"{key:>16}: {row[key]}")
+    prov = record.get("details", {}).get("provenance")
+    if not prov:
+        click.echo(f"{'provenance':>16}: not recorded (stored by an older version)")
+        return
+    for key, value in prov.items():
+        if key == "packages":
+            value = ", ".join(f"{k} {v}" for k, v in value.items() if v)
+        click.echo(f"{key:>16}: {value}")
 
 
 @results_group.command("log")

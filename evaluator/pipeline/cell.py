@@ -16,6 +16,7 @@ from pathlib import Path
 from evaluator.core.errors import RunFailure, UserError
 from evaluator.core.files import run_tempdir
 from evaluator.core.hashing import canonical_json
+from evaluator.core.provenance import provenance
 from evaluator.data.testsets import input_document
 from evaluator.jobs.job import Job
 from evaluator.runners.base import Runner, RunRecord, RunRequest
@@ -143,6 +144,7 @@ def evaluate(job: Job, runner: Runner, store: Store, *, level: float = intervals
 
 def _run_and_score(job: Job, runner: Runner, store: Store, level: float, cluster: str | None,
                    device: str, mirrors: list[Path] | None) -> CellResult:
+    started = time.time()
     dataset = job.testset.load(mirrors)
     try:
         with run_tempdir("cell") as tmp:
@@ -167,6 +169,7 @@ def _run_and_score(job: Job, runner: Runner, store: Store, level: float, cluster
         record.details["oversize_answers"] = len(predictions.oversize)
         record.log = f"{record.log}\n{warning}" if record.log else warning
     scores = score(dataset.questions, predictions, job.testset.scorer)
+    record.details["provenance"] = provenance(started, time.time(), record.device)
     return _finish(job, store, scores, predictions_bytes, record, level, cluster)
 
 

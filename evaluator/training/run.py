@@ -22,6 +22,7 @@ from evaluator.core.errors import RunFailure, UserError
 from evaluator.core.files import write_atomic, write_json_atomic
 from evaluator.core.hashing import canonical_json, folder_digest
 from evaluator.core.owner import pid_alive
+from evaluator.core.provenance import provenance
 from evaluator.pipeline.cell import Heartbeat
 from evaluator.runners.base import TrainRequest
 from evaluator.runners.dispatch import Dispatcher
@@ -85,12 +86,14 @@ def train(job: TrainJob, runner: Dispatcher, store: Store, *, device: str = "aut
 def _train(job: TrainJob, runner: Dispatcher, store: Store, device: str,
            progress: Callable[[dict], None]) -> TrainedSystem:
     cell = cell_dir(store, job.key)
+    started = time.time()
     request = _prepare(job, cell, device)
     watcher = _ProgressWatch(request.checkpoint_dir / PROGRESS_FILE, progress)
     watcher.start()
     try:
         record = runner.runner_for(job.approach).train(request)
         weights = _freeze(request.model_dir, store, job.system_id)
+        record.details["provenance"] = provenance(started, time.time(), record.device)
     except RunFailure as failure:
         store.record_failure(job.key, job.system_id, job.split.id, failure.failure_class,
                              str(failure), failure.log, runner.name)

@@ -270,3 +270,19 @@ def test_evaluate_help_names_the_command_once():
     proc = subprocess.run(["evaluate", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0
     assert proc.stdout.splitlines()[0] == "Usage: evaluate [OPTIONS]"
+
+
+def test_every_stored_result_carries_its_provenance(workspace):
+    from evaluator import __version__
+
+    assert run_evaluate("-b", "bert-ensemble", "-t", "squad-dev").returncode == 0
+    shown = subprocess.run(["qashift", "results", "show", "bert-ensemble", "squad-dev"],
+                           capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    fields = dict(line.strip().split(": ", 1) for line in shown.stdout.splitlines()
+                  if ": " in line)
+    assert fields["qashift"] == __version__ and fields["python"].startswith("3.")
+    assert "torch" in fields["packages"] and fields["host"] and fields["started_at"]
+    for command in ("qashift", "evaluate"):
+        version = subprocess.run([command, "--version"], capture_output=True, text=True)
+        assert version.stdout.strip() == f"qashift, version {__version__}"
