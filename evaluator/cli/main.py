@@ -31,6 +31,7 @@ from evaluator.data import testsets
 from evaluator.data.fetch import cached_path
 from evaluator.jobs.plan import plan
 from evaluator.pipeline import matrix
+from evaluator.pipeline.samples import write_samples
 from evaluator.pipeline.status import CellStatus, matrix_status
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.stats.intervals import check_level
@@ -106,10 +107,13 @@ def _print_table(results: list[dict]) -> None:
 @click.option("--jobs", "-j", "parallel", type=click.IntRange(1, 64), default=1,
               show_default=True, help="cells to run at once")
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable document")
+@click.option("--log-samples", "samples_dir", type=click.Path(file_okay=False), default=None,
+              help="write one JSON line per question of every cell (question, gold answers, "
+                   "prediction, EM, F1) to this folder")
 @click.pass_context
 def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster, rerun,
                  runner, partition, account, device, data_dir, workspace, parallel,
-                 as_json) -> None:
+                 as_json, samples_dir) -> None:
     """Score submissions on test sets with official SQuAD v1.1 EM/F1 and intervals."""
     _configure(data_dir, workspace)
     try:
@@ -133,6 +137,13 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
     report = matrix.run(jobs, the_runner, store, parallel=parallel, progress=progress,
                         level=level, cluster=cluster, rerun=rerun, device=device)
     results = [o.result.to_dict() for o in report.outcomes if o.result is not None]
+    if samples_dir:
+        for o in report.outcomes:
+            if o.result is not None:
+                predictions = json.loads(o.result.predictions_path.read_bytes())
+                for path in write_samples(o.job.testset.load(), predictions, Path(samples_dir),
+                                          o.job.bundle.id, o.job.testset.id):
+                    click.echo(f"wrote {path}", err=True)
     failed = [{"bundle": o.job.bundle.id, "testset": o.job.testset.id,
                "failure_class": o.failure_class, "message": o.message} for o in report.failed]
     not_applicable = [{"bundle": b, "testset": t, "reason": r} for b, t, r in skipped]

@@ -286,3 +286,20 @@ def test_every_stored_result_carries_its_provenance(workspace):
     for command in ("qashift", "evaluate"):
         version = subprocess.run([command, "--version"], capture_output=True, text=True)
         assert version.stdout.strip() == f"qashift, version {__version__}"
+
+
+def test_log_samples_gives_one_line_per_question_whose_means_are_the_totals(workspace,
+                                                                            tmp_path):
+    proc = run_evaluate("-b", "bert-ensemble", "-t", "squad-dev", "--json", "--log-samples",
+                        str(tmp_path / "samples"))
+    assert proc.returncode == 0, proc.stderr
+    [cell] = json.loads(proc.stdout)["results"]
+    lines = (tmp_path / "samples" / "bert-ensemble.squad-dev.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    assert len(rows) == 10570
+    assert set(rows[0]) == {"id", "article", "question", "answers", "prediction", "em", "f1",
+                            "missing"}
+    assert 100 * sum(r["em"] for r in rows) / len(rows) == pytest.approx(cell["em"]["value"],
+                                                                         abs=1e-9)
+    assert 100 * sum(r["f1"] for r in rows) / len(rows) == pytest.approx(cell["f1"]["value"],
+                                                                         abs=1e-9)

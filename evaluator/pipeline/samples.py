@@ -1,0 +1,50 @@
+"""Per-question logs of a cell: one JSON line per question with its question text, gold
+answers, the prediction and its official EM/F1 (and Parquet beside it when pyarrow is
+installed). For an adversarial-min set the lines are per question; the set's total is the
+mean over question groups, so the lines' mean differs from it there."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from evaluator.core.files import atomic_file
+from evaluator.data.testsets import Dataset
+from evaluator.scoring.squad_v1 import score_question
+
+FIELDS = ("id", "article", "question", "answers", "prediction", "em", "f1", "missing")
+
+
+def sample_rows(dataset: Dataset, predictions: Mapping[str, str]) -> Iterator[dict]:
+    for article in dataset.raw["data"]:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                answers = [a["text"] for a in qa.get("answers", [])]
+                prediction = predictions.get(str(qa["id"]))
+                em, f1 = score_question(prediction, answers)
+                yield {"id": str(qa["id"]), "article": article.get("title", ""),
+                       "question": qa["question"], "answers": answers,
+                       "prediction": prediction or "", "em": float(em), "f1": float(f1),
+                       "missing": prediction is None}
+
+
+def write_samples(dataset: Dataset, predictions: Mapping[str, str], out_dir: Path,
+                  bundle: str, testset: str) -> list[Path]:
+    """`<out_dir>/<bundle>.<testset>.jsonl` (and `.parquet` with pyarrow); the paths."""
+    stem = re.sub(r"[^A-Za-z0-9_.@~-]", "_", f"{bundle}.{testset}")
+    rows = list(sample_rows(dataset, predictions))
+    target = out_dir / f"{stem}.jsonl"
+    with atomic_file(target) as (handle, _):
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False).encode() + b"\n")
+    written = [target]
+    try:
+        import pyarrow  # lazy: optional; without it the JSON lines are the log
+        import pyarrow.parquet  # lazy: optional, as above
+    except ImportError:
+        return written
+    table = pyarrow.Table.from_pylist(rows)
+    pyarrow.parquet.write_table(table, out_dir / f"{stem}.parquet")
+    return [*written, out_dir / f"{stem}.parquet"]
