@@ -4,6 +4,7 @@ Errors are UserErrors: the command prints them in one line."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -66,6 +67,8 @@ def store_records_of(store: Store) -> list[dict]:
     extras: dict[str, dict] = {}
     out = []
     for row in store.results():
+        if "limit" in json.loads(row["options"]):
+            continue  # a --limit sample is never mixed with full results
         if row["bundle"] not in extras:
             try:
                 bundle = bundles.from_folder(bundle_folders[row["bundle"]])

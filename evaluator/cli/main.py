@@ -80,6 +80,9 @@ def _print_table(results: list[dict]) -> None:
     first = results[0]
     click.echo(f"({first['em']['level']:.0%} intervals: EM {first['em']['method']}, "
                f"F1 {first['f1']['method']})")
+    if any("limit" in r for r in results):
+        click.echo(f"(--limit {first.get('limit')}: a sample of each test set; not comparable "
+                   f"with full runs)")
 
 
 @click.command("evaluate", cls=Command)
@@ -107,13 +110,17 @@ def _print_table(results: list[dict]) -> None:
 @click.option("--jobs", "-j", "parallel", type=click.IntRange(1, 64), default=1,
               show_default=True, help="cells to run at once")
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable document")
+@click.option("--limit", type=click.IntRange(1), default=None,
+              help="score a seeded, article-stratified sample of N questions (a quick look: "
+                   "stored apart from, and never comparable with, a full run)")
+@click.option("--seed", type=int, default=0, show_default=True, help="the --limit sample's seed")
 @click.option("--log-samples", "samples_dir", type=click.Path(file_okay=False), default=None,
               help="write one JSON line per question of every cell (question, gold answers, "
                    "prediction, EM, F1) to this folder")
 @click.pass_context
 def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster, rerun,
                  runner, partition, account, device, data_dir, workspace, parallel,
-                 as_json, samples_dir) -> None:
+                 as_json, limit, seed, samples_dir) -> None:
     """Score submissions on test sets with official SQuAD v1.1 EM/F1 and intervals."""
     _configure(data_dir, workspace)
     try:
@@ -124,7 +131,8 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
     chosen_bundles = _bundles_and_systems(list(bundle_names), store)
     chosen_sets = testsets.resolve(list(testset_names))
     explicit = "all" not in bundle_names and "all" not in testset_names
-    jobs, skipped = plan(chosen_bundles, chosen_sets, explicit)
+    jobs, skipped = plan(chosen_bundles, chosen_sets, explicit,
+                         {"limit": limit, "seed": seed} if limit else None)
     if (partition or account) and runner != "slurm":
         raise UserError("--partition and --account apply only to --runner slurm")
     slurm = {"partition": partition, "account": account} if runner == "slurm" else {}
@@ -141,7 +149,7 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
         for o in report.outcomes:
             if o.result is not None:
                 predictions = json.loads(o.result.predictions_path.read_bytes())
-                for path in write_samples(o.job.testset.load(), predictions, Path(samples_dir),
+                for path in write_samples(o.job.dataset(), predictions, Path(samples_dir),
                                           o.job.bundle.id, o.job.testset.id):
                     click.echo(f"wrote {path}", err=True)
     failed = [{"bundle": o.job.bundle.id, "testset": o.job.testset.id,

@@ -9,6 +9,7 @@ file with every answer removed.
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -40,6 +41,31 @@ class Dataset:
     raw: dict = field(repr=False)
     questions: tuple[Question, ...]
     sha256: str
+
+    def limited(self, n: int, seed: int) -> Dataset:
+        """`n` questions drawn with `seed`, stratified by article (each article keeps its
+        share, by largest remainder), in file order: a quick look, never a full result."""
+        if n >= len(self.questions):
+            return self
+        by_article: dict[str, list[int]] = {}
+        for index, q in enumerate(self.questions):
+            by_article.setdefault(q.article, []).append(index)
+        total = len(self.questions)
+        shares = {a: n * len(ix) / total for a, ix in by_article.items()}
+        counts = {a: int(s) for a, s in shares.items()}
+        for a in sorted(shares, key=lambda a: (counts[a] - shares[a], a))[:n - sum(
+                counts.values())]:
+            counts[a] += 1
+        rng = random.Random(seed)
+        keep = set()
+        for article, indexes in by_article.items():
+            keep.update(rng.sample(indexes, counts[article]))
+        ids = {self.questions[i].id for i in keep}
+        raw = {**self.raw, "data": [
+            {**a, "paragraphs": [{**p, "qas": [qa for qa in p["qas"] if str(qa["id"]) in ids]}
+                                 for p in a["paragraphs"]]} for a in self.raw["data"]]}
+        return Dataset(raw, tuple(q for i, q in enumerate(self.questions) if i in keep),
+                       self.sha256)
 
 
 @dataclass(frozen=True)

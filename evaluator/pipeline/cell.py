@@ -46,6 +46,8 @@ class CellResult:
             "scorer": self.row["scorer_version"], "cached": self.cached,
             "runner": self.row["runner"], "device": self.row["device"],
             "predictions": str(self.predictions_path), "key": self.row["key"],
+            **({"limit": limit, "comparable_with_full_runs": False}
+               if (limit := json.loads(self.row["options"]).get("limit")) else {}),
         }
 
 
@@ -145,7 +147,7 @@ def evaluate(job: Job, runner: Runner, store: Store, *, level: float = intervals
 def _run_and_score(job: Job, runner: Runner, store: Store, level: float, cluster: str | None,
                    device: str, mirrors: list[Path] | None) -> CellResult:
     started = time.time()
-    dataset = job.testset.load(mirrors)
+    dataset = job.dataset(mirrors)  # the test set, or its --limit sample (another key)
     try:
         with run_tempdir("cell") as tmp:
             input_dir, output_dir = Path(tmp) / "input", Path(tmp) / "output"

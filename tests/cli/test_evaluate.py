@@ -303,3 +303,25 @@ def test_log_samples_gives_one_line_per_question_whose_means_are_the_totals(work
                                                                          abs=1e-9)
     assert 100 * sum(r["f1"] for r in rows) / len(rows) == pytest.approx(cell["f1"]["value"],
                                                                          abs=1e-9)
+
+
+def test_limit_is_a_seeded_stratified_sample_stored_apart_from_full_runs(workspace, tmp_path):
+    def run(*extra):
+        proc = run_evaluate("-b", "bert-ensemble", "-t", "squad-dev", "--json", *extra)
+        assert proc.returncode == 0, proc.stderr
+        [cell] = json.loads(proc.stdout)["results"]
+        return cell
+
+    first = run("--limit", "500", "--log-samples", str(tmp_path / "a"))
+    again = run("--limit", "500", "--log-samples", str(tmp_path / "b"))
+    assert first["n"] == 500 and first["limit"] == 500
+    assert first["comparable_with_full_runs"] is False and again["cached"] is True
+    assert (first["em"], first["f1"]) == (again["em"], again["f1"])
+    ids = [json.loads(line)["id"] for line in
+           (tmp_path / "a" / "bert-ensemble.squad-dev.jsonl").read_text().splitlines()
+           if not json.loads(line)["missing"]]
+    assert len(ids) == 500
+    full = run()
+    assert full["cached"] is False and full["n"] == 10570 and "limit" not in full
+    other = run("--limit", "500", "--seed", "1")
+    assert other["cached"] is False and other["key"] != first["key"]
