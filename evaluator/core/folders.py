@@ -64,7 +64,7 @@ def unknown_name(kind: str, name: str, choices: Iterable[str]) -> UnknownNameErr
     """An error naming the closest choices (every choice when there are few)."""
     choices = sorted(choices)
     close = difflib.get_close_matches(name, choices, n=5, cutoff=0.6)
-    if len(choices) <= 30:
+    if len(choices) <= 12:
         listed = f"choices: {', '.join(choices)}"
     else:
         listed = f"{len(choices)} {kind}s; list them with `qashift {kind.replace(' ', '')}s list`"

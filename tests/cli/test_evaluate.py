@@ -100,10 +100,11 @@ def test_an_explicit_inapplicable_cell_is_an_error(workspace):
     (["-b", "bert-ensembel", "-t", "squad-dev"], "unknown bundle 'bert-ensembel': did you "
      "mean 'bert-ensemble'", "bundles; list them with `qashift bundles list`"),
     (["-b", "bert-ensemble", "-t", "squad-deev"], "unknown test set 'squad-deev': did you "
-     "mean 'squad-dev'", "choices: "),
+     "mean 'squad-dev'", "test sets; list them with `qashift testsets list`"),
 ])
 def test_unknown_names_give_one_line_with_suggestions(workspace, args, expected, listing):
-    """Few choices are all listed; of many (278 bundles) only the five closest are named."""
+    """Of many choices (hundreds of bundles, dozens of test sets) the five closest are named
+    and the command that lists them all."""
     proc = run_evaluate(*args)
     assert proc.returncode == 1
     assert len(proc.stderr.strip().splitlines()) == 1

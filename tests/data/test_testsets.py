@@ -84,7 +84,7 @@ def test_a_corrupted_cache_entry_is_replaced(workspace):
 
 
 def test_unknown_names_suggest_close_matches():
-    with pytest.raises(UnknownNameError, match="did you mean 'reddit'.*choices: "):
+    with pytest.raises(UnknownNameError, match="did you mean 'reddit'.*list them with"):
         testsets.get("redit")
 
 
@@ -131,3 +131,10 @@ def test_folder_file_hash_is_the_identity(tmp_path, small_dev):
     assert ts.sha256 == hashlib.sha256((tmp_path / "my-set" / "data.json").read_bytes()
                                        ).hexdigest()
     assert isinstance(Path(ts.local_path()), Path)
+
+
+def test_an_unknown_name_among_few_choices_lists_them_all(tmp_path, small_dev):
+    for name in ("alpha", "beta"):
+        write_testset(tmp_path, name, small_dev)
+    with pytest.raises(UnknownNameError, match="did you mean 'alpha'.*choices: alpha, beta"):
+        testsets.get("alpah", tmp_path)
