@@ -31,6 +31,14 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_data: Path
     return ws
 
 
+def hears_ctrl_c() -> None:
+    """For a child that a test interrupts: restore SIGINT, which a shell ignores for the
+    background jobs it starts (and so for a test suite run as one, and its children)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def write_testset(root: Path, set_id: str, raw: dict, *, scorer: str = "squad-v1.1",
                   questions: int | None = None) -> Path:
     """A plain test-set folder (data file inside the folder), as a user would add one."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_command_bundle, write_testset
+from tests.conftest import hears_ctrl_c, write_command_bundle, write_testset
 
 # Each run appends one line to a shared ledger, so the test can count real executions.
 PROGRAM = """
@@ -141,7 +141,7 @@ time.sleep(60)
 """, timeout=120)
     proc = subprocess.Popen(["evaluate", "-b", "sleeper", "-t", "all", "--runner", "local",
                              "-j", "2"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=hears_ctrl_c)
     deadline = time.monotonic() + 30
     while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)

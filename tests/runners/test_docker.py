@@ -25,7 +25,7 @@ from evaluator.runners.dispatch import get_runner
 from evaluator.runners.docker import daemon_available
 from evaluator.store.store import Store
 from tests import hostile
-from tests.conftest import REPO
+from tests.conftest import REPO, hears_ctrl_c
 from tests.docker_kit import HostPort, evaluate, host_addresses, needs_docker, ours, run_direct
 
 pytestmark = needs_docker
@@ -130,7 +130,7 @@ def _peak_rss() -> int:
 def test_ctrl_c_or_sigterm_during_a_run_removes_the_container(toy, client, signum, tmp_path):
     hostile.bundle(toy["subs"], "sleeper", resources={"timeout": 120})
     proc = subprocess.Popen(["evaluate", "-b", "sleeper", "-t", "toy", "--runner", "docker"],
-                            env=os.environ.copy(),
+                            env=os.environ.copy(), preexec_fn=hears_ctrl_c,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not [c for c in ours(client, tmp_path) if c.status == "running"]:
