@@ -60,14 +60,18 @@ def require(data: dict, keys: Iterable[str], where: Path) -> None:
         raise ConfigError(f"{where}: missing required field(s): {', '.join(missing)}")
 
 
+LIST_COMMANDS = {"bundle": "qashift bundles list", "test set": "qashift testsets list"}
+
+
 def unknown_name(kind: str, name: str, choices: Iterable[str]) -> UnknownNameError:
     """An error naming the closest choices (every choice when there are few)."""
     choices = sorted(choices)
     close = difflib.get_close_matches(name, choices, n=5, cutoff=0.6)
-    if len(choices) <= 12:
+    command = LIST_COMMANDS.get(kind)
+    if len(choices) <= 12 or command is None:
         listed = f"choices: {', '.join(choices)}"
     else:
-        listed = f"{len(choices)} {kind}s; list them with `qashift {kind.replace(' ', '')}s list`"
+        listed = f"{len(choices)} {kind}s; list them with `{command}`"
     hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
     return UnknownNameError(f"unknown {kind} {name!r}: {hint}{listed}")
 
