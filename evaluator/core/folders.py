@@ -54,12 +54,6 @@ def read_yaml(path: Path) -> dict:
     return data
 
 
-def require(data: dict, keys: Iterable[str], where: Path) -> None:
-    missing = [k for k in keys if k not in data]
-    if missing:
-        raise ConfigError(f"{where}: missing required field(s): {', '.join(missing)}")
-
-
 LIST_COMMANDS = {"bundle": "qashift bundles list", "test set": "qashift testsets list"}
 
 

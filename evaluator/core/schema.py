@@ -45,15 +45,6 @@ def validate(model: type[M], data: object, where: Path | str) -> M:
         raise ConfigError(f"{where}: {describe(exc, model)}") from None
 
 
-def problems(model: type[BaseModel], data: object) -> list[str]:
-    """Every problem of `data` against `model`, one line each (for `qashift validate`)."""
-    try:
-        model.model_validate(data)
-    except ValidationError as exc:
-        return [_line(error, model) for error in exc.errors()]
-    return []
-
-
 def describe(exc: ValidationError, model: type[BaseModel]) -> str:
     """The first problem, and how many other keys have one (a union's members count once)."""
     errors = exc.errors()
