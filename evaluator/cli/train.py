@@ -9,6 +9,7 @@ import click
 import yaml
 
 from evaluator.bundles import spec as bundles
+from evaluator.cli.base import configure, settings_options
 from evaluator.core.errors import RunFailure, UserError
 from evaluator.data import testsets
 from evaluator.runners.dispatch import Dispatcher
@@ -47,12 +48,16 @@ def _progress(doc: dict) -> None:
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="a hyperparameter other than the approach's default (repeatable)")
 @click.option("--runner", default="auto", show_default=True,
-              type=click.Choice(["auto", "local", "docker"]))
+              type=click.Choice(["auto", "local", "docker", "slurm"]),
+              help="auto = docker when a daemon answers; slurm = one Slurm job (docs/slurm.md)")
 @click.option("--device", default="auto", show_default=True,
               type=click.Choice(["auto", "cpu", "gpu"]))
 @click.option("--rerun", is_flag=True, help="train again even if the system is stored")
-def train_command(approach, split_id, seed, size, overrides, runner, device, rerun) -> None:
+@settings_options
+def train_command(approach, split_id, seed, size, overrides, runner, device, rerun, data_dir,
+                  workspace) -> None:
     """Train APPROACH on SPLIT; prints the system id to evaluate (evaluate -b ID -t ...)."""
+    configure(data_dir, workspace)
     job = TrainJob(bundles.get(approach), testsets.get(split_id), seed, size,
                    _overrides(overrides))
     if job.approach.kind != "approach":

@@ -41,6 +41,11 @@ class TrainRequest:
     device: str = "auto"
     pid_file: Path | None = None  # the local runner notes its process group here
 
+    @property
+    def bundle(self) -> Bundle:
+        """The approach: what a runner builds, limits and labels, as for a RunRequest."""
+        return self.approach
+
 
 @dataclass
 class RunRecord:

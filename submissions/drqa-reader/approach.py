@@ -8,13 +8,17 @@ OSCAR, Wikipedia, OpenSubtitles and news: the stand-in for GloVe here; words wit
 a trained UNK vector) joined with: exact-match flags (the token, its lower case, its lemma in
 the question), its term frequency in the passage, an aligned question embedding (attention of
 the token over the question's word vectors) and, with `pos_ner: true`, one-hot POS and NER tags
-from the same spaCy pipeline. A `layers`-deep BiLSTM of `hidden` units encodes the passage;
-another encodes the question, pooled by learned self-attention; bilinear terms score each
-token as start and as end. Prediction takes the best start <= end within `max_answer`
-tokens. Adamax, dropout on embeddings and between layers, gradient clipping, as in the paper.
+from the same spaCy pipeline. As in the paper, only the embeddings of the `tune_top` most
+frequent question words are fine-tuned (here: a trained offset added to their fixed vector).
+A `layers`-deep BiLSTM of `hidden` units encodes the passage; another encodes the question,
+pooled by learned self-attention; bilinear terms score each token as start and as end.
+Prediction takes the best start <= end within `max_answer` tokens. Adamax, dropout on
+embeddings and between layers, gradient clipping, as in the paper. Sequences are packed, so
+padding never enters a recurrence.
 
 A checkpoint (weights, optimizer, every RNG state, the epoch) is saved after each epoch, and
-`progress.json` is written; a killed run resumes from the last checkpoint.
+`progress.json` is written; a killed run resumes from the last checkpoint. Training runs on
+the config's `device` (cpu or cuda); prediction on the CPU.
 """
 
 from __future__ import annotations
@@ -76,10 +80,31 @@ def passage_features(p: Text, q: Text, tags: bool) -> np.ndarray:
     return np.asarray(rows, np.float32)
 
 
+def tuned_words(data: list[dict], top: int) -> dict[str, int]:
+    """The `top` most frequent lower-cased question tokens of the training examples -> 1..top
+    (0: not tuned); ties broken alphabetically."""
+    counts: Counter = Counter()
+    for item in data:
+        counts.update(item["q"].lower)
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    return {w: i + 1 for i, (w, _) in enumerate(ranked)}
+
+
+def encode(lstm: nn.LSTM, x, mask):
+    """Run a (bidirectional) LSTM over the real tokens of each row only."""
+    lengths = mask.sum(1).clamp(min=1).cpu()
+    packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True,
+                                               enforce_sorted=False)
+    out, _ = lstm(packed)
+    return nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])[0]
+
+
 class Reader(nn.Module):
-    def __init__(self, features: int, hidden: int, layers: int, dropout: float):
+    def __init__(self, features: int, hidden: int, layers: int, dropout: float, tuned: int):
         super().__init__()
         self.unk = nn.Parameter(torch.zeros(300))
+        self.offset = nn.Embedding(tuned + 1, 300, padding_idx=0)
+        nn.init.zeros_(self.offset.weight)
         self.align = nn.Linear(300, 300)
         self.passage = nn.LSTM(600 + features, hidden, layers, batch_first=True,
                                bidirectional=True, dropout=dropout if layers > 1 else 0.0)
@@ -90,17 +115,18 @@ class Reader(nn.Module):
         self.end = nn.Linear(2 * hidden, 2 * hidden, bias=False)
         self.dropout = nn.Dropout(dropout)
 
-    def embed(self, vectors, known):
-        return torch.where(known.unsqueeze(-1), vectors, self.unk.expand_as(vectors))
+    def embed(self, vectors, known, ids):
+        fixed = torch.where(known.unsqueeze(-1), vectors, self.unk.expand_as(vectors))
+        return fixed + self.offset(ids)
 
-    def forward(self, p_vec, p_known, p_feat, p_mask, q_vec, q_known, q_mask):
-        p = self.dropout(self.embed(p_vec, p_known))
-        q = self.dropout(self.embed(q_vec, q_known))
+    def forward(self, p_vec, p_known, p_ids, p_feat, p_mask, q_vec, q_known, q_ids, q_mask):
+        p = self.dropout(self.embed(p_vec, p_known, p_ids))
+        q = self.dropout(self.embed(q_vec, q_known, q_ids))
         scores = torch.relu(self.align(p)) @ torch.relu(self.align(q)).transpose(1, 2)
         scores = scores.masked_fill(~q_mask.unsqueeze(1), -1e9)
         aligned = torch.softmax(scores, -1) @ q
-        h, _ = self.passage(torch.cat([p, aligned, p_feat], -1))
-        g, _ = self.question(q)
+        h = encode(self.passage, torch.cat([p, aligned, p_feat], -1), p_mask)
+        g = encode(self.question, q, q_mask)
         weights = torch.softmax(self.pool(g).squeeze(-1).masked_fill(~q_mask, -1e9), -1)
         summary = (weights.unsqueeze(-1) * g).sum(1)
         h = self.dropout(h)
@@ -133,7 +159,7 @@ def examples(raw: dict, nlp, tags: bool, max_len: int, with_answers: bool) -> li
     return out
 
 
-def batch(items: list[dict]) -> tuple:
+def batch(items: list[dict], tuned: dict[str, int]) -> dict:
     lp = max(len(x["p"].words) for x in items)
     lq = max(max(len(x["q"].words) for x in items), 1)
     n_feat = items[0]["f"].shape[1]
@@ -142,18 +168,27 @@ def batch(items: list[dict]) -> tuple:
          "p_mask": torch.zeros(len(items), lp, dtype=torch.bool),
          "q_vec": torch.zeros(len(items), lq, 300),
          "q_known": torch.zeros(len(items), lq, dtype=torch.bool),
-         "q_mask": torch.zeros(len(items), lq, dtype=torch.bool)}
+         "q_mask": torch.zeros(len(items), lq, dtype=torch.bool),
+         "p_ids": torch.zeros(len(items), lp, dtype=torch.long),
+         "q_ids": torch.zeros(len(items), lq, dtype=torch.long)}
     for i, x in enumerate(items):
         n, m = len(x["p"].words), len(x["q"].words)
         t["p_vec"][i, :n] = torch.from_numpy(x["p"].vectors)
         t["p_known"][i, :n] = torch.from_numpy(x["p"].known)
         t["p_feat"][i, :n] = torch.from_numpy(x["f"])
         t["p_mask"][i, :n] = True
+        t["p_ids"][i, :n] = torch.tensor([tuned.get(w, 0) for w in x["p"].lower])
         if m:
             t["q_vec"][i, :m] = torch.from_numpy(x["q"].vectors)
             t["q_known"][i, :m] = torch.from_numpy(x["q"].known)
             t["q_mask"][i, :m] = True
+            t["q_ids"][i, :m] = torch.tensor([tuned.get(w, 0) for w in x["q"].lower])
     return t
+
+
+def set_threads(threads: int) -> None:
+    """`threads` torch threads; 0: one per CPU this process may run on (its affinity)."""
+    torch.set_num_threads(threads or len(os.sched_getaffinity(0)))
 
 
 def save_atomic(obj, path: Path) -> None:
@@ -164,21 +199,23 @@ def save_atomic(obj, path: Path) -> None:
 def train(args) -> int:
     config = json.load(open(args.config))
     hp, seed = config["hyperparameters"], int(config["seed"])
-    torch.set_num_threads(int(hp.get("threads", 2)))
+    set_threads(int(hp.get("threads", 0)))
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
     tags = bool(hp["pos_ner"])
     data = examples(json.load(open(args.train)), spacy_pipeline(), tags,
                     int(hp["max_passage"]), True)
+    tuned = tuned_words(data, int(hp["tune_top"]))
+    device = config.get("device", "cpu")
     model = Reader(data[0]["f"].shape[1], int(hp["hidden"]), int(hp["layers"]),
-                   float(hp["dropout"]))
+                   float(hp["dropout"]), len(tuned)).to(device)
     optimizer = torch.optim.Adamax(model.parameters(), lr=float(hp["learning_rate"]))
     checkpoints = Path(args.checkpoints)
     checkpoint = checkpoints / "checkpoint.pt"
     epochs, start_epoch = int(hp["epochs"]), 0
     if checkpoint.exists():
-        state = torch.load(checkpoint, weights_only=False)
+        state = torch.load(checkpoint, weights_only=False, map_location=device)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         random.setstate(state["python_rng"])
@@ -198,8 +235,8 @@ def train(args) -> int:
         total = 0.0
         for chunk in chunks:
             items = [data[k] for k in chunk]
-            start, end = model(**batch(items))
-            gold = torch.tensor([x["span"] for x in items])
+            start, end = model(**{k: v.to(device) for k, v in batch(items, tuned).items()})
+            gold = torch.tensor([x["span"] for x in items], device=device)
             loss = loss_fn(start, gold[:, 0]) + loss_fn(end, gold[:, 1])
             optimizer.zero_grad()
             loss.backward()
@@ -216,10 +253,11 @@ def train(args) -> int:
         (checkpoints / "progress.json.partial").write_text(json.dumps(
             {"epoch": epoch + 1, "epochs": epochs, "loss": mean, "eta_s": eta}))
         os.replace(checkpoints / "progress.json.partial", checkpoints / "progress.json")
-    torch.save(model.state_dict(), Path(args.model) / "reader.pt")
+    torch.save(model.cpu().state_dict(), Path(args.model) / "reader.pt")
     (Path(args.model) / "reader.json").write_text(json.dumps(
         {k: hp[k] for k in ("hidden", "layers", "dropout", "pos_ner", "max_passage",
-                            "max_answer")} | {"features": data[0]["f"].shape[1]},
+                            "max_answer")} | {"features": data[0]["f"].shape[1],
+                                              "tuned": tuned},
         sort_keys=True))
     return 0
 
@@ -227,7 +265,8 @@ def train(args) -> int:
 def predict(args) -> int:
     torch.set_grad_enabled(False)
     spec = json.loads((Path(args.model) / "reader.json").read_text())
-    model = Reader(spec["features"], spec["hidden"], spec["layers"], spec["dropout"])
+    model = Reader(spec["features"], spec["hidden"], spec["layers"], spec["dropout"],
+                   len(spec["tuned"]))
     model.load_state_dict(torch.load(Path(args.model) / "reader.pt", weights_only=True))
     model.eval()
     items = examples(json.load(open(args.input)), spacy_pipeline(), spec["pos_ner"],
@@ -236,7 +275,7 @@ def predict(args) -> int:
     order = sorted(range(len(items)), key=lambda k: len(items[k]["p"].words))
     for b in range(0, len(order), 64):
         chunk = [items[k] for k in order[b:b + 64]]
-        start, end = model(**batch(chunk))
+        start, end = model(**batch(chunk, spec["tuned"]))
         scores = torch.softmax(start, -1).unsqueeze(2) * torch.softmax(end, -1).unsqueeze(1)
         n = scores.shape[1]
         allowed = torch.ones(n, n).triu().tril(int(spec["max_answer"]) - 1).bool()

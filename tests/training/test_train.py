@@ -21,6 +21,7 @@ from evaluator.cli.main import evaluate_cmd, main
 from evaluator.core.errors import ConfigError, DataError, RunFailure
 from evaluator.data import testsets
 from evaluator.runners.dispatch import Dispatcher
+from evaluator.runners.slurm.controller import cluster_available
 from evaluator.store.store import Store
 from evaluator.training.job import TrainJob
 from evaluator.training.run import cell_dir, train
@@ -215,3 +216,25 @@ def test_training_and_its_system_run_in_docker_with_the_same_weights_and_answers
     assert in_docker["runner"] == "docker"
     assert in_docker_predictions == Path(here["predictions"]).read_bytes()
     assert in_docker["f1"] == here["f1"]
+
+
+def test_training_runs_as_a_slurm_job_to_the_same_weights(registry, monkeypatch):
+    reason = cluster_available()
+    if reason:
+        pytest.skip(f"no Slurm cluster: {reason} (run `bash .ci/slurm.sh` as root)")
+    monkeypatch.setenv("QASHIFT_SLURM_INNER", "local")
+    local = qashift("train", "-a", "logreg-rajpurkar", "-t", "tiny-train", *FAST, "--runner",
+                    "local")
+    assert local.returncode == 0, local.stderr
+    [first] = Store(registry["workspace"]).systems()
+    slurm = qashift("train", "-a", "logreg-rajpurkar", "-t", "tiny-train", *FAST, "--runner",
+                    "slurm", "--rerun")
+    assert slurm.returncode == 0, slurm.stderr
+    assert "epoch 2/2" in slurm.stderr  # progress reaches the controller from the job
+    rows = Store(registry["workspace"]).systems()
+    assert rows[-1]["runner"] == "slurm"
+    assert rows[-1]["weights_digest"] == first["weights_digest"]
+    details = json.loads(rows[-1]["run_record"])["details"]
+    assert details["inner_runner"] == "local" and details["slurm"]["job_id"]
+    assert not list((registry["workspace"] / "training").glob("*"))  # working folder removed
+    assert f1_of(SYSTEM, "tiny-test", "slurm", "--rerun")["runner"] == "slurm"

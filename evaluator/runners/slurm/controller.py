@@ -41,7 +41,7 @@ from evaluator.core.errors import RunFailure, UserError
 from evaluator.core.files import write_json_atomic
 from evaluator.core.hashing import canonical_json, sha256_bytes, sha256_of
 from evaluator.core.owner import owner_id
-from evaluator.runners.base import RunRecord, RunRequest, last_line, read_tail
+from evaluator.runners.base import RunRecord, RunRequest, TrainRequest, last_line, read_tail
 from evaluator.runners.slurm.cellfiles import (
     FAILURE_FILE,
     INPUT_FILE,
@@ -305,6 +305,15 @@ class SlurmRunner:
 
     # -- the run --------------------------------------------------------------------------
     def run(self, request: RunRequest) -> RunRecord:
+        return self._run_cell(request)
+
+    def train(self, request: TrainRequest) -> RunRecord:
+        """An approach's training as one Slurm job: the node runs the inner runner's train
+        on the cell folder that `training` prepared on the shared workspace (train file and
+        config read-only, checkpoints kept between attempts)."""
+        return self._run_cell(request)
+
+    def _run_cell(self, request: RunRequest | TrainRequest) -> RunRecord:
         if _CANCELLING.is_set():
             raise KeyboardInterrupt("Slurm jobs are being cancelled")
         self._remove_ingested(REMOVE_AFTER_S)
@@ -328,14 +337,18 @@ class SlurmRunner:
                 _LIVE.pop(job.job_id, None)
         return self._ingest(cell, job, state, request)
 
-    def cell_id(self, request: RunRequest) -> str:
+    def cell_id(self, request: RunRequest | TrainRequest) -> str:
         """Content-addressed: the same cell, seen by any controller, has the same id."""
         parts = [str(self.shared_root), str(request.bundle.folder.resolve()),
-                 request.bundle.digest, request.testset_id, sha256_of(request.input_path),
-                 request.device, self.inner]
+                 request.bundle.digest, request.device, self.inner]
+        if isinstance(request, TrainRequest):
+            parts += ["train", sha256_of(request.train_path), sha256_of(request.config_path),
+                      str(request.model_dir)]
+        else:
+            parts += [request.testset_id, sha256_of(request.input_path)]
         return sha256_bytes(canonical_json(parts))[:16]
 
-    def cell_dir(self, request: RunRequest) -> Path:
+    def cell_dir(self, request: RunRequest | TrainRequest) -> Path:
         return self.shared_root / self.cell_id(request)
 
     def job_name(self, cell: Path) -> str:
@@ -371,21 +384,26 @@ class SlurmRunner:
                 return _Job(job_id, time.time())
         return None
 
-    def _prepare(self, cell: Path, request: RunRequest) -> None:
+    def _prepare(self, cell: Path, request: RunRequest | TrainRequest) -> None:
         shutil.rmtree(cell, ignore_errors=True)
         (cell / "output").mkdir(parents=True)
-        shutil.copyfile(request.input_path, cell / INPUT_FILE)  # answer-free, as given
-        (cell / INPUT_FILE).chmod(0o444)
         spec = {"version": SPEC_VERSION, "cell": cell.name,
                 "bundle_folder": str(request.bundle.folder.resolve()),
                 "bundle_digest": request.bundle.digest, "bundle": request.bundle.id,
-                "testset": request.testset_id, "input": str(cell / INPUT_FILE),
-                "output_dir": str(cell / "output"), "inner": self.inner,
-                "device": request.device}
+                "inner": self.inner, "device": request.device}
+        if isinstance(request, TrainRequest):  # no pid file: the Slurm job owns the process
+            spec |= {"task": "train", "train": str(request.train_path),
+                     "config": str(request.config_path), "model_dir": str(request.model_dir),
+                     "checkpoint_dir": str(request.checkpoint_dir), "label": request.label}
+        else:
+            shutil.copyfile(request.input_path, cell / INPUT_FILE)  # answer-free, as given
+            (cell / INPUT_FILE).chmod(0o444)
+            spec |= {"task": "evaluate", "testset": request.testset_id,
+                     "input": str(cell / INPUT_FILE), "output_dir": str(cell / "output")}
         write_json_atomic(cell / SPEC_FILE, spec)
         write_state(cell, Stage.PREPARED, name=self.job_name(cell))
 
-    def sbatch_command(self, cell: Path, request: RunRequest) -> list[str]:
+    def sbatch_command(self, cell: Path, request: RunRequest | TrainRequest) -> list[str]:
         bundle = request.bundle
         package_root = settings.REPO_ROOT
         # the node sees this controller's folders, cache and data mirrors
@@ -406,7 +424,7 @@ class SlurmRunner:
             command.append(f"--account={self.account}")
         return [*command, *self.sbatch_args, str(cell / "job.sh")]
 
-    def _submit(self, cell: Path, request: RunRequest) -> _Job:
+    def _submit(self, cell: Path, request: RunRequest | TrainRequest) -> _Job:
         command = self.sbatch_command(cell, request)
         for attempt in range(4):
             submitted_at = time.time()
@@ -421,7 +439,9 @@ class SlurmRunner:
             transient = any(s in out.stderr for s in ("timed out", "Unable to contact",
                                                       "temporarily unavailable", "busy"))
             if not transient or attempt == 3:
-                raise UserError(f"sbatch refused {request.bundle.id} x {request.testset_id}: "
+                what = request.label if isinstance(request, TrainRequest) else \
+                    f"{request.bundle.id} x {request.testset_id}"
+                raise UserError(f"sbatch refused {what}: "
                                 f"{last_line(out.stderr or out.stdout)}")
             # a timed-out sbatch may have submitted after all: never submit twice
             for job_id, (state, _) in self._jobs_named(self.job_name(cell)).items():
@@ -455,9 +475,11 @@ class SlurmRunner:
                 return ""  # Slurm has forgotten it (purged, no accounting) and left no file
             time.sleep(0.1 if state is None or state in ("RUNNING", "COMPLETING") else 0.25)
 
-    def _ingest(self, cell: Path, job: _Job, state: str, request: RunRequest) -> RunRecord:
-        """Outcome files (or the Slurm state) -> predictions in request.output_dir and a
-        record, or a RunFailure. The folder is marked ingested, then removed later."""
+    def _ingest(self, cell: Path, job: _Job, state: str,
+                request: RunRequest | TrainRequest) -> RunRecord:
+        """Outcome files (or the Slurm state) -> a record (and, for an evaluation, the
+        predictions in request.output_dir), or a RunFailure. The folder is marked ingested,
+        then removed later."""
         record_doc, failure_doc = read_json(cell / RECORD_FILE), read_json(cell / FAILURE_FILE)
         submitted = read_state(cell) or {}
         slurm = {"job_id": job.job_id, "state": state or "UNKNOWN", "cell": cell.name,
@@ -485,7 +507,7 @@ class SlurmRunner:
                              log)
         inner = record_doc["record"]
         predictions = cell / "output" / "predictions.json"
-        if predictions.exists():
+        if isinstance(request, RunRequest) and predictions.exists():
             shutil.copyfile(predictions, request.output_path)
         details = {**inner.get("details", {}), "inner_runner": inner.get("runner"),
                    "slurm": slurm}

@@ -2,18 +2,20 @@
 
     python -m evaluator.runners.slurm.node CELL_DIR/spec.json
 
-The spec names the bundle folder, the answer-free input, the output folder, the inner runner
-('local', 'docker' or 'auto', resolved here on the node) and the device. The program runs the
-bundle and leaves, in the cell folder next to the spec, exactly one outcome file, written last
-and atomically so that its presence means "finished":
+The spec names the task, the bundle folder, the inner runner ('local', 'docker' or 'auto',
+resolved here on the node) and the device; for an evaluation the answer-free input and the
+output folder, for a training (`task: train`) the approach's train file, config, model and
+checkpoint folders on the shared workspace. The program runs the bundle and leaves, in the
+cell folder next to the spec, exactly one outcome file, written last and atomically so that
+its presence means "finished":
 
 - record.json: the inner run record (predictions are in output/predictions.json), or
 - failure.json: failure class, message and log tail, which the controller trusts over
   Slurm's own job state.
 
 When Slurm stops the job (time limit, scancel, preemption) the program leaves no outcome file:
-Slurm's job state then says what happened. Gold answers never reach this folder; the
-controller writes only the answer-free input.
+Slurm's job state then says what happened. Gold answers never reach an evaluation's folder;
+the controller writes only the answer-free input (a training split is training data).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from pathlib import Path
 from evaluator.bundles import spec as bundles
 from evaluator.core.errors import RunFailure, UserError
 from evaluator.core.files import write_json_atomic
-from evaluator.runners.base import RunRequest
+from evaluator.runners.base import RunRequest, TrainRequest
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.runners.slurm.cellfiles import (
     FAILURE_FILE,
@@ -55,17 +57,14 @@ def run_cell(spec_path: Path) -> int:
              "slurm_job_id": os.environ.get("SLURM_JOB_ID")}
     for stale in (RECORD_FILE, FAILURE_FILE):  # a requeued job starts clean
         (cell / stale).unlink(missing_ok=True)
-    output_dir = Path(spec["output_dir"])
-    shutil.rmtree(output_dir, ignore_errors=True)
-    output_dir.mkdir(parents=True)
-
     try:
-        request, runner = _prepare(spec, output_dir)
+        request, runner = _prepare(spec)
         if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
             # scancel and the time limit send SIGTERM: unwind, so the inner runner's cleanup
             # (the local runner kills its process group) runs before SIGKILL comes
             signal.signal(signal.SIGTERM, _terminated)
-        record = runner.run(request)
+        record = runner.train(request) if isinstance(request, TrainRequest) else \
+            runner.run(request)
     except RunFailure as failure:
         write_json_atomic(cell / FAILURE_FILE, {
             **facts, "failure_class": failure.failure_class, "message": str(failure),
@@ -82,7 +81,7 @@ def run_cell(spec_path: Path) -> int:
     return 0
 
 
-def _prepare(spec: dict, output_dir: Path):
+def _prepare(spec: dict) -> tuple[RunRequest | TrainRequest, object]:
     """The inner runner and its request, after checking that the bundle folder seen from this
     node is the one the controller planned with (a folder not on shared storage differs)."""
     folder = Path(spec["bundle_folder"])
@@ -95,6 +94,17 @@ def _prepare(spec: dict, output_dir: Path):
                          f"{socket.gethostname()} differs from the controller's copy (digest "
                          f"{bundle.digest[:12]} != {spec['bundle_digest'][:12]})")
     runner = Dispatcher(spec["inner"]).runner_for(bundle)
+    if spec.get("task") == "train":
+        train_path = Path(spec["train"])
+        if not train_path.is_file():
+            raise RunFailure("build-failed", f"training file {train_path} is not visible on "
+                             f"node {socket.gethostname()}; the workspace must be on a shared "
+                             f"file system")
+        return TrainRequest(bundle, train_path, Path(spec["config"]), Path(spec["model_dir"]),
+                            Path(spec["checkpoint_dir"]), spec["label"], spec["device"]), runner
+    output_dir = Path(spec["output_dir"])
+    shutil.rmtree(output_dir, ignore_errors=True)
+    output_dir.mkdir(parents=True)
     request = RunRequest(bundle, Path(spec["input"]), output_dir, spec["testset"],
                          spec["device"])
     return request, runner
