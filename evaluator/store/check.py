@@ -4,9 +4,10 @@
 its name, and that every result row's objects exist and are intact. `repair` fixes what can
 be fixed without guessing: leftover partial writes are removed, corrupt objects are moved to
 `quarantine/`, rows whose objects are gone are dropped (their cells are simply recomputed),
-and a corrupt or missing index is rebuilt from the row objects that every stored result also
-writes (`ROW_MARK`). Failure records and leases live only in the index: a rebuilt index
-starts without them.
+and a corrupt or missing index is rebuilt from the row objects that every stored result and
+every trained system also writes (`ROW_MARK`; a system only while its weights are still
+under `models/`). Failure records and leases live only in the index: a rebuilt index starts
+without them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from evaluator.core.files import PARTIAL_PREFIX
 from evaluator.core.hashing import sha256_of
-from evaluator.store.store import RESULT_FIELDS, ROW_MARK, Store
+from evaluator.store.store import RESULT_FIELDS, ROW_MARK, SYSTEM_FIELDS, Store
 
 OBJECT_FIELDS = ("predictions_sha256", "scores_sha256", "log_sha256")
 
@@ -136,32 +137,40 @@ def _rebuild_index(store: Store, problem: str) -> list[str]:
             if extra.exists():
                 extra.rename(aside.with_name(aside.name + suffix))
         done.append(f"moved the {problem or 'unreadable'} index aside to {aside.name}")
-    rows = []
+    newest: dict[str, dict[str, dict]] = {"row": {}, "system": {}}
     for path in _objects(store):
-        row = _row_object(path)
-        if row is not None:
-            rows.append(row)
-    newest: dict[str, dict] = {}
-    for row in rows:
-        if row["key"] not in newest or row["created_at"] > newest[row["key"]]["created_at"]:
-            newest[row["key"]] = row
-    for row in newest.values():
+        found = _row_object(path)
+        if found is None:
+            continue
+        kind, row = found
+        seen = newest[kind].get(row["key"])
+        if seen is None or row["created_at"] > seen["created_at"]:
+            newest[kind][row["key"]] = row
+    for row in newest["row"].values():
         if all(not row.get(f) or store.object_path(row[f]).is_file() for f in OBJECT_FIELDS):
             store.put(row, owner="repair")
-    done.append(f"rebuilt the index from {len(newest)} stored result rows")
+    systems = [row for row in newest["system"].values()
+               if store.model_path(row["weights_digest"]).is_dir()]
+    for row in systems:
+        store.put_system(row, owner="repair")
+    done.append(f"rebuilt the index from {len(newest['row'])} stored result rows and "
+                f"{len(systems)} trained systems")
     return done
 
 
-def _row_object(path: Path) -> dict | None:
-    """The result row an object holds, if it is a row object (they are small)."""
+def _row_object(path: Path) -> tuple[str, dict] | None:
+    """("row", a result row) or ("system", a trained system's row) if the object is a row
+    object (they are small); None for any other object."""
     if path.stat().st_size > 64 << 10:
         return None
     try:
         doc = json.loads(path.read_bytes())
     except (ValueError, UnicodeDecodeError):
         return None
-    if not isinstance(doc, dict) or doc.get(ROW_MARK) != 1 or not isinstance(doc.get("row"),
-                                                                              dict):
+    if not isinstance(doc, dict) or doc.get(ROW_MARK) != 1:
         return None
-    row = doc["row"]
-    return row if all(f in row for f in RESULT_FIELDS if f not in ("log_sha256",)) else None
+    for kind, fields in (("row", RESULT_FIELDS), ("system", SYSTEM_FIELDS)):
+        row = doc.get(kind)
+        if isinstance(row, dict) and all(f in row for f in fields if f != "log_sha256"):
+            return kind, row
+    return None

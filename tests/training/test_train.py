@@ -238,3 +238,22 @@ def test_training_runs_as_a_slurm_job_to_the_same_weights(registry, monkeypatch)
     assert details["inner_runner"] == "local" and details["slurm"]["job_id"]
     assert not list((registry["workspace"] / "training").glob("*"))  # working folder removed
     assert f1_of(SYSTEM, "tiny-test", "slurm", "--rerun")["runner"] == "slurm"
+
+
+def test_a_rebuilt_index_keeps_the_trained_systems(registry):
+    trained = qashift("train", "-a", "logreg-rajpurkar", "-t", "tiny-train", *FAST,
+                      "--runner", "local")
+    assert trained.returncode == 0, trained.stderr
+    scored = f1_of(SYSTEM, "tiny-test")
+    ws = registry["workspace"]
+    [before] = Store(ws).systems()
+    (ws / "results.sqlite").write_bytes(b"not a database" * 100)
+    for extra in ("results.sqlite-wal", "results.sqlite-shm"):
+        (ws / extra).unlink(missing_ok=True)
+    repaired = CliRunner().invoke(main, ["store", "repair"])
+    assert repaired.exit_code == 0, repaired.output
+    assert "1 stored result rows and 1 trained systems" in repaired.output
+    assert Store(ws).systems() == [before]
+    again = qashift("train", "-a", "logreg-rajpurkar", "-t", "tiny-train", *FAST)
+    assert "stored earlier" in again.stdout  # nothing is retrained
+    assert f1_of(SYSTEM, "tiny-test")["f1"] == scored["f1"]

@@ -396,6 +396,11 @@ class SlurmRunner:
                      "config": str(request.config_path), "model_dir": str(request.model_dir),
                      "checkpoint_dir": str(request.checkpoint_dir), "label": request.label}
         else:
+            if request.bundle.weights_digest:  # a trained system: its folder is the approach's
+                spec["trained"] = {"id": request.bundle.id, "name": request.bundle.name,
+                                   "model": request.bundle.model,
+                                   "metadata": request.bundle.metadata,
+                                   "weights_digest": request.bundle.weights_digest}
             shutil.copyfile(request.input_path, cell / INPUT_FILE)  # answer-free, as given
             (cell / INPUT_FILE).chmod(0o444)
             spec |= {"task": "evaluate", "testset": request.testset_id,

@@ -20,6 +20,7 @@ the controller writes only the answer-free input (a training split is training d
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -89,6 +90,12 @@ def _prepare(spec: dict) -> tuple[RunRequest | TrainRequest, object]:
         raise RunFailure("build-failed", f"bundle folder {folder} is not visible on node "
                          f"{socket.gethostname()}; submissions must be on a shared file system")
     bundle = bundles.from_folder(folder)
+    if spec.get("trained"):  # a trained system: the approach's folder with stored weights
+        trained = spec["trained"]
+        bundle = dataclasses.replace(
+            bundle, id=trained["id"], name=trained["name"], kind="command",
+            model=trained["model"], metadata=trained["metadata"],
+            weights_digest=trained["weights_digest"], train_command=None, hyperparameters={})
     if bundle.digest != spec["bundle_digest"]:
         raise RunFailure("build-failed", f"bundle folder {folder} on node "
                          f"{socket.gethostname()} differs from the controller's copy (digest "
