@@ -22,6 +22,7 @@ from evaluator.cli.base import Command, Group, configure
 from evaluator.cli.derive import challenge, testsets_derive
 from evaluator.cli.images import images_group
 from evaluator.cli.store import store_group
+from evaluator.cli.study import study_group
 from evaluator.cli.train import systems_command, train_command
 from evaluator.cli.zoo import export_onnx, zoo_group
 from evaluator.core import settings
@@ -190,6 +191,7 @@ main.add_command(evaluate_cmd)
 main.add_command(store_group)
 main.add_command(train_command)
 main.add_command(systems_command)
+main.add_command(study_group)
 
 
 def _register_optional() -> None:

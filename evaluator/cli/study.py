@@ -1,0 +1,72 @@
+"""`qashift study run|status|table PLAN`: a population study from one plan file (see
+evaluator/training/study.py and docs/training.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from evaluator.cli.base import Group, configure, settings_options
+from evaluator.runners.dispatch import Dispatcher
+from evaluator.store.store import Store
+from evaluator.training import study, table
+
+PLAN = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+@click.group("study", cls=Group)
+def study_group() -> None:
+    """Train and evaluate a population of systems from one plan file."""
+
+
+@study_group.command("run")
+@click.argument("plan", type=PLAN)
+@click.option("--runner", default="auto", show_default=True,
+              type=click.Choice(["auto", "local", "docker", "slurm"]))
+@click.option("--device", default="auto", show_default=True,
+              type=click.Choice(["auto", "cpu", "gpu"]))
+@click.option("--table", "table_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="write the study's results table (CSV) after every system")
+@settings_options
+def run_command(plan, runner, device, table_path, data_dir, workspace) -> None:
+    """Train and evaluate what the plan lists and the store lacks (resumes where it stopped)."""
+    configure(data_dir, workspace)
+    found = study.load(plan)
+    store = Store.open_default()
+    click.echo(study.status(found, store).line(found), err=True)
+    dispatcher = Dispatcher(runner, warn=lambda m: click.echo(f"warning: {m}", err=True))
+
+    def say(line: str) -> None:
+        click.echo(line, err=True)
+        if table_path is not None:
+            table.write(study.rows(found, store), table_path)
+
+    final = study.run(found, dispatcher, store, device=device, say=say)
+    if table_path is not None:
+        table.write(study.rows(found, store), table_path)
+    click.echo(final.line(found))
+
+
+@study_group.command("status")
+@click.argument("plan", type=PLAN)
+@settings_options
+def status_command(plan, data_dir, workspace) -> None:
+    """Trained, evaluated and failed cells of the plan, from the store."""
+    configure(data_dir, workspace)
+    found = study.load(plan)
+    click.echo(study.status(found, Store.open_default()).line(found))
+
+
+@study_group.command("table")
+@click.argument("plan", type=PLAN)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="the CSV to write (one row per system x test set x metric)")
+@settings_options
+def table_command(plan, out, data_dir, workspace) -> None:
+    """Write the study's results table from the store (nothing is run)."""
+    configure(data_dir, workspace)
+    found = study.load(plan)
+    rows = study.rows(found, Store.open_default())
+    table.write(rows, out)
+    click.echo(f"wrote {len(rows)} rows to {out}")

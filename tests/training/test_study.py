@@ -1,0 +1,111 @@
+"""A population study is one plan file: run, it trains and scores every system it lists;
+killed with `kill -9` at random points and run again, it ends with the same table as an
+uninterrupted run; run once more, it trains and evaluates nothing; a bad plan is one line."""
+
+from __future__ import annotations
+
+import csv
+import os
+import random
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from evaluator.cli.main import main
+from tests.conftest import REPO, write_testset
+
+PLAN = """\
+id: tiny-population
+name: logistic regression, two settings x two seeds
+split: tiny-train
+testsets: [tiny-test, tiny-train]
+approaches:
+  logreg-rajpurkar:
+    settings: [{epochs: 1}, {epochs: 1, l2: 0.001}]
+    seeds: [0, 1]
+"""
+VOLATILE = ("wall_s", "train_wall_s", "runner")  # how long and where, not what
+
+
+@pytest.fixture
+def plan(tmp_path, dev_raw, monkeypatch, workspace):
+    subs, sets = tmp_path / "subs", tmp_path / "sets"
+    shutil.copytree(REPO / "submissions" / "logreg-rajpurkar", subs / "logreg-rajpurkar")
+    first, second = dev_raw["data"][0], dev_raw["data"][1]
+    folder = write_testset(sets, "tiny-train", {"version": "1.1", "data": [
+        dict(first, paragraphs=first["paragraphs"][:20])]})
+    (folder / "testset.yaml").write_text((folder / "testset.yaml").read_text().replace(
+        "kind: derived", "kind: training"))
+    write_testset(sets, "tiny-test", {"version": "1.1", "data": [
+        dict(second, paragraphs=second["paragraphs"][:10])]})
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    path = tmp_path / "plan.yaml"
+    path.write_text(PLAN)
+    return path
+
+
+def study(*args: str, workspace, **popen):
+    argv = ["qashift", "study", *args, "--workspace", str(workspace)]
+    if popen:
+        return subprocess.Popen(argv, env=os.environ.copy(), start_new_session=True, **popen)
+    return subprocess.run(argv, env=os.environ.copy(), capture_output=True, text=True,
+                          timeout=900)
+
+
+def table(path) -> list[dict]:
+    with open(path, newline="") as handle:
+        return [{k: v for k, v in row.items() if k not in VOLATILE}
+                for row in csv.DictReader(handle)]
+
+
+def test_an_interrupted_study_ends_with_the_same_table_and_reruns_nothing(plan, tmp_path):
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    started = time.monotonic()
+    done = study("run", str(plan), "--runner", "local", "--table", str(tmp_path / "a.csv"),
+                 workspace=whole)
+    duration = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert "trained 4, training failed 0 | evaluated 8, evaluation failed 0 | 0 cells" in \
+        done.stdout
+    assert "eta" in done.stderr and "[4/4] logreg-rajpurkar@tiny-train/s1/h" in done.stderr
+    expected = table(tmp_path / "a.csv")
+    assert len(expected) == 4 * 2 * 2  # systems x test sets x metrics
+    assert len({r["model"] for r in expected}) == 4
+
+    rng = random.Random(20261123)
+    for _ in range(2):  # two kill -9 at random points of a run
+        proc = study("run", str(plan), "--runner", "local", workspace=killed,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.2, 0.6) * duration)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    middle = study("status", str(plan), workspace=killed)
+    assert middle.returncode == 0 and "cells to go" in middle.stdout
+    resumed = study("run", str(plan), "--runner", "local", "--table", str(tmp_path / "b.csv"),
+                    workspace=killed)
+    assert resumed.returncode == 0, resumed.stderr
+    assert table(tmp_path / "b.csv") == expected
+
+    again = study("run", str(plan), "--runner", "local", workspace=killed)
+    assert again.returncode == 0
+    assert again.stderr.count("stored earlier") == 4 and "trained;" not in again.stderr
+    assert "0 cells to go" in again.stdout
+
+
+@pytest.mark.parametrize("original, broken", [
+    ("seeds: [0, 1]", "seedz: [0, 1]"),
+    ("logreg-rajpurkar:", "logreg-rajpurkr:"),
+    ("split: tiny-train", "split: tiny-test"),
+    ("{epochs: 1, l2: 0.001}", "{epochs: 1}"),
+])
+def test_a_bad_plan_is_one_line(plan, original, broken):
+    plan.write_text(PLAN.replace(original, broken))
+    result = CliRunner().invoke(main, ["study", "status", str(plan)])
+    assert result.exit_code == 1, result.output
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("error:") and "Traceback" not in result.output
