@@ -114,12 +114,6 @@ def encoder_flops(config, padded_tokens: int, padded_tokens_squared: int) -> flo
                  config.num_hidden_layers * 4 * hidden * padded_tokens_squared)
 
 
-def first_questions(raw: dict, n: int) -> dict:
-    from evaluator.zoo.onnx_export import _first_questions
-
-    return _first_questions(raw, n)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, help="checkpoint folder (default: zoo l6-q1500)")
@@ -133,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from evaluator.data import testsets
+    from evaluator.data.testsets import first_questions, input_document, parse_questions
     from evaluator.qa.predict import ModelSpec, predict
     from evaluator.scoring import squad_v1 as scoring
     from evaluator.zoo import models as zoo
@@ -142,7 +137,6 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(f"no checkpoint at {model}; run `qashift zoo build l6-q1500` or pass --model")
     dataset = testsets.get(args.testset).load([args.data_dir.resolve()])
     raw = first_questions(dataset.raw, args.questions)
-    from evaluator.data.testsets import input_document, parse_questions
 
     questions = parse_questions(raw)
     backends = args.backends.split(",")

@@ -32,25 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from evaluator.bundles import spec as bundles  # noqa: E402
 from evaluator.core import settings  # noqa: E402
 from evaluator.data import testsets  # noqa: E402
+from evaluator.data.testsets import first_questions  # noqa: E402
 
 APPROACHES = ("logreg-rajpurkar", "drqa-reader", "bidaf", "minilm-span")
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-def first_questions(raw: dict, count: int) -> dict:
-    """The first `count` questions of a SQuAD document, whole paragraphs cut at the end."""
-    data, left = [], count
-    for article in raw["data"]:
-        paragraphs = []
-        for paragraph in article["paragraphs"]:
-            if left <= 0:
-                break
-            qas = paragraph["qas"][:left]
-            left -= len(qas)
-            paragraphs.append(dict(paragraph, qas=qas))
-        if paragraphs:
-            data.append(dict(article, paragraphs=paragraphs))
-    return {"version": raw.get("version", "1.1"), "data": data}
 
 
 def train_once(folder: Path, train_file: Path, hp: dict, device: str, work: Path,

@@ -168,6 +168,24 @@ def parse_questions(raw: dict, set_id: str = "?") -> list[Question]:
                         ) from None
 
 
+def first_questions(raw: dict, size: int) -> dict:
+    """A SQuAD document cut after its first `size` questions (paragraphs kept whole-context)."""
+    data, left = [], size
+    for article in raw["data"]:
+        paragraphs = []
+        for paragraph in article["paragraphs"]:
+            if left <= 0:
+                break
+            qas = paragraph["qas"][:left]
+            left -= len(qas)
+            paragraphs.append({"context": paragraph["context"], "qas": qas})
+        if paragraphs:
+            data.append({"title": article.get("title", ""), "paragraphs": paragraphs})
+        if left <= 0:
+            break
+    return {"version": raw.get("version", ""), "data": data}
+
+
 def input_document(raw: dict) -> dict:
     """The file a submission reads: titles, contexts, ids and questions; no answers at all."""
     return {

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from evaluator.core.errors import UserError
 from evaluator.data.fetch import sha256_of
+from evaluator.data.testsets import first_questions
 from evaluator.qa.predict import ModelSpec, predict
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -110,7 +111,7 @@ def export(model_dir: Path, *, int8: bool = False, sample: dict | None = None,
 def _check(model_dir: Path, sample: dict, size: int,
            int8: bool) -> tuple[int, float, float | None]:
     """Answer the first `size` questions of `sample` with each backend; fractions equal."""
-    small = _first_questions(sample, size)
+    small = first_questions(sample, size)
     kwargs = {"progress": False, "batch_size": 16}
     reference, _ = predict(small, ModelSpec(model_dir, "torch"), **kwargs)
     onnx, _ = predict(small, ModelSpec(model_dir, "onnx"), **kwargs)
@@ -121,21 +122,3 @@ def _check(model_dir: Path, sample: dict, size: int,
         quant, _ = predict(small, ModelSpec(model_dir, "onnx-int8"), **kwargs)
         agree_int8 = sum(quant[k] == v for k, v in reference.items()) / max(n, 1)
     return n, agree, agree_int8
-
-
-def _first_questions(raw: dict, size: int) -> dict:
-    """A SQuAD document cut after its first `size` questions (paragraphs kept whole-context)."""
-    data, left = [], size
-    for article in raw["data"]:
-        paragraphs = []
-        for paragraph in article["paragraphs"]:
-            if left <= 0:
-                break
-            qas = paragraph["qas"][:left]
-            left -= len(qas)
-            paragraphs.append({"context": paragraph["context"], "qas": qas})
-        if paragraphs:
-            data.append({"title": article.get("title", ""), "paragraphs": paragraphs})
-        if left <= 0:
-            break
-    return {"version": raw.get("version", ""), "data": data}
