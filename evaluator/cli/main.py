@@ -24,6 +24,7 @@ from evaluator.cli.images import images_group
 from evaluator.cli.store import store_group
 from evaluator.cli.study import study_group
 from evaluator.cli.train import systems_command, train_command
+from evaluator.cli.validate import validate_command
 from evaluator.cli.zoo import export_onnx, zoo_group
 from evaluator.core import settings
 from evaluator.core.errors import UserError
@@ -192,6 +193,7 @@ main.add_command(store_group)
 main.add_command(train_command)
 main.add_command(systems_command)
 main.add_command(study_group)
+main.add_command(validate_command)
 
 
 def _register_optional() -> None:

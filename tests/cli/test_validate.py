@@ -1,0 +1,65 @@
+"""`qashift validate` checks every test-set and bundle folder and says every problem at once,
+one line each, with exit status 1; the good folders stay usable."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from evaluator.cli.main import main
+from tests.conftest import write_command_bundle, write_testset
+
+# (folder, file, text replaced, replacement): ten ways to break a folder
+BREAKS = [
+    ("set-typo", "testset.yaml", "reference:", "referense:"),
+    ("set-type", "testset.yaml", "questions: ", "questions: many"),
+    ("set-kind", "testset.yaml", "kind: derived", "kind: cheese"),
+    ("set-id", "testset.yaml", "id: set-id", "id: other-id"),
+    ("set-missing", "testset.yaml", "file: data.json", "file: gone.json"),
+    ("set-sha", "testset.yaml", "file: data.json",
+     "source: {file: data.json, sha256: xyz, url: 'https://example.org/d.json'}"),
+    ("set-yaml", "testset.yaml", "name: set-yaml", "name: [unclosed"),
+    ("bundle-typo", "bundle.yaml", "command:", "comand:"),
+    ("bundle-kind", "bundle.yaml", "kind: command", "kind: magic"),
+    ("bundle-approach", "bundle.yaml", "kind: command", "kind: approach"),
+]
+
+
+@pytest.fixture
+def broken(tmp_path, small_dev, monkeypatch):
+    subs, sets = tmp_path / "subs", tmp_path / "sets"
+    write_testset(sets, "good-set", small_dev)
+    write_command_bundle(subs, "good-bundle", "print()")
+    for name, filename, old, new in BREAKS:
+        folder = write_testset(sets, name, small_dev) if filename == "testset.yaml" else \
+            write_command_bundle(subs, name, "print()")
+        text = (folder / filename).read_text()
+        assert old in text, (name, old)
+        (folder / filename).write_text(text.replace(old, new, 1))
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    return {"subs": subs, "sets": sets}
+
+
+def test_ten_broken_folders_are_ten_lines_and_the_good_ones_still_list(broken):
+    result = CliRunner().invoke(main, ["validate"])
+    assert result.exit_code == 1
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == len(BREAKS), result.stdout
+    for name, *_ in BREAKS:
+        assert sum(f" {name}: " in line for line in lines) == 1, name
+    assert "12 folders checked, 10 with a problem" in result.stderr
+    assert "did you mean 'reference'" in result.stdout
+    listed = CliRunner().invoke(main, ["testsets", "list"])
+    assert listed.exit_code == 0 and "good-set" in listed.output
+    assert "set-typo" in listed.output and "BROKEN" in listed.output
+
+
+def test_named_folders_only(broken):
+    ok = CliRunner().invoke(main, ["validate", str(broken["sets"] / "good-set"),
+                                   str(broken["subs"] / "good-bundle")])
+    assert ok.exit_code == 0 and "2 folders checked, 0 with a problem" in ok.output
+    bad = CliRunner().invoke(main, ["validate", str(broken["subs"] / "bundle-kind"),
+                                    str(broken["sets"])])
+    assert bad.exit_code == 1
+    assert "bundle-kind" in bad.stdout and "neither a test-set folder" in bad.stdout
