@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))
 
 PIPELINE_VERSION = "4.57.6"
 # tokenizers and huggingface-hub ranges are transformers 4.57.6's own requirements; torch,
-# numpy and the rest come from the host environment (--system-site-packages).
+# numpy and the rest come from the interpreter running the benchmark (see pipeline_venv).
 PIPELINE_REQUIREMENTS = (f"transformers=={PIPELINE_VERSION}", "tokenizers>=0.22,<0.23",
                          "huggingface-hub>=0.34,<1.0")
 
@@ -62,18 +62,34 @@ json.dump({"answers": answers, "seconds": seconds, "cpu_seconds": cpu,
 
 
 def pipeline_venv() -> Path:
-    """A cached virtual environment with transformers 4.57.6 (built once, under a lock)."""
+    """A cached virtual environment with transformers 4.57.6 (built once, under a lock).
+
+    It sees this interpreter's packages (torch, numpy) through a .pth file naming this
+    interpreter's site-packages, after its own: `venv --system-site-packages` run from inside
+    another virtual environment would expose the base interpreter's packages instead, which
+    lack torch when qashift is installed in a venv."""
+    import hashlib
+    import sysconfig
+
     from evaluator.core import settings
 
-    target = settings.cache_dir() / "venvs" / f"pipeline-transformers-{PIPELINE_VERSION}"
+    paths = sysconfig.get_paths()
+    host = list(dict.fromkeys([paths["purelib"], paths["platlib"]]))
+    key = hashlib.sha256("\n".join(host).encode()).hexdigest()[:12]
+    target = settings.cache_dir() / "venvs" / f"pipeline-transformers-{PIPELINE_VERSION}-{key}"
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / f"{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (target / ".complete").exists():
-            subprocess.run([sys.executable, "-m", "venv", "--clear", "--system-site-packages",
-                            str(target)], check=True, capture_output=True)
-            subprocess.run([str(target / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                            *PIPELINE_REQUIREMENTS], check=True, capture_output=True)
+            subprocess.run([sys.executable, "-m", "venv", "--clear", str(target)], check=True,
+                           capture_output=True)
+            python = str(target / "bin" / "python")
+            site = subprocess.run([python, "-c", "import sysconfig; "
+                                   "print(sysconfig.get_paths()['purelib'])"], check=True,
+                                  capture_output=True, text=True).stdout.strip()
+            Path(site, "qashift-host-packages.pth").write_text("\n".join(host) + "\n")
+            subprocess.run([python, "-m", "pip", "install", "--quiet", *PIPELINE_REQUIREMENTS],
+                           check=True, capture_output=True)
             (target / ".complete").touch()
     return target
 

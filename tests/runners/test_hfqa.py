@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -319,3 +322,31 @@ def test_retraining_a_checkpoint_in_place_changes_the_cell_key(tmp_path, tiny_mo
     weights.write_bytes(bytes(data))
     after = Job(bundles.from_folder(folder), testset).key
     assert after != before
+
+
+def test_the_pipeline_environment_sees_the_packages_of_a_venv_install(tmp_path):
+    """Run from a virtual environment (a package only that venv has stands in for torch in a
+    venv install), the benchmark's pipeline environment imports that venv's packages."""
+    outer = tmp_path / "outer"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip",
+                    str(outer)], check=True)
+    site = subprocess.run([str(outer / "bin" / "python"), "-c", "import sysconfig; "
+                           "print(sysconfig.get_paths()['purelib'])"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    (Path(site) / "only_in_outer.py").write_text("WHERE = 'outer venv'\n")
+    script = ("import importlib.util, sys\n"
+              f"spec = importlib.util.spec_from_file_location('b', {str(REPO)!r} + "
+              "'/benchmarks/hfqa_throughput.py')\n"
+              "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+              "print(module.pipeline_venv())\n")
+    env = {**os.environ, "QASHIFT_CACHE": str(tmp_path / "cache")}
+    made = subprocess.run([str(outer / "bin" / "python"), "-c", script], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert made.returncode == 0, made.stderr
+    inner = Path(made.stdout.strip().splitlines()[-1])
+    seen = subprocess.run([str(inner / "bin" / "python"), "-c",
+                           "import only_in_outer, transformers; "
+                           "print(only_in_outer.WHERE, transformers.__version__)"],
+                          capture_output=True, text=True)
+    assert seen.returncode == 0, seen.stderr
+    assert seen.stdout.split() == ["outer", "venv", "4.57.6"]
