@@ -154,6 +154,9 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
         except DataError as error:
             say(f"{head}: training FAILED (data-unavailable): {error}")
             continue
+        except UserError as error:  # e.g. another controller is training it right now
+            say(f"{head}: skipped: {error}")
+            continue
         if not system.cached:
             done_here += 1
         jobs = [Job(system.bundle, testset) for testset in study.testsets]
