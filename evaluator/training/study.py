@@ -113,8 +113,9 @@ def status(study: Study, store: Store) -> StudyStatus:
     if not store.exists():
         out.pending = study.cells
         return out
-    failed = {(f["key"], f["testset"]) for f in store.failures()}
-    failed_bundles = {(f["bundle"], f["testset"]) for f in store.failures()}
+    failures = store.failures()
+    failed = {(f["key"], f["testset"]) for f in failures}
+    failed_bundles = {(f["bundle"], f["testset"]) for f in failures}
     for job in study.trainings:
         system = stored(job, store)
         if system is None:

@@ -196,20 +196,26 @@ def test_an_untrained_system_or_a_bad_id_is_one_line(registry):
             resolve(name, store)
 
 
+def retrain_on(runner: str, workspace: Path) -> tuple[subprocess.CompletedProcess, dict]:
+    """Train the system locally, then again on `runner`; (that run, its stored row), after
+    checking both trainings produced the same weights."""
+    local = qashift("train", "-a", "logreg-rajpurkar", "-t", "tiny-train", *FAST, "--runner",
+                    "local")
+    assert local.returncode == 0, local.stderr
+    [first] = Store(workspace).systems()
+    again = qashift("train", "-a", "logreg-rajpurkar", "-t", "tiny-train", *FAST, "--runner",
+                    runner, "--rerun")
+    assert again.returncode == 0, again.stderr
+    row = Store(workspace).systems()[-1]
+    assert row["runner"] == runner and row["weights_digest"] == first["weights_digest"]
+    return again, row
+
+
 @pytest.mark.usefixtures("no_container_left_behind")
 @needs_docker[0]
 def test_training_and_its_system_run_in_docker_with_the_same_weights_and_answers(
         registry, client, tmp_path):
-    local = qashift("train", "-a", "logreg-rajpurkar", "-t", "tiny-train", *FAST, "--runner",
-                    "local")
-    assert local.returncode == 0, local.stderr
-    [first] = Store(registry["workspace"]).systems()
-    docker = qashift("train", "-a", "logreg-rajpurkar", "-t", "tiny-train", *FAST, "--runner",
-                     "docker", "--rerun")
-    assert docker.returncode == 0, docker.stderr
-    rows = Store(registry["workspace"]).systems()
-    assert rows[-1]["runner"] == "docker"
-    assert rows[-1]["weights_digest"] == first["weights_digest"]
+    retrain_on("docker", registry["workspace"])
     in_docker = f1_of(SYSTEM, "tiny-test", "docker")
     in_docker_predictions = Path(in_docker["predictions"]).read_bytes()
     here = f1_of(SYSTEM, "tiny-test", "local", "--rerun")
@@ -223,18 +229,9 @@ def test_training_runs_as_a_slurm_job_to_the_same_weights(registry, monkeypatch)
     if reason:
         pytest.skip(f"no Slurm cluster: {reason} (run `bash .ci/slurm.sh` as root)")
     monkeypatch.setenv("QASHIFT_SLURM_INNER", "local")
-    local = qashift("train", "-a", "logreg-rajpurkar", "-t", "tiny-train", *FAST, "--runner",
-                    "local")
-    assert local.returncode == 0, local.stderr
-    [first] = Store(registry["workspace"]).systems()
-    slurm = qashift("train", "-a", "logreg-rajpurkar", "-t", "tiny-train", *FAST, "--runner",
-                    "slurm", "--rerun")
-    assert slurm.returncode == 0, slurm.stderr
+    slurm, row = retrain_on("slurm", registry["workspace"])
     assert "epoch 2/2" in slurm.stderr  # progress reaches the controller from the job
-    rows = Store(registry["workspace"]).systems()
-    assert rows[-1]["runner"] == "slurm"
-    assert rows[-1]["weights_digest"] == first["weights_digest"]
-    details = json.loads(rows[-1]["run_record"])["details"]
+    details = json.loads(row["run_record"])["details"]
     assert details["inner_runner"] == "local" and details["slurm"]["job_id"]
     assert not list((registry["workspace"] / "training").glob("*"))  # working folder removed
     assert f1_of(SYSTEM, "tiny-test", "slurm", "--rerun")["runner"] == "slurm"
