@@ -35,6 +35,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from difflib import SequenceMatcher
+from functools import cached_property
 
 import numpy as np
 
@@ -113,7 +114,7 @@ class Entry:
     created: float | None = None
     bundle_name: str | None = None
 
-    @property
+    @cached_property  # the join reads it for every candidate pair
     def parsed(self) -> Parsed:
         return parse_name(self.description, trailing_institution=True)
 
@@ -140,7 +141,7 @@ class Target:
     institution: str | None = None
     check_score: float | None = None
 
-    @property
+    @cached_property  # the join reads it for every candidate pair
     def parsed(self) -> Parsed:
         return parse_name(self.name, self.institution)
 

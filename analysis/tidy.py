@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import facts, reconcile
+from analysis import facts, paper, reconcile
 from evaluator.stats.intervals import clopper_pearson
 
 COLUMNS = ["model", "family", "kind", "testset", "metric", "value", "lo", "hi", "n",
@@ -30,10 +30,6 @@ METRICS = ("em", "f1")
 # and figures list them. Sizes, labels and references come from the folders (analysis.facts).
 SHIFT_SETS = ("new-wiki", "nyt", "reddit", "amazon")
 
-# Human baseline on the original test set: Rajpurkar et al. 2016 (SQuAD v1.1 leaderboard
-# "Human Performance"), as used for the humans in Miller et al. 2020.
-HUMAN_ORIGINAL = {"em": 82.304, "f1": 91.221}
-HUMAN_SOURCE = "Rajpurkar et al. 2016 human performance on the SQuAD v1.1 test set"
 PUBLISHED_SOURCE = "SQuADShifts results.json (Miller et al. 2020)"
 LEADERBOARD_SOURCE = "SQuAD v1.1 leaderboard export out-v1.1.json"
 F1_NO_INTERVAL = ("F1 from published totals has no interval: the per-question spread "
@@ -183,13 +179,16 @@ def published_reconciliation(data_dir: Path) -> tuple[dict, list[reconcile.Outco
 def from_squadshifts_published(data_dir: Path | str) -> pd.DataFrame:
     """Tidy frame of the published SQuADShifts numbers plus original-test scores.
 
-    Each model's x value (testset ``squad-test``) comes from the leaderboard entry the
-    reconciliation matched; unmatched or ambiguous models keep their new-set rows but get
-    no x. Humans get the Rajpurkar et al. 2016 human baseline as x. The coverage report is
-    in ``df.attrs["coverage"]``.
+    A model's x value (testset ``squad-test``) is its SQuAD v1.1 test score as the paper's
+    Appendix E prints it (Table 5 for F1, Table 11 for EM; ``analysis.paper``); a model the
+    tables do not name falls back to the leaderboard entry the reconciliation matched, and
+    one matched nowhere keeps its new-set rows without an x. Humans take their own original
+    scores from the same tables. The AddOneSent EM of Table 16 joins as test set
+    ``addonesent``. ``df.attrs["coverage"]`` reports every join and every disagreement
+    between the paper and the leaderboard.
     """
     results, outcomes, report = published_reconciliation(Path(data_dir))
-    by_name = {o.target.name: o for o in outcomes}
+    found = paper.originals(results)
     rows: list[dict] = []
     for testset, block in results.items():
         for kind in ("models", "humans"):
@@ -200,18 +199,49 @@ def from_squadshifts_published(data_dir: Path | str) -> pd.DataFrame:
                     m["name"], testset, _float(m.get(f"{testset}_em")),
                     _float(m.get(f"{testset}_f1")), facts.size(testset),
                     kind=kind[:-1], source=PUBLISHED_SOURCE, reference="squad-test", **extra)
+    institutions = {m["name"]: m.get("institution") or "" for b in results.values()
+                    for m in b["models"]}
+    for name, em in paper.addonesent(results, found):
+        rows.append(_row(name, "addonesent", "em", em, n=facts.size("addonesent"),
+                         source=paper.TABLES[2].label, reference="squad-test",
+                         institution=institutions.get(name, "")))
+    matched = {o.target.name: o.entry for o in outcomes
+               if o.status == "matched" and o.entry.scored}
+    methods = {o.target.name: o.method for o in outcomes}
     n_test = facts.SQUAD_TEST["questions"]
-    for name, o in by_name.items():
-        if o.status == "matched" and o.entry.scored:
-            rows += _total_rows(name, "squad-test", o.entry.em, o.entry.f1, n_test,
-                                source=f"{LEADERBOARD_SOURCE} #{o.entry.index} ({o.method})",
-                                institution=o.target.institution or "")
-    humans = {m["name"] for block in results.values() for m in block["humans"]}
-    for name in sorted(humans):
-        rows += _total_rows(name, "squad-test", HUMAN_ORIGINAL["em"], HUMAN_ORIGINAL["f1"],
-                            n_test, kind="human", source=HUMAN_SOURCE, institution="")
+    disagreements = []
+    for name in sorted(institutions):
+        own = found.scores.get(("model", name), {})
+        entry = matched.get(name)
+        for metric in METRICS:
+            board = None if entry is None else (entry.em if metric == "em" else entry.f1)
+            if metric in own:
+                rows.append(_row(name, "squad-test", metric, own[metric], n=n_test,
+                                 source=found.sources[metric],
+                                 institution=institutions[name]))
+                if board is not None and abs(round(board, 1) - own[metric]) > paper.ROUNDING:
+                    disagreements.append(f"  {name!r} {metric}: paper {own[metric]:g}, "
+                                         f"leaderboard #{entry.index} {board:g}")
+            elif board is not None:
+                lo, hi = em_interval(board, n_test) if metric == "em" else (math.nan, math.nan)
+                rows.append(_row(name, "squad-test", metric, board, lo=lo, hi=hi, n=n_test,
+                                 source=f"{LEADERBOARD_SOURCE} #{entry.index} "
+                                        f"({methods[name]})",
+                                 institution=institutions[name]))
+    for (kind, name), own in sorted(found.scores.items()):
+        if kind == "human":
+            rows += [_row(name, "squad-test", metric, v, kind="human", n=n_test,
+                          source=found.sources[metric], institution="")
+                     for metric, v in sorted(own.items())]
     df = frame(rows)
-    df.attrs["coverage"] = report
+    fallback = sorted({r["model"] for r in rows if r["testset"] == "squad-test"
+                       and r["source"].startswith(LEADERBOARD_SOURCE)})
+    df.attrs["coverage"] = "\n\n".join([
+        report, found.report(),
+        f"Original-test scores from the leaderboard where the paper's tables name no score: "
+        f"{len(fallback)} models" + "".join(f"\n  {n!r}" for n in fallback),
+        f"Paper vs leaderboard, where both give a score and they differ after rounding: "
+        f"{len(disagreements)}" + "".join(f"\n{d}" for d in disagreements)])
     return df
 
 
@@ -286,19 +316,15 @@ def new_testsets(df: pd.DataFrame) -> list[str]:
 def paired(df: pd.DataFrame, testset: str, metric: str) -> pd.DataFrame:
     """One row per model: x (reference score), y (score on testset), intervals, provenance."""
     new = df[(df["testset"] == testset) & (df["metric"] == metric) & (df["reference"] != "")]
-    ref = df[df["metric"] == metric].set_index(["model", "testset"])
     keep = [c for c in new.columns if c not in ("testset", "metric", "value", "lo", "hi", "n",
                                                  "source", "reference")]
-    rows = []
-    for r in new.to_dict("records"):
-        key = (r["model"], r["reference"])
-        if key not in ref.index:
-            continue
-        x = ref.loc[key]
-        if isinstance(x, pd.DataFrame):
-            x = x.iloc[0]
-        rows.append({**{c: r[c] for c in keep}, "x": x["value"], "x_lo": x["lo"],
-                     "x_hi": x["hi"], "x_source": x["source"], "x_testset": r["reference"],
-                     "y": r["value"], "y_lo": r["lo"], "y_hi": r["hi"], "y_source": r["source"]})
     cols = keep + ["x", "x_lo", "x_hi", "x_source", "x_testset", "y", "y_lo", "y_hi", "y_source"]
-    return pd.DataFrame(rows, columns=cols)
+    ref = (df.loc[df["metric"] == metric, ["model", "testset", "value", "lo", "hi", "source"]]
+           .drop_duplicates(["model", "testset"])
+           .rename(columns={"testset": "x_testset", "value": "x", "lo": "x_lo", "hi": "x_hi",
+                            "source": "x_source"}))
+    ys = new.rename(columns={"reference": "x_testset", "value": "y", "lo": "y_lo",
+                             "hi": "y_hi", "source": "y_source"})
+    out = ys[keep + ["x_testset", "y", "y_lo", "y_hi", "y_source"]].merge(
+        ref, on=["model", "x_testset"], how="inner")  # keeps the new rows' order
+    return out[cols].reset_index(drop=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from functools import cache
 
 _KIND = re.compile(
     r"\(\s*(single|ensemble)(?:\s+model)?(?:[\s-]*\d+)?\s*(?:,\s*([^)]*?))?\s*\)", re.I)
@@ -18,6 +19,7 @@ def normal_text(s: str | None) -> str:
     return re.sub(r"\s+", " ", s).strip()
 
 
+@cache  # a join compares every pair of names
 def name_key(s: str) -> str:
     """Comparison key for a model name: case, spacing, punctuation and braces ignored."""
     s = normal_text(s).lower().replace("w/", "with ")

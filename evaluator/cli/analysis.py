@@ -132,3 +132,34 @@ def report_command(source, out, data_dir, bootstrap, seed):
         raise click.ClickException(str(exc)) from None
     models = sum(1 for _ in (out / "models").glob("*.html"))
     click.echo(f"wrote the site to {out}: {models} submission pages; open {index}")
+
+
+@click.command("reproduce", cls=Command)
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Local data mirror with results.json and the leaderboard export (default: "
+              "$QASHIFT_DATA_DIR, else ../shared/data).")
+@click.option("--joins", is_flag=True,
+              help="Also print every join decision (paper tables and leaderboard).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Also write fits.csv and drops.csv here.")
+def reproduce_command(data_dir, joins, out):
+    """The SQuADShifts study's published fits and average drops beside ours, from data."""
+    from analysis import reproduction  # lazy: pandas; fast --help
+
+    df = _load("squadshifts-published", data_dir, False)
+    fit_rows = reproduction.fit_comparison(df)
+    drop_rows = reproduction.drop_comparison(df)
+    click.echo("Trend fits: published (figure captions) vs ours\n"
+               + fit_rows.drop(columns=["note"]).to_string(index=False, float_format="%.3f"))
+    for note in fit_rows.loc[fit_rows["note"] != "", ["figure", "testset", "metric", "note"]] \
+            .itertuples(index=False):
+        click.echo(f"  {note.figure} {note.testset} {note.metric}: {note.note}")
+    click.echo("\nAverage drops (original minus new): published (text) vs ours\n"
+               + drop_rows.to_string(index=False, float_format="%.2f"))
+    if joins:
+        click.echo("\n" + df.attrs.get("coverage", ""))
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        fit_rows.to_csv(out / "fits.csv", index=False)
+        drop_rows.to_csv(out / "drops.csv", index=False)
+        click.echo(f"wrote {out / 'fits.csv'} and {out / 'drops.csv'}")

@@ -6,8 +6,8 @@ import matplotlib.pyplot as plt
 import pytest
 
 from analysis.figures import FORMATS, concurrence_heatmap, panel_grid, save, scatter_panel
-from analysis.fits import fit_panel
-from analysis.tidy import from_squadshifts_published
+from analysis.fits import SCALES, fit_panel, to_scale
+from analysis.tidy import METRICS, from_squadshifts_published, new_testsets
 
 
 @pytest.fixture(scope="module")
@@ -49,3 +49,21 @@ def test_heatmap_prints_values():
     fig = concurrence_heatmap(m, "t")
     assert "0.50" in [t.get_text() for t in fig.axes[0].texts]
     plt.close(fig)
+
+
+def test_humans_are_drawn_at_their_own_original_scores_in_every_panel(published):
+    own = {"f1": [94.9, 94.9, 95.6], "em": [89.1, 88.7, 90.5]}  # Miller et al. Tables 5, 11
+    drawn = 0
+    for testset in new_testsets(published):
+        for metric in METRICS:
+            for scale in SCALES:
+                fig, ax = plt.subplots()
+                scatter_panel(ax, published, testset, metric, scale)
+                humans = [c for c in ax.collections if c.get_label().startswith("humans")]
+                if testset != "addonesent":  # the paper prints no human on AddOneSent
+                    (points,) = humans
+                    assert sorted(points.get_offsets()[:, 0]) == pytest.approx(
+                        sorted(to_scale(own[metric], scale))), (testset, metric, scale)
+                    drawn += 1
+                plt.close(fig)
+    assert drawn == 16
