@@ -20,6 +20,11 @@ def _folders() -> dict:
     return good
 
 
+def known() -> set[str]:
+    """Every test-set id the analysis can label: the folders, plus the SQuAD v1.1 test."""
+    return {SQUAD_TEST["id"], *_folders()}
+
+
 def size(testset: str) -> int | None:
     """Questions in a test set (None when no folder names it)."""
     if testset == SQUAD_TEST["id"]:

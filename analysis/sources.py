@@ -33,12 +33,13 @@ def default_data_dir() -> Path:
 
 
 def load_source(source: str, data_dir: Path | str | None = None,
-                store_records: Iterable[dict] | Callable[[], Iterable[dict]] | None = None
-                ) -> pd.DataFrame:
+                store_records: Iterable[dict] | Callable[[], Iterable[dict]] | None = None,
+                reference: str = "squad-test", metrics: Iterable[str] = ()) -> pd.DataFrame:
     """Tidy frame for a source: 'store', 'squadshifts-published' or a path to a CSV file.
 
     For 'store', `store_records` (records, or a callable returning them) is used when given;
-    otherwise the default results store is read.
+    otherwise the default results store is read. `reference` and `metrics` apply to a CSV
+    table: its original-set test set and the metrics that must have data.
     """
     if source == "squadshifts-published":
         return tidy.from_squadshifts_published(Path(data_dir) if data_dir else default_data_dir())
@@ -49,7 +50,7 @@ def load_source(source: str, data_dir: Path | str | None = None,
         return tidy.from_records(records)
     path = Path(source)
     if path.suffix.lower() == ".csv" and path.is_file():
-        return tidy.from_csv(path)
+        return tidy.from_csv(path, reference, metrics)
     raise UserError(f"--source {source!r} is neither one of {', '.join(SOURCES)} nor an "
                     f"existing .csv file")
 

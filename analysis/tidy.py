@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import facts, paper, reconcile
+from analysis import csv_import, facts, paper, reconcile
 from evaluator.stats.intervals import clopper_pearson
 
 COLUMNS = ["model", "family", "kind", "testset", "metric", "value", "lo", "hi", "n",
@@ -251,37 +251,30 @@ def _float(v) -> float | None:
 
 # ------------------------------------------------------------------------------ CSV import
 
-CSV_REQUIRED = ("model", "testset", "metric", "value")
+def from_csv(path: Path | str, reference: str = facts.SQUAD_TEST["id"],
+             metrics: Iterable[str] = ()) -> pd.DataFrame:
+    """Tidy frame from a published table in long or wide CSV form (``analysis.csv_import``,
+    which refuses a bad table in one line).
 
-
-def from_csv(path: Path | str, reference: str = "squad-test") -> pd.DataFrame:
-    """Tidy frame from any published table in long CSV form.
-
-    Required columns: model, testset, metric (em|f1), value (percent). Optional: lo, hi, n,
-    kind (model|human, default model), family, source, reference, and any metadata column
-    (e.g. extra_data, institution). Without a ``reference`` column, every test set other than
-    ``reference`` is compared against it. EM rows with n but no lo/hi get Clopper-Pearson;
-    F1 rows without lo/hi stay NaN.
+    Optional long-form columns: lo, hi, n, kind (model|human, default model), family, source,
+    reference, and any metadata column (e.g. extra_data, institution). Without a
+    ``reference`` column, every test set other than ``reference`` is compared against it.
+    EM rows with n but no lo/hi get Clopper-Pearson; F1 rows without lo/hi stay NaN.
     """
-    raw = pd.read_csv(path, keep_default_na=True)
-    missing = [c for c in CSV_REQUIRED if c not in raw.columns]
-    if missing:
-        raise ValueError(f"{path}: missing required column(s) {missing}; "
-                         f"need {list(CSV_REQUIRED)}")
-    raw["metric"] = raw["metric"].str.strip().str.lower()
-    bad = sorted(set(raw["metric"]) - set(METRICS))
-    if bad:
-        raise ValueError(f"{path}: metric must be 'em' or 'f1', got {bad}")
-    if "reference" not in raw:
-        raw["reference"] = [("" if t == reference else reference) for t in raw["testset"]]
-    raw["kind"] = raw["kind"].fillna("model") if "kind" in raw else "model"
-    raw["source"] = raw["source"].fillna(str(path)) if "source" in raw else str(path)
-    for col in ("lo", "hi", "n"):
-        if col not in raw:
-            raw[col] = math.nan
-    if "extra_data" in raw:
-        raw["extra_data"] = raw["extra_data"].map(_truthy)
-    df = frame(raw.to_dict("records"))
+    rows = []
+    for r in csv_import.read(path, reference, metrics):
+        r = {k: v for k, v in r.items() if not k.startswith("_")}
+        if not r.get("reference"):
+            r["reference"] = "" if r["testset"] == reference else reference
+        r["kind"] = r.get("kind") or "model"
+        r["source"] = r.get("source") or str(path)
+        for col in ("lo", "hi", "n"):
+            if r.get(col) in (None, ""):
+                r[col] = math.nan
+        if "extra_data" in r:
+            r["extra_data"] = _truthy(r["extra_data"])
+        rows.append(r)
+    df = frame(rows)
     need = (df["metric"] == "em") & df["lo"].isna() & df["n"].notna()
     for i in df.index[need]:
         df.loc[i, ["lo", "hi"]] = em_interval(df.at[i, "value"], int(df.at[i, "n"]))
@@ -289,7 +282,7 @@ def from_csv(path: Path | str, reference: str = "squad-test") -> pd.DataFrame:
 
 
 def _truthy(v) -> bool | None:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
+    if v is None or (isinstance(v, float) and math.isnan(v)) or str(v).strip() == "":
         return None
     return str(v).strip().lower() in ("1", "true", "yes", "y")
 

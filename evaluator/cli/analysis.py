@@ -11,6 +11,12 @@ from evaluator.cli.base import Command
 
 
 def _common(fn):
+    fn = click.option("--metric", "metrics", multiple=True, type=click.Choice(["em", "f1"]),
+                      help="Only these metrics (repeatable; default: every metric with "
+                      "data).")(fn)
+    fn = click.option("--reference", default="squad-test", show_default=True,
+                      help="For a CSV source: the original-set test set (its rows, or its "
+                      "<testset>_<metric> columns) that gives every model's x.")(fn)
     fn = click.option("--exclude-extra-data", is_flag=True,
                       help="Leave out models whose metadata says they used extra data.")(fn)
     fn = click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
@@ -21,11 +27,11 @@ def _common(fn):
     return fn
 
 
-def _load(source, data_dir, exclude_extra_data):
+def _load(source, data_dir, exclude_extra_data, reference="squad-test", metrics=()):
     from analysis import tidy  # lazy: pandas; fast --help
     from analysis.sources import load_source  # lazy: pandas; fast --help
 
-    df = load_source(source, data_dir)
+    df = load_source(source, data_dir, reference=reference, metrics=metrics)
     if df.empty:
         raise click.ClickException(f"no results to analyse in source {source!r}")
     if exclude_extra_data:
@@ -47,17 +53,19 @@ def _load(source, data_dir, exclude_extra_data):
 @click.option("--compare", default=None,
               help="A second source (same forms as --source): also write compare-<set>-<metric> "
                    "figures with both trends side by side, for the test sets both have.")
-def figures_command(source, data_dir, exclude_extra_data, out, bootstrap, seed, compare):
+def figures_command(source, data_dir, exclude_extra_data, reference, metrics, out, bootstrap,
+                    seed, compare):
     """Regenerate every figure, fits.csv, gaps.csv (and coverage.txt for published data)."""
     from analysis.report import regenerate  # lazy: pandas; fast --help
 
-    df = _load(source, data_dir, exclude_extra_data)
+    df = _load(source, data_dir, exclude_extra_data, reference, metrics)
     try:
-        written = regenerate(df, out, n_boot=bootstrap, seed=seed)
+        written = regenerate(df, out, n_boot=bootstrap, seed=seed, metrics=metrics or None)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     if compare:
-        written += _comparisons(df, source, _load(compare, data_dir, exclude_extra_data),
+        written += _comparisons(df, source, _load(compare, data_dir, exclude_extra_data,
+                                                  reference, metrics),
                                 compare, out, bootstrap, seed)
     click.echo(f"wrote {len(written)} files to {out}")
     if df.attrs.get("coverage"):
@@ -85,12 +93,13 @@ def _comparisons(df, name, other, other_name, out: Path, n_boot: int, seed: int)
 @click.option("--bootstrap", type=int, default=0, show_default=True,
               help="Bootstrap resamples (0: no band; the table does not need it).")
 @click.option("--seed", type=int, default=0, show_default=True)
-def fit_command(source, data_dir, exclude_extra_data, bootstrap, seed):
+def fit_command(source, data_dir, exclude_extra_data, reference, metrics, bootstrap, seed):
     """Print the trend-fit table (slope, intercept, R², slope 95% interval, n models)."""
     from analysis import fits  # lazy: pandas; fast --help
 
-    df = _load(source, data_dir, exclude_extra_data)
-    table = fits.fit_table(fits.fit_all(df, n_boot=bootstrap, seed=seed))
+    df = _load(source, data_dir, exclude_extra_data, reference, metrics)
+    table = fits.fit_table(fits.fit_all(df, metrics=metrics or fits.METRICS, n_boot=bootstrap,
+                                        seed=seed))
     click.echo(table.drop(columns=["n_boot", "seed"]).to_string(index=False,
                                                                   float_format="%.4f"))
 

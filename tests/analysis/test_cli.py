@@ -27,7 +27,7 @@ def test_figures_regenerates_everything_from_published_data(shared_data, tmp_pat
                  "grid-f1-probit.svg"):
         assert (out / name).exists(), name
     fits = (out / "fits.csv").read_text().splitlines()
-    assert len(fits) == 1 + 16 and fits[0].startswith("testset,metric,scale,slope")
+    assert len(fits) == 1 + 18 and fits[0].startswith("testset,metric,scale,slope")
     assert "matched:" in result.output
 
 
@@ -36,14 +36,14 @@ def test_fit_prints_the_table(shared_data):
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0].split()[:4] == ["testset", "metric", "scale", "slope"]
-    assert len(lines) == 17
+    assert len(lines) == 19
 
 
 def test_csv_source_and_bad_source(tmp_path):
     path = tmp_path / "t.csv"
     rows = ["model,testset,metric,value"] + [
         f"m{i},{t},f1,{v}" for i in range(5) for t, v in (("squad-test", 70 + i),
-                                                           ("x", 60 + 2 * i))]
+                                                           ("reddit", 60 + 2 * i))]
     path.write_text("\n".join(rows) + "\n")
     result = CliRunner().invoke(fit_command, ["--source", str(path)])
     assert result.exit_code == 0 and "2.0000" in result.output

@@ -14,13 +14,13 @@ def test_point_estimates_are_scipys_over_common_models(tmp_path):
     rows = ["model,testset,metric,value"]
     vals = {"a": (90, 80, 70), "b": (85, 82, 60), "c": (80, 70, 65), "d": (75, 70, 50)}
     for m, (o, s1, s2) in vals.items():
-        rows += [f"{m},squad-test,em,{o}", f"{m},s1,em,{s1}", f"{m},s2,em,{s2}"]
-    rows += ["e,squad-test,em,60", "e,s1,em,55"]  # not on s2: left out of every pair
+        rows += [f"{m},squad-test,em,{o}", f"{m},reddit,em,{s1}", f"{m},amazon,em,{s2}"]
+    rows += ["e,squad-test,em,60", "e,reddit,em,55"]  # not on amazon: left out of every pair
     path = tmp_path / "c.csv"
     path.write_text("\n".join(rows) + "\n")
     c = concurrence(from_csv(path), "em", n_boot=200, seed=3).set_index(["a", "b"])
     x, y = [90, 85, 80, 75], [80, 82, 70, 70]
-    row = c.loc[("squad-test", "s1")]
+    row = c.loc[("squad-test", "reddit")]
     assert row["n_models"] == 4
     assert row["kendall_tau_b"] == pytest.approx(kendalltau(x, y).statistic)
     assert row["pearson_r"] == pytest.approx(pearsonr(x, y).statistic)

@@ -74,14 +74,14 @@ def test_bootstrap_band_is_seeded_and_matches_a_refit_loop():
 def test_humans_are_never_fitted_and_extra_data_can_be_excluded(tmp_path):
     rows = ["model,testset,metric,value,kind,extra_data"]
     for i, (x, y) in enumerate(zip(X, Y)):
-        rows += [f"m{i},squad-test,f1,{x},model,{i == 0}", f"m{i},new,f1,{y},model,{i == 0}"]
-    rows += ["human,squad-test,f1,91,human,", "human,new,f1,20,human,"]
+        rows += [f"m{i},squad-test,f1,{x},model,{i == 0}", f"m{i},new-wiki,f1,{y},model,{i == 0}"]
+    rows += ["human,squad-test,f1,91,human,", "human,new-wiki,f1,20,human,"]
     path = tmp_path / "t.csv"
     path.write_text("\n".join(rows) + "\n")
     df = from_csv(path)
-    f = fit_panel(df, "new", "f1", "linear", n_boot=0)
+    f = fit_panel(df, "new-wiki", "f1", "linear", n_boot=0)
     assert f.slope == pytest.approx(direct(X, Y)[0]) and f.n_models == 7
-    g = fit_panel(df[df["extra_data"] != True], "new", "f1", "linear", n_boot=0)  # noqa: E712
+    g = fit_panel(df[df["extra_data"] != True], "new-wiki", "f1", "linear", n_boot=0)  # noqa: E712
     assert g.slope == pytest.approx(direct(X[1:], Y[1:])[0]) and g.n_models == 6
     er = effective_robustness(df, [f]).set_index("model")
     assert er.at["human", "effective_robustness"] == pytest.approx(20 - f.predict(91.0)[()])
@@ -95,7 +95,7 @@ def published(shared_data):
 
 def test_every_published_fit_matches_statsmodels(published):
     fits = fit_all(published, n_boot=50)
-    assert len(fits) == 16
+    assert len(fits) == 18
     for f in fits:
         p = paired(published, f.testset, f.metric)
         p = p[p["kind"] == "model"]

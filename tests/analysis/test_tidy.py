@@ -9,6 +9,7 @@ import pytest
 from scipy.stats import beta
 
 from analysis import facts
+from analysis.csv_import import TableError
 from analysis.tidy import (
     COLUMNS,
     em_interval,
@@ -82,7 +83,7 @@ def test_from_csv_documented_columns(tmp_path):
     assert (em["lo"], em["hi"]) == pytest.approx(em_interval(60, 1000))
     assert df.loc[df["model"] == "h", "kind"].iat[0] == "human"
     assert not df["extra_data"].iloc[0]
-    with pytest.raises(ValueError, match="missing required"):
+    with pytest.raises(TableError, match="line 1: no score column"):
         bad = tmp_path / "bad.csv"
         bad.write_text("model,value\nx,1\n")
         from_csv(bad)
