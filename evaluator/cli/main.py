@@ -6,7 +6,6 @@ start-up stays fast; a cached `evaluate` touches none of them.
 
 from __future__ import annotations
 
-import csv
 import json
 import sys
 from collections import Counter
@@ -28,8 +27,9 @@ from evaluator.cli.validate import validate_command
 from evaluator.cli.zoo import export_onnx, zoo_group
 from evaluator.core import settings
 from evaluator.core.errors import UserError
+from evaluator.core.files import write_csv_atomic
 from evaluator.core.folders import unknown_name
-from evaluator.data import testsets
+from evaluator.data import stats, testsets
 from evaluator.data.fetch import cached_path
 from evaluator.jobs.plan import plan
 from evaluator.pipeline import matrix
@@ -291,6 +291,32 @@ def testsets_show(name: str) -> None:
         click.echo(f"{'url':>10}: {ts.source.url}")
 
 
+@testsets_group.command("stats")
+@click.argument("names", nargs=-1)
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the table as CSV.")
+def testsets_stats(names, csv_path) -> None:
+    """Articles, paragraphs, questions, mean paragraph/question/answer length (words) and
+    answers per question of each test set (default: all); a set whose data cannot be had
+    here is listed with the reason."""
+    rows, width = [], max((len(n) for n in testsets.available()), default=10)
+    click.echo(f"{'id':<{width}} {'articles':>8} {'paragraphs':>10} {'questions':>9} "
+               f"{'para_w':>7} {'quest_w':>7} {'answ_w':>6} {'answ/q':>6}")
+    for ts in testsets.resolve(list(names) or ["all"]):
+        try:
+            s = stats.of(ts.load().raw)
+        except UserError as exc:
+            click.echo(f"{ts.id:<{width}} unavailable: {exc}")
+            continue
+        rows.append({"testset": ts.id, **s.row()})
+        click.echo(f"{ts.id:<{width}} {s.articles:>8} {s.paragraphs:>10} {s.questions:>9} "
+                   f"{s.paragraph_words:>7.1f} {s.question_words:>7.1f} {s.answer_words:>6.2f} "
+                   f"{s.answers_per_question:>6.2f}")
+    if csv_path:
+        write_csv_atomic(csv_path, ["testset", *stats.COLUMNS], rows)
+        click.echo(f"wrote {csv_path}")
+
+
 @testsets_group.command("fetch")
 @click.argument("names", nargs=-1, required=True)
 def testsets_fetch(names) -> None:
@@ -437,11 +463,11 @@ def results_export(bundle, testset, out) -> None:
         raise UserError("stored predictions are missing or corrupt; re-run with --rerun")
     prefix = f"{bundle}.{testset}"
     (out_dir / f"{prefix}.predictions.json").write_bytes(predictions)
-    with open(out_dir / f"{prefix}.scores.csv", "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["id", "em", "f1", "paragraph", "article", "missing"])
-        for u in load_units(store, row):
-            writer.writerow([u.id, u.em, u.f1, u.paragraph, u.article, u.missing])
+    write_csv_atomic(out_dir / f"{prefix}.scores.csv",
+                     ["id", "em", "f1", "paragraph", "article", "missing"],
+                     ({"id": u.id, "em": u.em, "f1": u.f1, "paragraph": u.paragraph,
+                       "article": u.article, "missing": u.missing}
+                      for u in load_units(store, row)))
     click.echo(f"wrote {out_dir / (prefix + '.predictions.json')} and "
                f"{out_dir / (prefix + '.scores.csv')}")
 

@@ -1,4 +1,5 @@
-"""Atomic file writes: a reader sees the whole new file or the old one, never a torn one.
+"""Atomic file writes (bytes, JSON, CSV): a reader sees the whole new file or the old one,
+never a torn one.
 
 Data goes to a temporary file beside the target (`.partial-*`, same file system), is flushed
 and fsync'ed, then renamed over the target; on any error the temporary file is removed.
@@ -6,12 +7,14 @@ and fsync'ed, then renamed over the target; on any error the temporary file is r
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
@@ -46,6 +49,15 @@ def write_atomic(target: Path, data: bytes) -> None:
 def write_json_atomic(target: Path, obj: object) -> None:
     """JSON with sorted keys, written atomically."""
     write_atomic(target, json.dumps(obj, sort_keys=True).encode())
+
+
+def write_csv_atomic(target: Path, columns: Sequence[str], rows: Iterable[Mapping]) -> None:
+    """A CSV table: the header, then one line per row ("\\n" line ends), written atomically."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomic(target, buffer.getvalue().encode())
 
 
 def run_tempdir(kind: str) -> tempfile.TemporaryDirectory:

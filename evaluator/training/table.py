@@ -3,11 +3,9 @@ form the analysis' CSV importer reads, with everything needed to trace a number 
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
-from evaluator.core.files import atomic_file
+from evaluator.core.files import write_csv_atomic
 from evaluator.store.queries import latest_by_cell
 from evaluator.store.store import Store
 
@@ -45,15 +43,4 @@ def rows(store: Store, references: dict[str, str | None], families: dict[str, st
 
 
 def write(table: list[dict], path: Path) -> None:
-    with atomic_file(path) as (handle, _):
-        text = _csv(table)
-        handle.write(text.encode())
-
-
-def _csv(table: list[dict]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(table)
-    return buffer.getvalue()
-
+    write_csv_atomic(path, COLUMNS, table)

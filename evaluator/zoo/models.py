@@ -13,7 +13,6 @@ bundle `submissions/zoo-<name>/bundle.yaml` that pins its weights by sha256.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import platform
@@ -26,6 +25,7 @@ import yaml
 
 from evaluator.core import settings
 from evaluator.core.errors import UserError
+from evaluator.core.files import write_csv_atomic
 from evaluator.core.hashing import weights_sha256
 from evaluator.data import testsets
 from evaluator.data.derive.splits import heldout_split
@@ -346,8 +346,4 @@ def score_rows(results: list[dict], commit: str,
 
 def write_scores(rows: list[dict], path: Path) -> None:
     """zoo/scores.csv: one line per cell, read by the analysis like any published table."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=SCORE_COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv_atomic(path, SCORE_COLUMNS, rows)
