@@ -144,6 +144,68 @@ def concurrence_heatmap(matrix: pd.DataFrame, title: str, stat_label: str = "Ken
     return fig
 
 
+def share_bars(shares: pd.DataFrame, title: str, order: Sequence[str] | None = None):
+    """Grouped bars: the share of questions per stratum (x) for each test set (colour), as
+    the study's answer-type and divergence histograms (Figures 5 and 6)."""
+    testsets = list(dict.fromkeys(shares["testset"]))
+    strata = list(order or sorted(set(shares["stratum"]), key=_stratum_key))
+    strata = [k for k in strata if k in set(shares["stratum"])]
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(max(6.0, 0.75 * len(strata) * max(1, len(testsets))
+                                            / 2.5), 4.0))
+        width = 0.8 / max(1, len(testsets))
+        for i, t in enumerate(testsets):
+            sub = shares[shares["testset"] == t].set_index("stratum")["share"]
+            ax.bar(np.arange(len(strata)) + (i - (len(testsets) - 1) / 2) * width,
+                   [100 * sub.get(k, 0.0) for k in strata], width, label=_label(t))
+        ax.set_xticks(range(len(strata)), labels=strata, rotation=30, ha="right")
+        ax.set_ylabel("share of questions (%)")
+        ax.set_title(title)
+        ax.grid(True, axis="y", lw=0.3, color="0.85")
+        ax.legend(fontsize=7, frameon=False)
+        fig.tight_layout()
+    return fig
+
+
+def _stratum_key(k: str):
+    digits = "".join(c for c in k if c.isdigit() or c == ".")
+    try:
+        return (0, float(digits.split("-")[0] or "nan"), k)
+    except ValueError:
+        return (1, 0.0, k)
+
+
+def xy_by_testset(points: pd.DataFrame, xlabel: str, ylabel: str, title: str,
+                  hue: str | None = None, panel_size: float = 4.0):
+    """One panel per test set of points (x, y) with y = x dashed; `hue` colours groups.
+    Used for predicted vs observed F1 (Figures 15, 16) and per-stratum F1 (Figure 14)."""
+    testsets = list(dict.fromkeys(points["testset"]))
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(1, max(1, len(testsets)),
+                                 figsize=(panel_size * max(1, len(testsets)), panel_size),
+                                 squeeze=False)
+        for ax, t in zip(axes.flat, testsets):
+            sub = points[points["testset"] == t]
+            lo = max(0.0, float(np.nanmin(sub[["x", "y"]].to_numpy())) - 3)
+            hi = min(100.0, float(np.nanmax(sub[["x", "y"]].to_numpy())) + 3)
+            ax.plot([lo, hi], [lo, hi], ls="--", color="0.5", lw=1, label="y = x")
+            groups = sub.groupby(hue, sort=True) if hue else [("", sub)]
+            for name, g in groups:
+                ax.scatter(g["x"], g["y"], s=18, zorder=3, edgecolor="white", linewidth=0.4,
+                           label=str(name) if hue else f"systems ({len(g)})")
+            ax.set_xlim(lo, hi)
+            ax.set_ylim(lo, hi)
+            ax.set_aspect("equal", adjustable="box")
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel.format(testset=_label(t)))
+            ax.set_title(_label(t))
+            ax.grid(True, lw=0.3, color="0.85")
+            ax.legend(fontsize=7, frameon=False, loc="upper left")
+        fig.suptitle(title)
+        fig.tight_layout()
+    return fig
+
+
 def save(fig, stem: Path | str, formats: Sequence[str] = FORMATS) -> list[Path]:
     """Write fig as stem.png/.pdf/.svg without timestamps, then close it."""
     stem = Path(stem)

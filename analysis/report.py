@@ -12,12 +12,12 @@ Output folder layout (``stem`` = PNG, PDF and SVG):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
 
-from analysis import concurrence, figures, fits, gaps
+from analysis import concurrence, figures, fits, gaps, reweighting, strata
 from analysis.tidy import METRICS, new_testsets, paired
 
 
@@ -79,3 +79,52 @@ def regenerate(df: pd.DataFrame, out: Path | str, n_boot: int = fits.DEFAULT_BOO
         path.write_text(df.attrs["coverage"], encoding="utf-8")
         written.append(path)
     return written
+
+
+def stratified(systems: Sequence[reweighting.SystemScores],
+               features: Mapping[str, Mapping[str, dict]], references: Mapping[str, str],
+               out: Path | str) -> tuple[list[Path], pd.DataFrame]:
+    """The study's Appendix C for systems with per-question results: histograms of answer
+    types and syntactic divergence (Figures 5, 6), F1 by annotator agreement (Figure 14),
+    reweighted predictions against observed F1 (Figures 15, 16) and every stratification's
+    predicted vs observed drop. Returns the files written and the mean-drop table."""
+    out = Path(out)
+    table = reweighting.drop_table(systems, features, references, strata.STRATIFICATIONS)
+    if table.empty:
+        raise ValueError("no system has per-question results on a test set and on its "
+                         "reference: evaluate the same systems on both first")
+    summary = reweighting.drop_summary(table)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    shares = pd.concat([reweighting.share_table(features, k) for k in strata.STRATIFICATIONS],
+                       ignore_index=True)
+    for kind, figure, order in (("answer_type", "answer-types", strata.ANSWER_TYPES),
+                                ("divergence", "divergence", None)):
+        fig = figures.share_bars(shares[shares["stratification"] == kind],
+                                 f"{kind.replace('_', ' ').capitalize()}s by test set", order)
+        written += figures.save(fig, out / figure)
+    per_stratum = pd.concat([reweighting.stratified_scores(systems, features, references, k)
+                             for k in strata.STRATIFICATIONS], ignore_index=True)
+    agreement = per_stratum[per_stratum["stratification"] == "agreement"]
+    fig = figures.xy_by_testset(agreement, "F1 on the reference set, within the stratum",
+                                "F1 on {testset}, within the stratum",
+                                "F1 by how many gold answers agree", hue="stratum")
+    written += figures.save(fig, out / "agreement")
+    for kind, figure in (("answer_type", "reweighted-answer-types"),
+                         ("divergence", "reweighted-divergence")):
+        sub = table[table["stratification"] == kind]
+        points = pd.concat([
+            pd.DataFrame({"testset": sub["testset"], "x": sub["original_f1"],
+                          "y": sub["predicted_f1"], "what": "predicted (reweighted)"}),
+            pd.DataFrame({"testset": sub["testset"], "x": sub["original_f1"],
+                          "y": sub["observed_f1"], "what": "observed"})], ignore_index=True)
+        fig = figures.xy_by_testset(points, "F1 on the reference set", "F1 on {testset}",
+                                    f"Reweighting by {kind.replace('_', ' ')}: predicted vs "
+                                    f"observed (y = x: no drop)", hue="what")
+        written += figures.save(fig, out / figure)
+    for name, frame in (("drops", table), ("drops_mean", summary), ("shares", shares),
+                        ("strata_f1", per_stratum)):
+        path = out / f"{name}.csv"
+        frame.to_csv(path, index=False, float_format="%.6g")
+        written.append(path)
+    return written, summary

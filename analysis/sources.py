@@ -12,11 +12,14 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import tidy
+from analysis.reweighting import SystemScores
 from analysis.site import RunInfo
 from evaluator.bundles import spec as bundles
 from evaluator.core.errors import UserError
 from evaluator.data import testsets
+from evaluator.store.queries import latest_by_cell
 from evaluator.store.store import Store
+from evaluator.store.units import load_units
 
 SOURCES = ("store", "squadshifts-published")
 
@@ -83,6 +86,17 @@ def store_records_of(store: Store) -> list[dict]:
         out.append({**row, **extras[row["bundle"]], "kind": "model",
                     "reference": references.get(row["testset"])})
     return out
+
+
+def per_question_scores(store: Store) -> list[SystemScores]:
+    """Every system's per-question F1 (percent) from the newest full result of each cell:
+    what the stratified analyses (Appendix C) read."""
+    full = [r for r in store.results() if "limit" not in json.loads(r["options"])]
+    by_system: dict[str, dict[str, dict[str, float]]] = {}
+    for (bundle, testset), row in sorted(latest_by_cell(full).items()):
+        units = load_units(store, row)
+        by_system.setdefault(bundle, {})[testset] = {u.id: 100.0 * u.f1 for u in units}
+    return [SystemScores(b, scores) for b, scores in by_system.items()]
 
 
 def store_inputs() -> tuple[list[dict], RunInfo, dict[str, str]]:

@@ -40,7 +40,7 @@ def hears_ctrl_c() -> None:
 
 
 def write_testset(root: Path, set_id: str, raw: dict, *, scorer: str = "squad-v1.1",
-                  questions: int | None = None) -> Path:
+                  questions: int | None = None, reference: str = "squad-dev") -> Path:
     """A plain test-set folder (data file inside the folder), as a user would add one."""
     import json
 
@@ -49,7 +49,7 @@ def write_testset(root: Path, set_id: str, raw: dict, *, scorer: str = "squad-v1
     (folder / "data.json").write_text(json.dumps(raw))
     count = sum(len(p["qas"]) for a in raw["data"] for p in a["paragraphs"])
     (folder / "testset.yaml").write_text(
-        f"id: {set_id}\nname: {set_id}\nversion: '1'\nkind: derived\nreference: squad-dev\n"
+        f"id: {set_id}\nname: {set_id}\nversion: '1'\nkind: derived\nreference: {reference}\n"
         f"questions: {questions or count}\nscorer: {scorer}\ncluster: paragraph\n"
         f"license: CC BY-SA 4.0\ncitation: test fixture\nfile: data.json\n")
     return folder

@@ -172,3 +172,47 @@ def reproduce_command(data_dir, joins, out):
         fit_rows.to_csv(out / "fits.csv", index=False)
         drop_rows.to_csv(out / "drops.csv", index=False)
         click.echo(f"wrote {out / 'fits.csv'} and {out / 'drops.csv'}")
+
+
+@click.command("strata", cls=Command)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("figures/strata"), show_default=True, help="Output folder.")
+@click.option("--testset", "-t", "testset_names", multiple=True,
+              help="Only these new test sets (default: every set a system was evaluated on "
+                   "together with its reference).")
+def strata_command(out, testset_names):
+    """Stratified analyses of our own runs (Miller et al. 2020, Appendix C): answer types and
+    syntactic divergence per test set, F1 by annotator agreement, and how much of each drop
+    a shift in answer types, divergence, agreement, length or overlap predicts."""
+    from analysis import report, strata  # lazy: pandas, spaCy; fast --help
+    from analysis.sources import per_question_scores  # lazy: pandas; fast --help
+    from evaluator.data import testsets
+    from evaluator.store.store import Store
+
+    store = Store.open_default()
+    if not store.exists():
+        raise click.ClickException(f"no results store at {store.db_path}: run `evaluate` "
+                                   f"first")
+    systems = per_question_scores(store)
+    references = {}
+    for name in sorted({t for s in systems for t in s.scores}):
+        if testset_names and name not in testset_names:
+            continue
+        try:
+            ref = testsets.get(name).reference
+        except Exception:  # a result outlives its test-set folder
+            continue
+        if ref and any(name in s.scores and ref in s.scores for s in systems):
+            references[name] = ref
+    needed = sorted({*references, *references.values()})
+    features = {}
+    for i, name in enumerate(needed, start=1):
+        click.echo(f"[{i}/{len(needed)}] features of {name}", err=True)
+        features[name] = strata.of_testset(testsets.get(name))
+    try:
+        written, summary = report.stratified(systems, features, references, out)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo("Mean drop over systems: observed vs predicted by each stratification\n"
+               + summary.to_string(index=False, float_format="%.2f"))
+    click.echo(f"wrote {len(written)} files to {out}")

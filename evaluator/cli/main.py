@@ -16,7 +16,13 @@ import click
 from evaluator import __version__
 from evaluator.bundles import spec as bundles
 from evaluator.bundles.leaderboard import complete, import_export, lacks
-from evaluator.cli.analysis import figures_command, fit_command, report_command, reproduce_command
+from evaluator.cli.analysis import (
+    figures_command,
+    fit_command,
+    report_command,
+    reproduce_command,
+    strata_command,
+)
 from evaluator.cli.base import Command, Group, configure
 from evaluator.cli.derive import challenge, testsets_derive
 from evaluator.cli.images import images_group
@@ -201,7 +207,9 @@ def _register_optional() -> None:
     main.add_command(figures_command)
     main.add_command(fit_command)
     main.add_command(reproduce_command)
+    main.add_command(strata_command)
     main.add_command(reproduce_command)
+    main.add_command(strata_command)
     main.add_command(report_command)
     main.add_command(challenge)
     main.add_command(images_group)

@@ -1,0 +1,100 @@
+"""Reweighting per-stratum F1 by a new set's mix of strata (Miller et al. 2020, App. C)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from analysis import reweighting, strata
+from analysis.reweighting import SystemScores
+from analysis.sources import per_question_scores
+from evaluator.cli.main import main
+from evaluator.core import settings
+from evaluator.store.store import Store
+from tests.conftest import write_command_bundle, write_testset
+
+
+def test_the_studys_worked_example_gives_825():
+    # original: 50% NP at 100 F1, 50% places at 75; new set: 30% NP, 70% places
+    f1 = reweighting.stratum_f1({"a": 100.0, "b": 75.0}, {"a": "np", "b": "place"})
+    assert reweighting.reweighted(f1, {"np": 0.3, "place": 0.7}, 87.5) == pytest.approx(82.5)
+    assert reweighting.reweighted(f1, {"np": 0.5, "place": 0.5}, 87.5) == pytest.approx(87.5)
+
+
+def test_a_stratum_missing_from_the_original_takes_the_overall_f1():
+    assert reweighting.reweighted({"np": 90.0}, {"np": 0.5, "date": 0.5}, 70.0) == 80.0
+
+
+def features(strata_by_id):
+    return {qid: {"answer_type": s, "divergence": None, "agreement": 1, "question_words": 5,
+                  "answer_words": 1, "overlap": 0.0} for qid, s in strata_by_id.items()}
+
+
+def test_drop_table_predicted_and_observed():
+    orig = features({"o1": "date", "o2": "date", "o3": "person", "o4": "person"})
+    new = features({"n1": "date", "n2": "person", "n3": "person", "n4": "person"})
+    system = SystemScores("s", {"orig": {"o1": 100.0, "o2": 80.0, "o3": 40.0, "o4": 60.0},
+                                "new": {"n1": 50.0, "n2": 0.0, "n3": 10.0, "n4": 20.0}})
+    table = reweighting.drop_table([system], {"orig": orig, "new": new}, {"new": "orig"},
+                                   ["answer_type", "divergence"])
+    row = table.set_index("stratification").loc["answer_type"]
+    assert row["original_f1"] == 70.0 and row["observed_f1"] == 20.0
+    assert row["predicted_f1"] == pytest.approx(0.25 * 90 + 0.75 * 50)
+    assert row["observed_drop"] == 50.0 and row["predicted_drop"] == pytest.approx(10.0)
+    summary = reweighting.drop_summary(table).set_index("stratification")
+    assert summary.at["answer_type", "explained"] == pytest.approx(0.2)
+    shares = reweighting.share_table({"new": new}, "answer_type")
+    assert shares.set_index("stratum")["share"].to_dict() == {"date": 0.25, "person": 0.75}
+
+
+ANSWER_START = """
+import json, sys
+doc = json.load(open(sys.argv[1]))
+json.dump({{q["id"]: " ".join(p["context"].split()[{start}:{start} + {width}])
+           for a in doc["data"] for p in a["paragraphs"] for q in p["qas"]}},
+          open(sys.argv[2], "w"))
+"""
+
+
+def test_strata_command_on_our_own_runs(tmp_path, monkeypatch, workspace, dev_raw):
+    sets, subs = tmp_path / "sets", tmp_path / "subs"
+    write_testset(sets, "tiny-orig", {"version": "1.1", "data": [
+        {**dev_raw["data"][0], "paragraphs": dev_raw["data"][0]["paragraphs"][:6]}]})
+    write_testset(sets, "tiny-new", {"version": "1.1", "data": [
+        {**dev_raw["data"][1], "paragraphs": dev_raw["data"][1]["paragraphs"][:6]}]},
+        reference="tiny-orig")
+    for i, (start, width) in enumerate([(0, 2), (3, 5), (1, 12)]):
+        write_command_bundle(subs, f"toy-{i}", ANSWER_START.format(start=start, width=width))
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    runner = CliRunner()
+    result = runner.invoke(main, ["evaluate", "-b", "all", "-t", "tiny-orig", "-t", "tiny-new",
+                                  "--runner", "local"])
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "strata"
+    result = runner.invoke(main, ["strata", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "Mean drop over systems" in result.stdout
+    for stem in ("answer-types", "divergence", "agreement", "reweighted-answer-types",
+                 "reweighted-divergence"):
+        assert (out / f"{stem}.png").stat().st_size > 1000, stem
+    drops = (out / "drops.csv").read_text().splitlines()
+    assert len(drops) == 1 + 3 * len(strata.STRATIFICATIONS)
+    # the prediction, recomputed by hand from the stored scores and the cached features
+    cached = {p.name: json.loads(p.read_text())
+              for p in (settings.cache_dir() / "strata").glob("*.json")}
+    assert len(cached) == 2
+    toy = next(s for s in per_question_scores(Store.open_default()) if s.system == "toy-1")
+    feats = {t: next(f for f in cached.values() if set(f) == set(toy.scores[t]))
+             for t in ("tiny-orig", "tiny-new")}
+    by_type: dict[str, list[float]] = {}
+    for qid, f1 in toy.scores["tiny-orig"].items():
+        by_type.setdefault(feats["tiny-orig"][qid]["answer_type"], []).append(f1)
+    overall = sum(toy.scores["tiny-orig"].values()) / len(toy.scores["tiny-orig"])
+    new_types = [row["answer_type"] for row in feats["tiny-new"].values()]
+    expected = sum((sum(by_type[t]) / len(by_type[t])) if t in by_type else overall
+                   for t in new_types) / len(new_types)
+    row = next(line for line in drops if line.startswith("toy-1,tiny-new,tiny-orig,answer_type"))
+    assert float(row.split(",")[6]) == pytest.approx(expected, abs=1e-4)
