@@ -90,13 +90,19 @@ def store_records_of(store: Store) -> list[dict]:
 
 def per_question_scores(store: Store) -> list[SystemScores]:
     """Every system's per-question F1 (percent) from the newest full result of each cell:
-    what the stratified analyses (Appendix C) read."""
+    what the stratified analyses (Appendix C) read. A system is an id *and* its bundle
+    digest: a retrained system under the same id (new defaults) is another system, named
+    with its digest, so no pair mixes two systems."""
     full = [r for r in store.results() if "limit" not in json.loads(r["options"])]
-    by_system: dict[str, dict[str, dict[str, float]]] = {}
-    for (bundle, testset), row in sorted(latest_by_cell(full).items()):
-        units = load_units(store, row)
-        by_system.setdefault(bundle, {})[testset] = {u.id: 100.0 * u.f1 for u in units}
-    return [SystemScores(b, scores) for b, scores in by_system.items()]
+    by_system: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
+    for digest in sorted({r["bundle_digest"] for r in full}):
+        rows = [r for r in full if r["bundle_digest"] == digest]
+        for (bundle, testset), row in sorted(latest_by_cell(rows).items()):
+            by_system.setdefault((bundle, digest), {})[testset] = {
+                u.id: 100.0 * u.f1 for u in load_units(store, row)}
+    ids = [b for b, _ in by_system]
+    return [SystemScores(b if ids.count(b) == 1 else f"{b} [{d[:8]}]", scores)
+            for (b, d), scores in by_system.items()]
 
 
 def store_inputs() -> tuple[list[dict], RunInfo, dict[str, str]]:
