@@ -17,6 +17,7 @@ from pathlib import Path
 from evaluator.core import folders as registry
 from evaluator.core import settings
 from evaluator.core.errors import ConfigError, DataError
+from evaluator.core.hashing import sha256_bytes
 from evaluator.core.schema import validate
 from evaluator.data import derive as derive_mod
 from evaluator.data.derive import DeriveSpec
@@ -114,10 +115,15 @@ class TestSet:
             raise ConfigError(f"test set {self.id!r} is not derived")
         if spec.parent is None:
             return derive_mod.materialize(spec, self.id)
-        if spec.parent == self.id:
+        if self.id in spec.parents:
             raise ConfigError(f"test set {self.id!r} derives from itself")
-        parent = get(spec.parent).load(mirrors)
-        return derive_mod.materialize(spec, self.id, parent.raw, parent.sha256)
+        parents = [get(name).load(mirrors) for name in spec.parents]
+        if len(parents) == 1:
+            return derive_mod.materialize(spec, self.id, parents[0].raw, parents[0].sha256)
+        joined = {"version": parents[0].raw.get("version", ""),
+                  "data": [a for p in parents for a in p.raw["data"]]}
+        shas = "+".join(p.sha256 for p in parents)
+        return derive_mod.materialize(spec, self.id, joined, sha256_bytes(shas.encode()))
 
     def load(self, mirrors: list[Path] | None = None) -> Dataset:
         path = self.local_path(mirrors)

@@ -114,6 +114,8 @@ def test_the_cache_key_covers_parent_params_seed_and_tools():
 @pytest.mark.parametrize("block, message", [
     ({"from": "tiny"}, "transform"), ({"transform": "x", "seed": "one"}, "seed"),
     ({"transform": "x", "seed": [1, 1]}, "twice"), ({"transform": "x", "params": [1]}, "params"),
+    ({"from": ["a", "a"], "transform": "x"}, "each parent once"),
+    ({"from": [], "transform": "x"}, "each parent once"),
 ])
 def test_bad_derive_blocks_are_refused_with_a_clear_message(block, message):
     with pytest.raises(ConfigError, match=message):

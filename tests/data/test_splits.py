@@ -28,6 +28,20 @@ def test_halves_are_disjoint_and_cover_their_parent(train, test, parent, workspa
     assert len({train_set.sha256, test_set.sha256, whole.sha256}) == 3
 
 
+@pytest.mark.parametrize("extra", ["new-wiki", "reddit", "amazon"])
+def test_a_split_with_extra_data_is_both_parents_in_order(extra, workspace):
+    plus = testsets.get(f"squad-dev-train-plus-{extra}")
+    base, more = testsets.get("squad-dev-train").load(), testsets.get(f"{extra}-train").load()
+    joined = plus.load()
+    assert [q.id for q in joined.questions] == [q.id for q in (*base.questions,
+                                                                 *more.questions)]
+    assert plus.derive.parents == ("squad-dev-train", f"{extra}-train")
+    assert plus.kind == "training" and plus.reference == "squad-dev-train"
+    provenance = plus.derived().provenance
+    assert provenance["parents"] == ["squad-dev-train", f"{extra}-train"]
+    assert provenance["parent_sha256"] not in (base.sha256, more.sha256)  # both enter the key
+
+
 def test_a_split_is_a_function_of_the_data_alone(dev_raw):
     assert split_groups(dev_raw, "article") == split_groups(dev_raw, "article")
     train, test = split_groups(dev_raw, "article")

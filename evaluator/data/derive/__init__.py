@@ -7,6 +7,9 @@ of the tools it uses (a tagger, a word list). A provenance record is written nex
 cached file, so a derived number can always be traced back to its inputs. A generated set
 (SAM) is the same thing without a parent.
 
+`from` may be a list: the parents' articles are concatenated, in order, into the one parent
+the transform sees, and the key holds every parent's sha256 (a training split plus extra data).
+
 `seed` may be a list: the file then holds one copy of every question per seed, ids suffixed
 `@s<seed>`, so one evaluation gives the mean over seeds and the report splits it per seed.
 """
@@ -88,6 +91,11 @@ class DeriveSpec:
     params: dict = field(default_factory=dict)
     seeds: tuple[int, ...] = (0,)
     stacked: bool = False  # True when the yaml gave a list of seeds
+    more_parents: tuple[str, ...] = ()  # `from: [a, b, ...]`: b, ... after a
+
+    @property
+    def parents(self) -> tuple[str, ...]:
+        return () if self.parent is None else (self.parent, *self.more_parents)
 
     @classmethod
     def from_yaml(cls, block: object, where: Path) -> DeriveSpec:
@@ -107,13 +115,19 @@ class DeriveSpec:
             raise ConfigError(f"{where}: derive.seed must be an integer or a list of integers")
         if len(set(seeds)) != len(seeds):
             raise ConfigError(f"{where}: derive.seed lists a seed twice")
-        parent = block.get("from")
-        return cls(None if parent is None else str(parent), str(block["transform"]),
-                   dict(params), tuple(seeds), isinstance(seed, list))
+        parents = block.get("from")
+        parents = parents if isinstance(parents, list) else [] if parents is None else [parents]
+        if len(set(map(str, parents))) != len(parents) or (
+                isinstance(block.get("from"), list) and not parents):
+            raise ConfigError(f"{where}: derive.from must name each parent once")
+        return cls(str(parents[0]) if parents else None, str(block["transform"]),
+                   dict(params), tuple(seeds), isinstance(seed, list),
+                   tuple(map(str, parents[1:])))
 
     def to_dict(self) -> dict:
         seed: object = list(self.seeds) if self.stacked else self.seeds[0]
-        return {"from": self.parent, "transform": self.transform, "params": self.params,
+        parents: object = list(self.parents) if self.more_parents else self.parent
+        return {"from": parents, "transform": self.transform, "params": self.params,
                 "seed": seed}
 
 
@@ -186,7 +200,8 @@ def materialize(spec: DeriveSpec, set_id: str, parent_raw: dict | None = None,
     sha = sha256_bytes(data)
     provenance = {
         "testset": set_id, "cache_key": key, "sha256": sha, "bytes": len(data),
-        "derive": spec.to_dict(), "parent": spec.parent, "parent_sha256": parent_sha,
+        "derive": spec.to_dict(), "parent": spec.parent, "parents": list(spec.parents),
+        "parent_sha256": parent_sha,
         "transform": {"name": transform.name, "version": transform.version,
                       "description": transform.description},
         "tools": tools, "stats": stats,

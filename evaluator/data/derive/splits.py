@@ -78,3 +78,11 @@ def split_half(parent: dict, params: dict, rng: random.Random) -> tuple[dict, di
                                                  else 1 for a in chosen["data"]),
                     "questions": count(chosen), "other_questions": count(
                         test if part == "train" else train)}
+
+
+@register("concatenate", version="1")
+def concatenate(parent: dict, params: dict, rng: random.Random) -> tuple[dict, dict]:
+    """The parents of `from: [a, b, ...]`, article after article: a training split with
+    extra data (the study's section 6.2). Question ids must stay unique across parents."""
+    count = sum(len(p["qas"]) for a in parent["data"] for p in a["paragraphs"])
+    return parent, {"articles": len(parent["data"]), "questions": count}
