@@ -5,7 +5,9 @@ folder, the SQuAD v1.1 hidden test set of the published results, has its facts h
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 
+from evaluator.core import settings
 from evaluator.data import testsets
 
 # SQuAD v1.1 hidden test: 9,533 questions (Rajpurkar et al. 2016, dataset statistics; every
@@ -14,8 +16,14 @@ from evaluator.data import testsets
 SQUAD_TEST = {"id": "squad-test", "questions": 9533, "label": "SQuAD v1.1 test"}
 
 
-@cache
 def _folders() -> dict:
+    return _scan(settings.testsets_dir())
+
+
+@cache
+def _scan(root: Path) -> dict:
+    """The valid folders under one test-set root, read once per root (a test, or a user's
+    --data-dir, may point the registry elsewhere mid-process)."""
     good, _ = testsets.scan()  # a broken folder is someone else's problem here
     return good
 

@@ -20,6 +20,8 @@ from evaluator.data import testsets
 from evaluator.store.queries import latest_by_cell
 from evaluator.store.store import Store
 from evaluator.store.units import load_units
+from evaluator.training import systems
+from evaluator.training.job import parse_system_id
 
 SOURCES = ("store", "squadshifts-published")
 
@@ -70,9 +72,7 @@ def store_records_of(store: Store) -> list[dict]:
     bundle_folders = bundles.available()  # discovered once, each bundle read once
     extras: dict[str, dict] = {}
     out = []
-    for row in store.results():
-        if "limit" in json.loads(row["options"]):
-            continue  # a --limit sample is never mixed with full results
+    for row in latest_full_results(store, bundle_folders):
         if row["bundle"] not in extras:
             try:
                 bundle = bundles.from_folder(bundle_folders[row["bundle"]])
@@ -88,21 +88,41 @@ def store_records_of(store: Store) -> list[dict]:
     return out
 
 
-def per_question_scores(store: Store) -> list[SystemScores]:
-    """Every system's per-question F1 (percent) from the newest full result of each cell:
-    what the stratified analyses (Appendix C) read. A system is an id *and* its bundle
-    digest: a retrained system under the same id (new defaults) is another system, named
-    with its digest, so no pair mixes two systems."""
+def current_digests(rows: list[dict], bundle_folders: dict, store: Store) -> dict[str, str]:
+    """The digest each bundle id of `rows` names today: its folder's, or for a trained system
+    the one its approach's current folder and defaults give; an id with neither (its folder
+    gone) takes the digest of its newest row. Runs of any other digest are superseded."""
+    found = {}
+    for row in sorted(rows, key=lambda r: r["created_at"]):
+        found[row["bundle"]] = row["bundle_digest"]  # the newest, unless a folder says more
+    for bundle_id in sorted(found):
+        try:
+            if bundle_id in bundle_folders:
+                found[bundle_id] = bundles.from_folder(bundle_folders[bundle_id]).digest
+            elif parse_system_id(bundle_id) is not None:
+                found[bundle_id] = systems.resolve(bundle_id, store).digest
+        except Exception:  # a broken folder or an untrained system: its newest runs stand
+            continue
+    return found
+
+
+def latest_full_results(store: Store, bundle_folders: dict | None = None) -> list[dict]:
+    """The newest full result of every cell, of each bundle's current digest: what every
+    analysis of the store reads (a --limit sample is never mixed with full results)."""
     full = [r for r in store.results() if "limit" not in json.loads(r["options"])]
-    by_system: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
-    for digest in sorted({r["bundle_digest"] for r in full}):
-        rows = [r for r in full if r["bundle_digest"] == digest]
-        for (bundle, testset), row in sorted(latest_by_cell(rows).items()):
-            by_system.setdefault((bundle, digest), {})[testset] = {
-                u.id: 100.0 * u.f1 for u in load_units(store, row)}
-    ids = [b for b, _ in by_system]
-    return [SystemScores(b if ids.count(b) == 1 else f"{b} [{d[:8]}]", scores)
-            for (b, d), scores in by_system.items()]
+    folders = bundles.available() if bundle_folders is None else bundle_folders
+    return list(latest_by_cell(full, bundle_digests=current_digests(full, folders,
+                                                                    store)).values())
+
+
+def per_question_scores(store: Store) -> list[SystemScores]:
+    """Every system's per-question F1 (percent) on every test set, from
+    `latest_full_results`: what the stratified analyses (Appendix C) read."""
+    by_system: dict[str, dict[str, dict[str, float]]] = {}
+    for row in sorted(latest_full_results(store), key=lambda r: (r["bundle"], r["testset"])):
+        by_system.setdefault(row["bundle"], {})[row["testset"]] = {
+            u.id: 100.0 * u.f1 for u in load_units(store, row)}
+    return [SystemScores(b, scores) for b, scores in by_system.items()]
 
 
 def store_inputs() -> tuple[list[dict], RunInfo, dict[str, str]]:

@@ -216,3 +216,28 @@ def strata_command(out, testset_names):
     click.echo("Mean drop over systems: observed vs predicted by each stratification\n"
                + summary.to_string(index=False, float_format="%.2f"))
     click.echo(f"wrote {len(written)} files to {out}")
+
+
+@click.command("extra-data", cls=Command)
+@click.option("--base", default="squad-dev-train", show_default=True,
+              help="The training split whose systems make the population and its trend.")
+@click.option("--metric", type=click.Choice(["em", "f1"]), default="f1", show_default=True)
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the table as CSV.")
+def extra_data_command(base, metric, csv_path):
+    """Does extra training data move systems off the trend? Effective robustness (with a 95%
+    interval) of every trained system against the trend of the systems trained on --base
+    (Miller et al. 2020, section 6.2)."""
+    from analysis import extra_data  # lazy: pandas; fast --help
+    from analysis.sources import load_source, store_inputs  # lazy: pandas; fast --help
+
+    records, _, _ = store_inputs()
+    found = extra_data.table(load_source("store", store_records=records), base, metric)
+    if found.empty:
+        raise click.ClickException(f"no new test set has 3 or more systems trained on {base} "
+                                   f"with a reference score: train and evaluate them first")
+    shown = found.drop(columns=["approach", "reference"])
+    click.echo(shown.to_string(index=False, float_format="%.2f"))
+    if csv_path:
+        found.to_csv(csv_path, index=False, float_format="%.6g")
+        click.echo(f"wrote {csv_path}")

@@ -17,6 +17,7 @@ from evaluator import __version__
 from evaluator.bundles import spec as bundles
 from evaluator.bundles.leaderboard import complete, import_export, lacks
 from evaluator.cli.analysis import (
+    extra_data_command,
     figures_command,
     fit_command,
     report_command,
@@ -208,8 +209,10 @@ def _register_optional() -> None:
     main.add_command(fit_command)
     main.add_command(reproduce_command)
     main.add_command(strata_command)
+    main.add_command(extra_data_command)
     main.add_command(reproduce_command)
     main.add_command(strata_command)
+    main.add_command(extra_data_command)
     main.add_command(report_command)
     main.add_command(challenge)
     main.add_command(images_group)

@@ -1,0 +1,93 @@
+"""Does more, or more diverse, training data move systems off the trend? (Miller et al. 2020,
+section 6.2, with our own approach population.)
+
+The population is every system trained on the base split (the 24 training articles of SQuAD
+dev); its trend is the linear OLS of new-set F1 on reference F1 over those systems. Every
+system's effective robustness is its new-set score minus the trend at its reference score,
+with a 95% interval from three independent errors combined in quadrature: the new-set
+score's own (its Student-t interval), the reference score's (times the slope) and the trend's
+(statsmodels' standard error of the mean prediction). An interval that excludes 0 puts the
+system off the trend.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+from analysis.tidy import new_testsets, paired
+from evaluator.data import testsets
+from evaluator.training.job import parse_system_id
+
+COLUMNS = ["system", "approach", "split", "extra", "testset", "reference", "x", "y",
+           "predicted", "effective_robustness", "er_lo", "er_hi", "off_trend", "n_population"]
+IN_DISTRIBUTION = ("original", "replication")
+
+
+def extra_kind(split: str, base: str) -> str:
+    """'none' for the base split; else whether what it adds is in-distribution (a set of kind
+    original or replication at its root) or shifted."""
+    if split == base:
+        return "none"
+    try:
+        spec = testsets.get(split).derive
+    except Exception:  # a split that no folder defines any more
+        return "unknown"
+    if spec is None or base not in spec.parents:
+        return "other split"
+    kinds = {_root_kind(p) for p in spec.parents if p != base}
+    return "in-distribution" if kinds <= set(IN_DISTRIBUTION) else "shifted"
+
+
+def _root_kind(name: str) -> str:
+    ts = testsets.get(name)
+    while ts.derive is not None and ts.derive.parent is not None:
+        ts = testsets.get(ts.derive.parent)
+    return ts.kind
+
+
+def _se(lo: float, hi: float, level: float) -> float:
+    """The standard error a symmetric interval implies (0 when it is unknown)."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return 0.0
+    return (hi - lo) / (2 * norm.ppf(0.5 + level / 2))
+
+
+def table(df: pd.DataFrame, base: str = "squad-dev-train", metric: str = "f1",
+          level: float = 0.95) -> pd.DataFrame:
+    """Effective robustness of every trained system on every new set, against the trend of
+    the systems trained on `base`."""
+    import statsmodels.api as sm  # lazy: statsmodels loads in seconds
+
+    rows = []
+    for testset in new_testsets(df):
+        pairs = paired(df, testset, metric)
+        parsed = [parse_system_id(m) for m in pairs["model"]]
+        pairs = pairs.assign(approach=[p["approach"] if p else None for p in parsed],
+                             split=[p["split"] if p else None for p in parsed])
+        pairs = pairs[pairs["split"].notna()]
+        population = pairs[pairs["split"] == base]
+        if len(population) < 3:
+            continue
+        fit = sm.OLS(population["y"].to_numpy(float),
+                     sm.add_constant(population["x"].to_numpy(float))).fit()
+        slope = float(fit.params[1])
+        z = norm.ppf(0.5 + level / 2)
+        for p in pairs.to_dict("records"):
+            prediction = fit.get_prediction(np.array([[1.0, p["x"]]]))
+            predicted = float(prediction.predicted_mean[0])
+            se = math.sqrt(_se(p["y_lo"], p["y_hi"], level) ** 2
+                           + (slope * _se(p["x_lo"], p["x_hi"], level)) ** 2
+                           + float(prediction.se_mean[0]) ** 2)
+            er = p["y"] - predicted
+            rows.append({"system": p["model"], "approach": p["approach"], "split": p["split"],
+                         "extra": extra_kind(p["split"], base), "testset": testset,
+                         "reference": p["x_testset"], "x": p["x"], "y": p["y"],
+                         "predicted": predicted, "effective_robustness": er,
+                         "er_lo": er - z * se, "er_hi": er + z * se,
+                         "off_trend": bool(er - z * se > 0 or er + z * se < 0),
+                         "n_population": len(population)})
+    return pd.DataFrame(rows, columns=COLUMNS)

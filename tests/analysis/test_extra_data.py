@@ -1,0 +1,63 @@
+"""Effective robustness of systems trained with extra data, against the population's trend."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import statsmodels.api as sm
+from scipy.stats import norm
+
+from analysis import extra_data
+from analysis.tidy import from_csv
+
+BASE = [("a", 30, 25), ("b", 40, 33), ("c", 50, 42), ("d", 60, 49)]
+
+
+def frame(tmp_path, extra):
+    rows = ["model,testset,metric,value,lo,hi,reference"]
+    for approach, x, y in BASE + extra:
+        split = "squad-dev-train" if (approach, x, y) in BASE else approach.split("+")[1]
+        name = approach.split("+")[0]
+        model = f"{name}@{split}/s0"
+        rows += [f"{model},squad-dev-heldout,f1,{x},{x - 1},{x + 1},",
+                 f"{model},reddit-test,f1,{y},{y - 1},{y + 1},squad-dev-heldout"]
+    path = tmp_path / "t.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return from_csv(path)
+
+
+def test_effective_robustness_is_the_residual_from_the_base_trend_with_an_interval(tmp_path):
+    extra = [("a+squad-dev-train-plus-reddit", 35, 40),
+             ("b+squad-dev-train-plus-new-wiki", 45, 37)]
+    table = extra_data.table(frame(tmp_path, extra)).set_index("system")
+    fit = sm.OLS([y for _, _, y in BASE], sm.add_constant([x for _, x, _ in BASE])).fit()
+    shifted = table.loc["a@squad-dev-train-plus-reddit/s0"]
+    predicted = fit.params[0] + fit.params[1] * 35
+    assert shifted["effective_robustness"] == pytest.approx(40 - predicted)
+    se_point = 1 / norm.ppf(0.975)  # each score's interval is +-1
+    se = math.sqrt(se_point ** 2 + (fit.params[1] * se_point) ** 2
+                   + fit.get_prediction(np.array([[1.0, 35.0]])).se_mean[0] ** 2)
+    assert shifted["er_hi"] - shifted["er_lo"] == pytest.approx(2 * norm.ppf(0.975) * se)
+    assert shifted["extra"] == "shifted" and shifted["off_trend"]
+    indist = table.loc["b@squad-dev-train-plus-new-wiki/s0"]
+    assert indist["extra"] == "in-distribution" and not indist["off_trend"]
+    assert table.loc["a@squad-dev-train/s0", "extra"] == "none"
+    assert (table["n_population"] == 4).all()
+
+
+def test_fewer_than_three_base_systems_give_no_trend(tmp_path):
+    df = frame(tmp_path, [])
+    df = df[~df["model"].str.startswith(("c@", "d@"))]
+    assert extra_data.table(df).empty
+
+
+def test_the_command_says_what_is_missing_in_one_line(workspace):
+    from click.testing import CliRunner
+
+    from evaluator.cli.main import main
+
+    result = CliRunner().invoke(main, ["extra-data"])
+    assert result.exit_code == 1 and len(result.stderr.strip().splitlines()) == 1
+    assert "no results store" in result.stderr
