@@ -1,5 +1,5 @@
 """A population study: one plan file says which approaches to train (hyperparameter settings x
-seeds x train sizes, on one training split) and which test sets every trained system is
+seeds x train sizes, on one training split or several) and which test sets every trained system is
 scored on. Running it trains and evaluates one stored cell at a time, system by system, so
 an interrupted run (Ctrl-C, `kill -9`, a session that ends) resumes where it stopped: every
 finished training and evaluation is in the store, and a killed training resumes from its
@@ -51,7 +51,7 @@ class StudyFile(Strict):
     id: Name
     name: Text
     description: Text = ""
-    split: Name
+    split: Name | list[Name]  # several: every approach plan on each (e.g. with extra data)
     testsets: list[Name] = Field(min_length=1)
     approaches: dict[Name, ApproachPlan] = Field(min_length=1)
 
@@ -60,7 +60,7 @@ class StudyFile(Strict):
 class Study:
     id: str
     path: Path
-    split: TestSet
+    splits: tuple[TestSet, ...]
     testsets: tuple[TestSet, ...]
     trainings: tuple[TrainJob, ...]  # in the file's order: approach, setting, seed, size
 
@@ -73,9 +73,14 @@ def load(path: Path) -> Study:
     """The study a plan file describes; unknown approaches, test sets or keys are one-line
     errors, before anything runs."""
     spec = validate(StudyFile, read_yaml(path), path)
-    split = testsets.get(spec.split)
-    if split.kind != "training":
-        raise UserError(f"{path}: split {split.id} is not a training split (kind: training)")
+    names = spec.split if isinstance(spec.split, list) else [spec.split]
+    if not names or len(set(names)) != len(names):
+        raise UserError(f"{path}: split must name one training split or several, each once")
+    splits = tuple(testsets.get(name) for name in names)
+    for split in splits:
+        if split.kind != "training":
+            raise UserError(f"{path}: split {split.id} is not a training split (kind: "
+                            f"training)")
     sets = tuple(testsets.get(t) for t in spec.testsets)
     jobs = []
     for approach_id, plan in spec.approaches.items():
@@ -83,13 +88,14 @@ def load(path: Path) -> Study:
         if approach.kind != "approach":
             raise UserError(f"{path}: {approach_id} is a {approach.kind} bundle, not an "
                             f"approach")
-        for setting, seed, size in itertools.product(plan.settings, plan.seeds, plan.sizes):
+        for split, setting, seed, size in itertools.product(splits, plan.settings, plan.seeds,
+                                                            plan.sizes):
             jobs.append(TrainJob(approach, split, seed, size, dict(setting)))
     names = [job.system_id for job in jobs]
     if len(set(names)) != len(names):
         raise UserError(f"{path}: the plan names a system twice (a setting equal to the "
                         f"defaults, or a repeated seed or size)")
-    return Study(spec.id, path, split, sets, tuple(jobs))
+    return Study(spec.id, path, splits, sets, tuple(jobs))
 
 
 @dataclass

@@ -38,6 +38,14 @@ def encoder_dir() -> Path:
 
 
 def windows(tokenizer, questions: list[str], contexts: list[str], max_len: int, stride: int):
+    """Windows of question + passage. A question is cut to its first 64 tokens (BERT's
+    max_query_length), and to fewer if the passage part would not outgrow the stride (three
+    special tokens): the rare very long question (New-Wiki has one of 127 tokens) must leave
+    the passage room."""
+    limit = min(64, max_len - stride - 4)
+    spans = tokenizer(questions, add_special_tokens=False,
+                      return_offsets_mapping=True)["offset_mapping"]
+    questions = [q if len(o) <= limit else q[:o[limit - 1][1]] for q, o in zip(questions, spans)]
     return tokenizer(questions, contexts, truncation="only_second", max_length=max_len,
                      stride=stride, return_overflowing_tokens=True,
                      return_offsets_mapping=True, padding=False)

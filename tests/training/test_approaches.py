@@ -90,3 +90,24 @@ def test_the_drqa_reader_trains_with_and_without_tags(tiny, pos_ner):
 def test_bidaf_trains_in_a_container_and_answers(tiny):
     check_system(train("bidaf", "docker", "epochs=12", "hidden=32", "char_filters=20",
                        "threads=1"))
+
+
+def test_minilm_windows_cut_a_very_long_question_and_keep_the_passage():
+    import importlib.util
+
+    from transformers import AutoTokenizer
+
+    spec = importlib.util.spec_from_file_location(
+        "minilm_approach", REPO / "submissions" / "minilm-span" / "approach.py")
+    approach = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(approach)
+    tokenizer = AutoTokenizer.from_pretrained(approach.encoder_dir())
+    long_question = "why " + " ".join(["antidisestablishmentarianism"] * 40) + "?"
+    for max_len, stride in ((192, 64), (128, 64)):
+        enc = approach.windows(tokenizer, [long_question, "who?"],
+                               ["the passage " * 200, "a short passage"], max_len, stride)
+        for w in range(len(enc["input_ids"])):
+            kinds = enc.sequence_ids(w)
+            assert kinds.count(0) <= min(64, max_len - stride - 4)
+            assert kinds.count(1) > 0 and len(kinds) <= max_len
+        assert enc.sequence_ids(len(enc["input_ids"]) - 1).count(0) == 2  # "who?" is whole

@@ -102,6 +102,8 @@ def test_an_interrupted_study_ends_with_the_same_table_and_reruns_nothing(plan, 
     ("logreg-rajpurkar:", "logreg-rajpurkr:"),
     ("split: tiny-train", "split: tiny-test"),
     ("{epochs: 1, l2: 0.001}", "{epochs: 1}"),
+    ("split: tiny-train", "split: [tiny-train, tiny-train]"),
+    ("split: tiny-train", "split: [tiny-train, tiny-test]"),
 ])
 def test_a_bad_plan_is_one_line(plan, original, broken):
     plan.write_text(PLAN.replace(original, broken))
@@ -109,3 +111,17 @@ def test_a_bad_plan_is_one_line(plan, original, broken):
     assert result.exit_code == 1, result.output
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("error:") and "Traceback" not in result.output
+
+
+def test_a_plan_over_several_splits_trains_each_approach_plan_on_each(plan, tmp_path, dev_raw):
+    from evaluator.training.study import load
+
+    folder = write_testset(tmp_path / "sets", "tiny-train-2", {"version": "1.1", "data": [
+        dict(dev_raw["data"][2], paragraphs=dev_raw["data"][2]["paragraphs"][:5])]})
+    (folder / "testset.yaml").write_text((folder / "testset.yaml").read_text().replace(
+        "kind: derived", "kind: training"))
+    plan.write_text(PLAN.replace("split: tiny-train", "split: [tiny-train, tiny-train-2]"))
+    found = load(plan)
+    assert [t.id for t in found.splits] == ["tiny-train", "tiny-train-2"]
+    assert len(found.trainings) == 8 and found.cells == 8 * 3
+    assert sum("@tiny-train-2/" in job.system_id for job in found.trainings) == 4
