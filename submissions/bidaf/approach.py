@@ -15,7 +15,7 @@ from [G; M2], M2 = a further BiLSTM over M. Prediction takes the span with the h
 p(start) * p(end), start <= end, at most `max_answer` tokens.
 
 Where this differs from the paper, for a 2-core CPU: hidden 64 (paper 100), one modeling
-layer (paper 2), 50 character filters (paper 100), Adam at 0.001 (paper AdaDelta at 0.5, 12
+layer (paper 2), 50 character filters (paper 100), Adam at 0.002 (paper AdaDelta at 0.5, 12
 epochs) without the exponential moving average of weights, passages cut at `max_passage`
 tokens. Sequences are packed, so padding never enters a recurrence.
 
