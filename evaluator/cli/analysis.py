@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from evaluator.cli.base import Command
+from evaluator.core import console
 
 
 def _common(fn):
@@ -36,8 +37,7 @@ def _load(source, data_dir, exclude_extra_data, reference="squad-test", metrics=
         raise click.ClickException(f"no results to analyse in source {source!r}")
     if exclude_extra_data:
         if "extra_data" not in df or df["extra_data"].isna().all():
-            click.echo("note: no extra_data metadata in this source; no model excluded",
-                       err=True)
+            console.warn("no extra_data metadata in this source; no model excluded")
         else:
             df = tidy.select_models(df, {"extra_data": True})
     return df
@@ -207,7 +207,7 @@ def strata_command(out, testset_names):
     needed = sorted({*references, *references.values()})
     features = {}
     for i, name in enumerate(needed, start=1):
-        click.echo(f"[{i}/{len(needed)}] features of {name}", err=True)
+        console.say(f"[{i}/{len(needed)}] features of {name}")
         features[name] = strata.of_testset(testsets.get(name))
     try:
         written, summary = report.stratified(systems, features, references, out)

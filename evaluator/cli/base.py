@@ -1,12 +1,12 @@
 """What every command shares: a UserError becomes one line on stderr and exit status 1, the
-run folders that killed runs left in /tmp are removed at start, and --data-dir/--workspace
-apply for as long as the command runs."""
+run folders that killed runs left in /tmp are removed at start, --data-dir/--workspace
+apply for as long as the command runs, and -v/-q/--log-file set up the console."""
 
 from __future__ import annotations
 
 import click
 
-from evaluator.core import settings
+from evaluator.core import console, settings
 from evaluator.core.errors import UserError
 from evaluator.core.files import remove_stale_tempdirs
 
@@ -19,7 +19,7 @@ class OneLineErrors:
         try:
             return super().invoke(ctx)
         except UserError as exc:
-            click.echo(f"error: {exc}", err=True)
+            console.error(str(exc))
             ctx.exit(1)
 
 
@@ -43,3 +43,23 @@ def settings_options(fn):
                       help="results store location (default $QASHIFT_WORKSPACE or ./.qashift)")(fn)
     return click.option("--data-dir", multiple=True, type=click.Path(file_okay=False),
                         help="local mirror of the public data files, tried before any URL")(fn)
+
+
+def console_options(fn):
+    """-v/--verbose, -q/--quiet and --log-file, applied before the command runs."""
+    def apply(ctx: click.Context, param: click.Parameter, value):
+        if value:  # a default never undoes what the group's options said
+            ctx.meta[f"console.{param.name}"] = value
+        meta = ctx.meta
+        console.setup(meta.get("console.verbose", 0), meta.get("console.quiet", False),
+                      meta.get("console.log_file"))
+        return value
+
+    fn = click.option("--log-file", type=click.Path(dir_okay=False), expose_value=False,
+                      callback=apply, is_eager=True,
+                      help="also write progress, warnings, errors and debug detail, with "
+                           "times, to this file")(fn)
+    fn = click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=apply,
+                      is_eager=True, help="print errors only (results still go to stdout)")(fn)
+    return click.option("-v", "--verbose", count=True, expose_value=False, callback=apply,
+                        is_eager=True, help="print debug detail too")(fn)

@@ -15,6 +15,7 @@ import click
 
 from analysis.challenge import ablation_table, dice_table, render_markdown
 from evaluator.bundles import spec as bundles
+from evaluator.core import console
 from evaluator.core.errors import UserError
 from evaluator.data import testsets
 from evaluator.store.store import Store
@@ -74,5 +75,5 @@ def challenge_report(bundle_names, k, questions_from, as_json) -> None:
         return
     click.echo(render_markdown(ablations, sam))
     for m in sam["missing"]:
-        click.echo(f"not reported: {m['bundle']} has no stored result on every one of "
-                   f"{', '.join(m['testsets'])}", err=True)
+        console.warn(f"not reported: {m['bundle']} has no stored result on every one of "
+                     f"{', '.join(m['testsets'])}")

@@ -24,7 +24,7 @@ from evaluator.cli.analysis import (
     reproduce_command,
     strata_command,
 )
-from evaluator.cli.base import Command, Group, configure
+from evaluator.cli.base import Command, Group, configure, console_options
 from evaluator.cli.derive import challenge, testsets_derive
 from evaluator.cli.images import images_group
 from evaluator.cli.store import store_group
@@ -32,7 +32,7 @@ from evaluator.cli.study import study_group
 from evaluator.cli.train import systems_command, train_command
 from evaluator.cli.validate import validate_command
 from evaluator.cli.zoo import export_onnx, zoo_group
-from evaluator.core import settings
+from evaluator.core import console, settings
 from evaluator.core.errors import UserError
 from evaluator.core.files import write_csv_atomic
 from evaluator.core.folders import unknown_name
@@ -120,6 +120,7 @@ def _print_table(results: list[dict]) -> None:
 @click.option("--log-samples", "samples_dir", type=click.Path(file_okay=False), default=None,
               help="write one JSON line per question of every cell (question, gold answers, "
                    "prediction, EM, F1) to this folder")
+@console_options
 @click.pass_context
 def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster, rerun,
                  runner, partition, account, device, data_dir, workspace, parallel,
@@ -139,11 +140,12 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
     if (partition or account) and runner != "slurm":
         raise UserError("--partition and --account apply only to --runner slurm")
     slurm = {"partition": partition, "account": account} if runner == "slurm" else {}
-    the_runner = Dispatcher(runner, warn=lambda m: click.echo(f"warning: {m}", err=True),
-                            **slurm)
+    the_runner = Dispatcher(runner, warn=console.warn, **slurm)
+    console.debug(f"{len(jobs)} cells planned, {len(skipped)} not applicable, runner "
+                  f"{the_runner.backend}, workspace {settings.current().workspace}")
     def progress(message: str) -> None:
         if len(jobs) > 1:
-            click.echo(message, err=True)
+            console.say(message)
 
     report = matrix.run(jobs, the_runner, store, parallel=parallel, progress=progress,
                         level=level, cluster=cluster, rerun=rerun, device=device)
@@ -154,7 +156,7 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
                 predictions = json.loads(o.result.predictions_path.read_bytes())
                 for path in write_samples(o.job.dataset(), predictions, Path(samples_dir),
                                           o.job.bundle.id, o.job.testset.id):
-                    click.echo(f"wrote {path}", err=True)
+                    console.say(f"wrote {path}")
     failed = [{"bundle": o.job.bundle.id, "testset": o.job.testset.id,
                "failure_class": o.failure_class, "message": o.message} for o in report.failed]
     not_applicable = [{"bundle": b, "testset": t, "reason": r} for b, t, r in skipped]
@@ -165,8 +167,8 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
         _print_table(results)
         _print_not_applicable(skipped)
     for f in failed:
-        click.echo(f"error: {f['bundle']} x {f['testset']} failed ({f['failure_class']}): "
-                   f"{f['message']}", err=True)
+        console.error(f"{f['bundle']} x {f['testset']} failed ({f['failure_class']}): "
+                      f"{f['message']}")
     ctx.exit(1 if failed else 0)
 
 
@@ -187,6 +189,7 @@ def evaluate_command() -> None:
 
 @click.group(cls=Group)
 @click.version_option(__version__, prog_name="qashift")
+@console_options
 @click.option("--data-dir", multiple=True, type=click.Path(file_okay=False),
               help="local mirror of the public data files")
 @click.option("--workspace", type=click.Path(file_okay=False), help="results store location")
@@ -339,7 +342,7 @@ def testsets_fetch(names) -> None:
             click.echo(f"{ts.id}: ok ({len(dataset.questions)} questions, sha256 verified)")
         except UserError as exc:
             failed = True
-            click.echo(f"error: {exc}", err=True)
+            console.error(str(exc))
     sys.exit(1 if failed else 0)
 
 

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from evaluator.core import console
 from evaluator.store import check as store_check
 from evaluator.store.store import Store
 
@@ -25,7 +26,7 @@ def check_command() -> None:
     for line in report.lines():
         click.echo(line)
     if not report.ok:
-        click.echo("problems found: `qashift store repair` fixes them", err=True)
+        console.error("problems found: `qashift store repair` fixes them")
     sys.exit(0 if report.ok else 1)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from evaluator.cli.base import Group, configure, settings_options
+from evaluator.core import console
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
 from evaluator.training import study, table
@@ -34,11 +35,11 @@ def run_command(plan, runner, device, table_path, data_dir, workspace) -> None:
     configure(data_dir, workspace)
     found = study.load(plan)
     store = Store.open_default()
-    click.echo(study.status(found, store).line(found), err=True)
-    dispatcher = Dispatcher(runner, warn=lambda m: click.echo(f"warning: {m}", err=True))
+    console.say(study.status(found, store).line(found))
+    dispatcher = Dispatcher(runner, warn=console.warn)
 
     def say(line: str) -> None:
-        click.echo(line, err=True)
+        console.say(line)
         if table_path is not None:
             table.write(study.rows(found, store), table_path)
 

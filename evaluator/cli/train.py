@@ -10,6 +10,7 @@ import yaml
 
 from evaluator.bundles import spec as bundles
 from evaluator.cli.base import configure, settings_options
+from evaluator.core import console
 from evaluator.core.errors import RunFailure, UserError
 from evaluator.data import testsets
 from evaluator.runners.dispatch import Dispatcher
@@ -35,7 +36,7 @@ def _progress(doc: dict) -> None:
         parts.append(f"loss {float(doc['loss']):.4f}")
     if doc.get("eta_s") is not None:
         parts.append(f"eta {float(doc['eta_s']):.0f} s")
-    click.echo("  " + ", ".join(parts), err=True)
+    console.say("  " + ", ".join(parts))
 
 
 @click.command("train")
@@ -62,8 +63,8 @@ def train_command(approach, split_id, seed, size, overrides, runner, device, rer
                    _overrides(overrides))
     if job.approach.kind != "approach":
         raise UserError(f"{approach} is a {job.approach.kind} bundle, not an approach")
-    dispatcher = Dispatcher(runner, warn=lambda m: click.echo(f"warning: {m}", err=True))
-    click.echo(f"{job.system_id}: training on {job.split.id} ({dispatcher.backend})", err=True)
+    dispatcher = Dispatcher(runner, warn=console.warn)
+    console.say(f"{job.system_id}: training on {job.split.id} ({dispatcher.backend})")
     try:
         system = train(job, dispatcher, Store.open_default(), device=device, rerun=rerun,
                        progress=_progress)

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from evaluator.bundles import spec as bundles
-from evaluator.core import settings
+from evaluator.core import console, settings
 from evaluator.core.errors import UserError
 from evaluator.data import testsets
 from evaluator.store.store import Store
@@ -99,7 +99,7 @@ def zoo_build(name: str, device: str, force: bool, data_dir: tuple[str, ...]) ->
     raw = testsets.get("squad-dev").load(mirrors).raw
     for recipe in chosen:
         folder = zoo.build(recipe, raw, device=device, force=force,
-                           log=lambda m: click.echo(m, err=True))
+                           log=console.say)
         click.echo(f"{recipe.name}: {folder / 'bundle.yaml'}")
 
 

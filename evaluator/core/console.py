@@ -1,0 +1,68 @@
+"""One console for every command: progress, warnings and errors go through Python `logging`
+(logger `qashift`), to stderr as plain lines and, with --log-file, to a file with times.
+Default: progress and warnings; -q: errors only; -v: also debug detail. Results (tables,
+JSON) are the command's output on stdout and never go through here."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+LOGGER = logging.getLogger("qashift")
+_HANDLERS: list[logging.Handler] = []
+
+
+def setup(verbose: int = 0, quiet: bool = False, log_file: Path | str | None = None) -> None:
+    """(Re)configure the console for one command run; earlier handlers are removed."""
+    for handler in _HANDLERS:
+        LOGGER.removeHandler(handler)
+        handler.close()
+    _HANDLERS.clear()
+    level = logging.ERROR if quiet else logging.DEBUG if verbose else logging.INFO
+    screen = logging.StreamHandler(_Stderr())
+    screen.setLevel(level)
+    screen.setFormatter(logging.Formatter("%(message)s"))
+    _HANDLERS.append(screen)
+    if log_file is not None:
+        Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+        to_file = logging.FileHandler(log_file, encoding="utf-8")
+        to_file.setLevel(logging.DEBUG)
+        to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        _HANDLERS.append(to_file)
+    for handler in _HANDLERS:
+        LOGGER.addHandler(handler)
+    LOGGER.setLevel(logging.DEBUG)
+    LOGGER.propagate = False
+
+
+class _Stderr:
+    """The current sys.stderr at each write (a test runner swaps it per invocation)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+def say(message: str) -> None:
+    """Progress a user wants to see unless -q."""
+    LOGGER.info(message)
+
+
+def warn(message: str) -> None:
+    LOGGER.warning(f"warning: {message}")
+
+
+def error(message: str) -> None:
+    LOGGER.error(f"error: {message}")
+
+
+def debug(message: str) -> None:
+    """Detail shown with -v, always kept in --log-file."""
+    LOGGER.debug(message)
+
+
+if not LOGGER.handlers:
+    setup()  # a library user gets plain progress on stderr until a command configures it

@@ -1,0 +1,56 @@
+"""-q keeps errors only, -v adds debug detail, --log-file keeps everything with times;
+results stay on stdout whatever the console says."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from evaluator.cli.main import evaluate_cmd, main
+from tests.conftest import write_command_bundle, write_testset
+
+ECHO_FIRST_WORD = """
+import json, sys
+doc = json.load(open(sys.argv[1]))
+json.dump({q["id"]: p["context"].split()[0] for a in doc["data"] for p in a["paragraphs"]
+           for q in p["qas"]}, open(sys.argv[2], "w"))
+"""
+
+
+@pytest.fixture
+def two_cells(tmp_path, monkeypatch, workspace, small_dev):
+    sets, subs = tmp_path / "sets", tmp_path / "subs"
+    write_testset(sets, "tiny", small_dev)
+    write_command_bundle(subs, "first-word", ECHO_FIRST_WORD)
+    write_command_bundle(subs, "first-word-too", ECHO_FIRST_WORD)
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    return ["-b", "first-word", "-b", "first-word-too", "-t", "tiny", "--runner", "local"]
+
+
+def test_progress_by_default_none_with_quiet_and_results_always(two_cells):
+    loud = CliRunner().invoke(main, ["evaluate", *two_cells])
+    assert loud.exit_code == 0, loud.output
+    assert "first-word x tiny" in loud.stderr  # a progress line per cell
+    quiet = CliRunner().invoke(main, ["-q", "evaluate", *two_cells])
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+    assert "first-word-too" in quiet.stdout and "EM [lo, hi]" in quiet.stdout
+
+
+def test_verbose_and_log_file_on_the_evaluate_entry_point(two_cells, tmp_path):
+    log = tmp_path / "logs" / "run.log"
+    result = CliRunner().invoke(evaluate_cmd, [*two_cells, "-v", "--log-file", str(log)])
+    assert result.exit_code == 0, result.output
+    assert "2 cells planned" in result.stderr
+    text = log.read_text()
+    assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} DEBUG 2 cells planned", text, re.M)
+    assert re.search(r"INFO .*first-word x tiny", text)
+
+
+def test_errors_still_show_with_quiet(workspace):
+    result = CliRunner().invoke(main, ["-q", "evaluate", "-b", "no-such-bundle", "-t",
+                                       "squad-dev"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1
