@@ -3,15 +3,19 @@ once, one line each (exit 1 if there is any), without running anything."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import click
 
 from evaluator.bundles import spec as bundles
+from evaluator.bundles.schema import BundleFile
 from evaluator.core.errors import ConfigError
 from evaluator.data import testsets
+from evaluator.data.schema import TestSetFile
 from evaluator.data.testsets import TestSet
+from evaluator.training.study import StudyFile
 
 
 def _data_problem(testset: TestSet) -> str | None:
@@ -38,11 +42,22 @@ def _check_folder(folder: Path) -> tuple[str, str | None]:
                         f"folder (bundle.yaml)"
 
 
+SCHEMAS = {"bundle": BundleFile, "testset": TestSetFile, "study": StudyFile}
+
+
 @click.command("validate")
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, file_okay=False,
                                                    path_type=Path))
-def validate_command(paths) -> None:
+@click.option("--schema", type=click.Choice(sorted(SCHEMAS)), default=None,
+              help="Print the JSON Schema of bundle.yaml, testset.yaml or a study plan (for "
+                   "editors: YAML language servers read it) and exit.")
+def validate_command(paths, schema) -> None:
     """Check folders (default: every test set and bundle) and list every problem."""
+    if schema:
+        doc = {"$schema": "https://json-schema.org/draft/2020-12/schema",
+               **SCHEMAS[schema].model_json_schema()}
+        click.echo(json.dumps(doc, indent=2, sort_keys=True))
+        return
     problems: list[str] = []
     if paths:
         for folder in paths:

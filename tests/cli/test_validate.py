@@ -3,11 +3,15 @@ one line each, with exit status 1; the good folders stay usable."""
 
 from __future__ import annotations
 
+import json
+
+import jsonschema
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from evaluator.cli.main import main
-from tests.conftest import write_command_bundle, write_testset
+from tests.conftest import REPO, write_command_bundle, write_testset
 
 # (folder, file, text replaced, replacement): ten ways to break a folder
 BREAKS = [
@@ -63,3 +67,19 @@ def test_named_folders_only(broken):
                                     str(broken["sets"])])
     assert bad.exit_code == 1
     assert "bundle-kind" in bad.stdout and "neither a test-set folder" in bad.stdout
+
+
+@pytest.mark.parametrize("kind,pattern", [("bundle", "submissions/*/bundle.yaml"),
+                                          ("testset", "testsets/*/testset.yaml"),
+                                          ("study", "studies/*.yaml")])
+def test_the_exported_schema_accepts_every_shipped_file_and_refuses_a_typo(kind, pattern):
+    result = CliRunner().invoke(main, ["validate", "--schema", kind])
+    assert result.exit_code == 0
+    schema = json.loads(result.stdout)
+    files = sorted(REPO.glob(pattern))
+    assert files
+    for path in files:
+        jsonschema.validate(yaml.safe_load(path.read_text()), schema)
+    typo = {**yaml.safe_load(files[0].read_text()), "referense": "squad-dev"}
+    with pytest.raises(jsonschema.ValidationError, match="referense"):
+        jsonschema.validate(typo, schema)
