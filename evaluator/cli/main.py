@@ -24,7 +24,7 @@ from evaluator.cli.analysis import (
     reproduce_command,
     strata_command,
 )
-from evaluator.cli.base import Command, Group, configure, console_options
+from evaluator.cli.base import Command, Group, configure, console_options, settings_options
 from evaluator.cli.derive import challenge, testsets_derive
 from evaluator.cli.images import images_group
 from evaluator.cli.store import store_group
@@ -33,7 +33,7 @@ from evaluator.cli.train import systems_command, train_command
 from evaluator.cli.validate import validate_command
 from evaluator.cli.zoo import export_onnx, zoo_group
 from evaluator.core import console, settings
-from evaluator.core.errors import UserError
+from evaluator.core.errors import FAILURE_CLASSES, UserError
 from evaluator.core.files import write_csv_atomic
 from evaluator.core.folders import unknown_name
 from evaluator.data import stats, testsets
@@ -263,6 +263,35 @@ def _status_text(cell: CellStatus) -> str:
     if cell.state == "failed":
         return (cell.failure_class or "")[:12]
     return {"pending": "."}.get(cell.state, cell.state)
+
+
+@main.command("check")
+@click.option("--bundle", "-b", "bundle_name", required=True, help="bundle or system id")
+@click.option("--testset", "-t", "testset_name", default="squad-dev", show_default=True)
+@click.option("--questions", "-n", type=click.IntRange(1), default=20, show_default=True)
+@click.option("--runner", default="auto", show_default=True,
+              type=click.Choice(["auto", "local", "docker", "slurm"]))
+@settings_options
+def check_command(bundle_name, testset_name, questions, runner, data_dir, workspace) -> None:
+    """Run a bundle on a few questions, in its sandbox, and say what would fail before a
+    full run (the sample is stored apart, never mixed with full results)."""
+    configure(data_dir, workspace)
+    store = Store.open_default()
+    jobs, skipped = plan(_bundles_and_systems([bundle_name], store),
+                         testsets.resolve([testset_name]), True,
+                         {"limit": questions, "seed": 0})
+    report = matrix.run(jobs, Dispatcher(runner, warn=console.warn), store, rerun=True)
+    for o in report.outcomes:
+        if o.result is not None:
+            r = o.result.to_dict()
+            click.echo(f"ok: {bundle_name} answered {r['n'] - r['missing']} of {r['n']} "
+                       f"questions of {testset_name} ({r['runner']}, {r['device']}); EM "
+                       f"{r['em']['value']:.1f}, F1 {r['f1']['value']:.1f}"
+                       + (f"; {r['missing']} missing" if r["missing"] else ""))
+        else:
+            console.error(f"{bundle_name} would fail on {testset_name}: {o.failure_class} "
+                          f"({FAILURE_CLASSES.get(o.failure_class, '')}): {o.message}")
+    sys.exit(1 if report.failed else 0)
 
 
 # test sets -------------------------------------------------------------------

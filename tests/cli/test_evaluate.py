@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from evaluator.cli.main import evaluate_cmd, main
-from tests.conftest import write_command_bundle, write_testset
+from tests.conftest import REPO, write_command_bundle, write_testset
 
 ANSWER_ALL = """
 import json, sys
@@ -326,3 +327,24 @@ def test_limit_is_a_seeded_stratified_sample_stored_apart_from_full_runs(workspa
     assert full["cached"] is False and full["n"] == 10570 and "limit" not in full
     other = run("--limit", "500", "--seed", "1")
     assert other["cached"] is False and other["key"] != first["key"]
+
+
+CRASH = "import sys\nsys.exit('this submission always crashes')\n"
+
+
+def test_check_runs_a_few_questions_and_says_what_would_fail(tmp_path, monkeypatch, workspace,
+                                                             small_dev):
+    sets, subs = tmp_path / "sets", tmp_path / "subs"
+    write_testset(sets, "tiny", small_dev)
+    write_command_bundle(subs, "crasher", CRASH)
+    shutil.copytree(REPO / "submissions" / "sliding-window", subs / "sliding-window")
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    bad = CliRunner().invoke(main, ["check", "-b", "crasher", "-t", "tiny", "--runner", "local"])
+    assert bad.exit_code == 1
+    assert "crasher would fail on tiny: nonzero-exit" in bad.stderr
+    assert "always crashes" in bad.stderr
+    good = CliRunner().invoke(main, ["check", "-b", "sliding-window", "-t", "tiny", "-n", "5",
+                                     "--runner", "local"])
+    assert good.exit_code == 0, good.output
+    assert good.stdout.startswith("ok: sliding-window answered 5 of 5 questions of tiny")
