@@ -173,12 +173,19 @@ def cache_path(sha256: str) -> Path:
     return settings.cache_dir() / "strata" / f"{sha256}-v{VERSION}-{model}.json"
 
 
+def cached(sha256: str) -> dict[str, dict] | None:
+    """The features of the file with this sha256 if computed before, else None."""
+    path = cache_path(sha256)
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
 def of_testset(ts: TestSet) -> dict[str, dict]:
     """The features of a test set's questions, computed once per file and cached."""
     dataset = ts.load()
+    found = cached(dataset.sha256)
+    if found is not None:
+        return found
     path = cache_path(dataset.sha256)
-    if path.is_file():
-        return json.loads(path.read_text(encoding="utf-8"))
     found = compute(dataset.raw)
     write_json_atomic(path, found)
     return found

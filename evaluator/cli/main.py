@@ -151,11 +151,15 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
                         level=level, cluster=cluster, rerun=rerun, device=device)
     results = [o.result.to_dict() for o in report.outcomes if o.result is not None]
     if samples_dir:
+        from analysis import strata  # lazy: only --log-samples reads the strata cache
+
         for o in report.outcomes:
             if o.result is not None:
                 predictions = json.loads(o.result.predictions_path.read_bytes())
-                for path in write_samples(o.job.dataset(), predictions, Path(samples_dir),
-                                          o.job.bundle.id, o.job.testset.id):
+                dataset = o.job.dataset()
+                for path in write_samples(dataset, predictions, Path(samples_dir),
+                                          o.job.bundle.id, o.job.testset.id,
+                                          strata.cached(dataset.sha256)):
                     console.say(f"wrote {path}")
     failed = [{"bundle": o.job.bundle.id, "testset": o.job.testset.id,
                "failure_class": o.failure_class, "message": o.message} for o in report.failed]

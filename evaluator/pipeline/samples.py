@@ -1,7 +1,8 @@
 """Per-question logs of a cell: one JSON line per question with its question text, gold
-answers, the prediction and its official EM/F1 (and Parquet beside it when pyarrow is
-installed). For an adversarial-min set the lines are per question; the set's total is the
-mean over question groups, so the lines' mean differs from it there."""
+answers, the prediction and its official EM/F1, plus the question's strata (answer type,
+syntactic divergence, ...) when they have been computed for the set (and Parquet beside it
+when pyarrow is installed). For an adversarial-min set the lines are per question; the
+set's total is the mean over question groups, so the lines' mean differs from it there."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from evaluator.scoring.squad_v1 import score_question
 FIELDS = ("id", "article", "question", "answers", "prediction", "em", "f1", "missing")
 
 
-def sample_rows(dataset: Dataset, predictions: Mapping[str, str]) -> Iterator[dict]:
+def sample_rows(dataset: Dataset, predictions: Mapping[str, str],
+                features: Mapping[str, dict] | None = None) -> Iterator[dict]:
     for article in dataset.raw["data"]:
         for paragraph in article["paragraphs"]:
             for qa in paragraph["qas"]:
@@ -27,14 +29,17 @@ def sample_rows(dataset: Dataset, predictions: Mapping[str, str]) -> Iterator[di
                 yield {"id": str(qa["id"]), "article": article.get("title", ""),
                        "question": qa["question"], "answers": answers,
                        "prediction": prediction or "", "em": float(em), "f1": float(f1),
-                       "missing": prediction is None}
+                       "missing": prediction is None,
+                       **((features or {}).get(str(qa["id"])) or {})}
 
 
 def write_samples(dataset: Dataset, predictions: Mapping[str, str], out_dir: Path,
-                  bundle: str, testset: str) -> list[Path]:
-    """`<out_dir>/<bundle>.<testset>.jsonl` (and `.parquet` with pyarrow); the paths."""
+                  bundle: str, testset: str, features: Mapping[str, dict] | None = None
+                  ) -> list[Path]:
+    """`<out_dir>/<bundle>.<testset>.jsonl` (and `.parquet` with pyarrow); the paths.
+    `features`: per question id, extra columns (the strata)."""
     stem = re.sub(r"[^A-Za-z0-9_.@~-]", "_", f"{bundle}.{testset}")
-    rows = list(sample_rows(dataset, predictions))
+    rows = list(sample_rows(dataset, predictions, features))
     target = out_dir / f"{stem}.jsonl"
     with atomic_file(target) as (handle, _):
         for row in rows:

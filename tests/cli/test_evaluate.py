@@ -348,3 +348,27 @@ def test_check_runs_a_few_questions_and_says_what_would_fail(tmp_path, monkeypat
                                      "--runner", "local"])
     assert good.exit_code == 0, good.output
     assert good.stdout.startswith("ok: sliding-window answered 5 of 5 questions of tiny")
+
+
+def test_log_samples_carry_the_strata_once_computed(tmp_path, monkeypatch, workspace,
+                                                    small_dev):
+    from analysis import strata
+    from evaluator.data import testsets
+
+    sets, subs = tmp_path / "sets", tmp_path / "subs"
+    write_testset(sets, "tiny", small_dev)
+    shutil.copytree(REPO / "submissions" / "sliding-window", subs / "sliding-window")
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    argv = ["evaluate", "-b", "sliding-window", "-t", "tiny", "--runner", "local"]
+    before = CliRunner().invoke(main, [*argv, "--log-samples", str(tmp_path / "a")])
+    assert before.exit_code == 0, before.output
+    row = json.loads((tmp_path / "a" / "sliding-window.tiny.jsonl").read_text().splitlines()[0])
+    assert "answer_type" not in row  # nothing computed yet: nothing added
+    features = strata.of_testset(testsets.get("tiny"))
+    after = CliRunner().invoke(main, [*argv, "--log-samples", str(tmp_path / "b")])
+    assert after.exit_code == 0, after.output
+    rows = [json.loads(line) for line in
+            (tmp_path / "b" / "sliding-window.tiny.jsonl").read_text().splitlines()]
+    assert all(r["answer_type"] == features[r["id"]]["answer_type"] and
+               r["divergence"] == features[r["id"]]["divergence"] for r in rows)
