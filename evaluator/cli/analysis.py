@@ -9,6 +9,8 @@ import click
 
 from evaluator.cli.base import Command
 from evaluator.core import console
+from evaluator.data import testsets
+from evaluator.store.store import Store
 
 
 def _common(fn):
@@ -186,8 +188,6 @@ def strata_command(out, testset_names):
     a shift in answer types, divergence, agreement, length or overlap predicts."""
     from analysis import report, strata  # lazy: pandas, spaCy; fast --help
     from analysis.sources import per_question_scores  # lazy: pandas; fast --help
-    from evaluator.data import testsets
-    from evaluator.store.store import Store
 
     store = Store.open_default()
     if not store.exists():

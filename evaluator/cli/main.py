@@ -132,7 +132,7 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--level") from None
     store = Store.open_default()
-    chosen_bundles = _bundles_and_systems(list(bundle_names), store)
+    chosen_bundles = systems.resolve_bundles(list(bundle_names), store)
     chosen_sets = testsets.resolve(list(testset_names))
     explicit = "all" not in bundle_names and "all" not in testset_names
     jobs, skipped = plan(chosen_bundles, chosen_sets, explicit,
@@ -174,16 +174,6 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
         console.error(f"{f['bundle']} x {f['testset']} failed ({f['failure_class']}): "
                       f"{f['message']}")
     ctx.exit(1 if failed else 0)
-
-
-def _bundles_and_systems(names: list[str], store: Store) -> list:
-    """Bundle folders by id ('all' allowed) and trained systems (APPROACH@SPLIT/sN), in the
-    order given."""
-    out = []
-    for name in names:
-        found = [systems.resolve(name, store)] if "@" in name else bundles.resolve([name])
-        out += [b for b in found if b.id not in {o.id for o in out}]
-    return out
 
 
 def evaluate_command() -> None:
@@ -281,7 +271,7 @@ def check_command(bundle_name, testset_name, questions, runner, data_dir, worksp
     full run (the sample is stored apart, never mixed with full results)."""
     configure(data_dir, workspace)
     store = Store.open_default()
-    jobs, skipped = plan(_bundles_and_systems([bundle_name], store),
+    jobs, skipped = plan(systems.resolve_bundles([bundle_name], store),
                          testsets.resolve([testset_name]), True,
                          {"limit": questions, "seed": 0})
     report = matrix.run(jobs, Dispatcher(runner, warn=console.warn), store, rerun=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-ENV = {"workspace": "QASHIFT_WORKSPACE", "cache": "QASHIFT_CACHE",
+ENV = {"root": "QASHIFT_ROOT", "workspace": "QASHIFT_WORKSPACE", "cache": "QASHIFT_CACHE",
        "mirrors": "QASHIFT_DATA_DIR", "testsets": "QASHIFT_TESTSETS",
        "submissions": "QASHIFT_SUBMISSIONS", "policy": "QASHIFT_POLICY",
        "model_stores": "QASHIFT_MODEL_STORE"}
@@ -27,8 +27,9 @@ class Settings:
     workspace: Path  # the results store: $QASHIFT_WORKSPACE, default ./.qashift
     cache: Path  # downloaded and derived files by sha256: $QASHIFT_CACHE, ~/.cache/qashift
     mirrors: tuple[Path, ...]  # local copies of public data tried before any URL
-    testsets: Path  # the test-set folders: $QASHIFT_TESTSETS, default <repo>/testsets
-    submissions: Path  # the bundle folders: $QASHIFT_SUBMISSIONS, default <repo>/submissions
+    testsets: Path  # the test-set folders: $QASHIFT_TESTSETS, else <root>/testsets, where
+    # root is $QASHIFT_ROOT or this source tree (an installed wheel names a checkout there)
+    submissions: Path  # the bundle folders: $QASHIFT_SUBMISSIONS, else <root>/submissions
     policy: Path | None = None  # the operator's sandbox policy file: $QASHIFT_POLICY
     model_stores: tuple[Path, ...] = ()  # folders a bundle's model.path may name: the cache
     # and $QASHIFT_MODEL_STORE (os.pathsep list); nowhere else on the host
@@ -36,24 +37,30 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
         home_cache = Path(environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "qashift"
+        root = Path(environ.get(ENV["root"], REPO_ROOT))
         return cls(
             workspace=Path(environ.get(ENV["workspace"], ".qashift")).resolve(),
             cache=Path(environ.get(ENV["cache"], home_cache)).resolve(),
             mirrors=tuple(Path(p) for p in environ.get(ENV["mirrors"], "").split(os.pathsep)
                           if p),
-            testsets=Path(environ.get(ENV["testsets"], REPO_ROOT / "testsets")),
-            submissions=Path(environ.get(ENV["submissions"], REPO_ROOT / "submissions")),
+            testsets=Path(environ.get(ENV["testsets"], root / "testsets")),
+            submissions=Path(environ.get(ENV["submissions"], root / "submissions")),
             policy=Path(environ[ENV["policy"]]).resolve() if environ.get(ENV["policy"]) else None,
             model_stores=tuple(Path(p).resolve() for p in
                                environ.get(ENV["model_stores"], "").split(os.pathsep) if p),
         )
 
-    def with_flags(self, *, data_dir: tuple[str, ...] = (), workspace: str | None = None
-                   ) -> Settings:
-        """These settings with `--data-dir` mirrors first and `--workspace` if given."""
+    def with_flags(self, *, data_dir: tuple[str, ...] = (), workspace: str | None = None,
+                   root: str | None = None) -> Settings:
+        """These settings with `--data-dir` mirrors first, `--workspace` and a root (whose
+        testsets/ and submissions/ folders are used) if given."""
         mirrors = tuple(Path(d).resolve() for d in data_dir) + self.mirrors
-        return replace(self, mirrors=mirrors,
-                       workspace=Path(workspace).resolve() if workspace else self.workspace)
+        out = replace(self, mirrors=mirrors,
+                      workspace=Path(workspace).resolve() if workspace else self.workspace)
+        if root:
+            out = replace(out, testsets=Path(root).resolve() / "testsets",
+                          submissions=Path(root).resolve() / "submissions")
+        return out
 
     def child_env(self) -> dict[str, str]:
         """Environment variables that give a child process these same settings."""
@@ -75,14 +82,17 @@ def current() -> Settings:
 
 
 @contextmanager
-def override(*, data_dir: tuple[str, ...] = (), workspace: str | None = None
-             ) -> Iterator[Settings]:
-    """Apply command-line flags for the duration of one command (they do not outlive it)."""
+def override(*, data_dir: tuple[str, ...] = (), workspace: str | None = None,
+             root: str | None = None) -> Iterator[Settings]:
+    """Apply command-line flags (or the Python API's arguments) for the duration of one
+    command or call (they do not outlive it)."""
     previous = dict(_FLAGS)
     if data_dir:
         _FLAGS["data_dir"] = tuple(data_dir) + tuple(_FLAGS.get("data_dir", ()))
     if workspace:
         _FLAGS["workspace"] = workspace
+    if root:
+        _FLAGS["root"] = str(root)
     try:
         yield current()
     finally:

@@ -44,3 +44,13 @@ def resolve(system_id: str, store: Store) -> Bundle:
         raise UserError(f"{system_id} is not trained yet: qashift train -a {job.approach.id} "
                         f"-t {job.split.id} --seed {job.seed}{size}")
     return found.bundle
+
+
+def resolve_bundles(names: list[str], store: Store) -> list[Bundle]:
+    """Bundle folders by id ('all' allowed) and trained systems (APPROACH@SPLIT/sN), in the
+    order given, each once: what `evaluate -b` and the Python API accept."""
+    out: list[Bundle] = []
+    for name in names:
+        found = [resolve(name, store)] if "@" in name else bundles.resolve([name])
+        out += [b for b in found if b.id not in {o.id for o in out}]
+    return out

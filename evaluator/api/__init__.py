@@ -1,0 +1,84 @@
+"""The Python API: what `evaluate` and `qashift results` do, returning pandas DataFrames.
+
+    import evaluator
+    df = evaluator.evaluate("sliding-window", "squad-dev", runner="local",
+                            root="/path/to/qashift", data_dir="../shared/data")
+    df[["bundle", "testset", "em", "em_lo", "em_hi", "f1", "f1_lo", "f1_hi"]]
+
+Every call takes `root` (a checkout whose testsets/ and submissions/ folders to use; default
+$QASHIFT_ROOT, else this source tree), `data_dir` (local mirrors of the public data) and
+`workspace` (the results store, default ./.qashift), for the length of the call. A cell
+that fails is a row with its `failure_class` and `message`, not an exception; bad input
+(an unknown bundle or test set) raises `evaluator.core.errors.UserError`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pandas as pd
+
+from evaluator.core import settings
+from evaluator.data import testsets
+from evaluator.jobs.plan import plan
+from evaluator.pipeline import matrix
+from evaluator.runners.dispatch import Dispatcher
+from evaluator.store.queries import latest_by_cell
+from evaluator.store.store import Store
+from evaluator.training import systems
+
+COLUMNS = ["bundle", "testset", "n", "missing", "em", "em_lo", "em_hi", "f1", "f1_lo",
+           "f1_hi", "level", "cached", "runner", "device", "key", "failure_class", "message"]
+
+
+def evaluate(bundle: str, testset: str, **options) -> pd.DataFrame:
+    """One cell: a one-row DataFrame (see `evaluate_matrix` for the options)."""
+    return evaluate_matrix([bundle], [testset], **options)
+
+
+def evaluate_matrix(bundle_ids: Sequence[str], testset_ids: Sequence[str], *,
+                    runner: str = "auto", level: float = 0.95, rerun: bool = False,
+                    limit: int | None = None, seed: int = 0, root: str | None = None,
+                    data_dir: str | Sequence[str] = (), workspace: str | None = None
+                    ) -> pd.DataFrame:
+    """Every (bundle, test set) cell, run or read from the store: one row per cell, scores
+    and interval bounds in percent. Ids may be `all`, and trained system ids."""
+    mirrors = (data_dir,) if isinstance(data_dir, str) else tuple(data_dir)
+    with settings.override(data_dir=mirrors, workspace=workspace, root=root):
+        store = Store.open_default()
+        chosen = systems.resolve_bundles(list(bundle_ids), store)
+        explicit = "all" not in bundle_ids and "all" not in testset_ids
+        jobs, _ = plan(chosen, testsets.resolve(list(testset_ids)), explicit,
+                       {"limit": limit, "seed": seed} if limit else None)
+        report = matrix.run(jobs, Dispatcher(runner), store, level=level, rerun=rerun)
+    rows = []
+    for o in report.outcomes:
+        row = {"bundle": o.job.bundle.id, "testset": o.job.testset.id,
+               "failure_class": o.failure_class, "message": o.message}
+        if o.result is not None:
+            r = o.result.to_dict()
+            row.update(n=r["n"], missing=r["missing"], level=r["em"]["level"],
+                       cached=r["cached"], runner=r["runner"], device=r["device"], key=r["key"])
+            for metric in ("em", "f1"):
+                row.update({metric: r[metric]["value"], f"{metric}_lo": r[metric]["lo"],
+                            f"{metric}_hi": r[metric]["hi"]})
+        rows.append(row)
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def results(bundle: str | None = None, testset: str | None = None, *,
+            workspace: str | None = None) -> pd.DataFrame:
+    """The newest stored full result of every cell (optionally of one bundle or test set),
+    as the store keeps them: scores and bounds in percent, no runs started."""
+    with settings.override(workspace=workspace):
+        store = Store.open_default()
+        rows = store.results(bundle, testset) if store.exists() else []
+    full = [r for r in rows if "limit" not in json.loads(r["options"])]
+    out = []
+    for r in latest_by_cell(full).values():
+        out.append({k: r.get(k) for k in ("bundle", "testset", "n", "missing", "em", "em_lo",
+                                          "em_hi", "f1", "f1_lo", "f1_hi", "level", "runner",
+                                          "device", "key")})
+    return pd.DataFrame(out, columns=[c for c in COLUMNS if c not in
+                                      ("cached", "failure_class", "message")])

@@ -1,0 +1,67 @@
+"""The Python API returns DataFrames of the same cells as `evaluate`; a wheel installed into
+a fresh virtual environment runs README's example from outside the source tree."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import evaluator
+from tests.conftest import REPO, write_command_bundle, write_testset
+
+
+def test_evaluate_matrix_rows_failures_and_stored_results(tmp_path, monkeypatch, workspace,
+                                                          small_dev):
+    sets, subs = tmp_path / "sets", tmp_path / "subs"
+    write_testset(sets, "tiny", small_dev)
+    shutil.copytree(REPO / "submissions" / "sliding-window", subs / "sliding-window")
+    write_command_bundle(subs, "crasher", "import sys\nsys.exit('no')\n")
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    cells = evaluator.evaluate_matrix(["sliding-window", "crasher"], ["tiny"], runner="local")
+    assert list(cells["bundle"]) == ["sliding-window", "crasher"]
+    ok, bad = cells.iloc[0], cells.iloc[1]
+    assert ok["n"] == sum(len(p["qas"]) for a in small_dev["data"] for p in a["paragraphs"])
+    assert ok["em_lo"] <= ok["em"] <= ok["em_hi"] and ok["f1_lo"] <= ok["f1"] <= ok["f1_hi"]
+    assert not ok["cached"] and bad["failure_class"] == "nonzero-exit"
+    again = evaluator.evaluate("sliding-window", "tiny", runner="local")
+    assert bool(again.at[0, "cached"]) and again.at[0, "f1"] == ok["f1"]
+    stored = evaluator.results(testset="tiny")
+    assert list(stored["bundle"]) == ["sliding-window"] and stored.at[0, "f1"] == ok["f1"]
+
+
+def readme_example() -> str:
+    text = (REPO / "README.md").read_text()
+    section = text.split("## Python API", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def test_a_wheel_in_a_fresh_venv_runs_the_readme_example_from_elsewhere(tmp_path, shared_data):
+    venv = tmp_path / "venv"
+    # --without-pip: the venv then uses the interpreter's own pip and setuptools (its bundled
+    # ones are too old to build a wheel without the `wheel` package)
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip",
+                    str(venv)],
+                   check=True)
+    python = venv / "bin" / "python"
+    install = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps",
+                              "--no-build-isolation", str(REPO)], capture_output=True,
+                             text=True, timeout=600)
+    assert install.returncode == 0, install.stderr
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "QASHIFT_ROOT": str(REPO), "QASHIFT_DATA_DIR": str(shared_data),
+           "QASHIFT_WORKSPACE": str(elsewhere / "ws"), "QASHIFT_CACHE": str(elsewhere / "c"),
+           "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("QASHIFT_TESTSETS", None)
+    env.pop("QASHIFT_SUBMISSIONS", None)
+    where = subprocess.run([str(python), "-c", "import evaluator; print(evaluator.__file__)"],
+                           cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert where.stdout.startswith(str(venv)), where.stdout  # the wheel, not the checkout
+    run = subprocess.run([str(python), "-c", readme_example()], cwd=elsewhere, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert "sliding-window" in run.stdout and "10570" in run.stdout
