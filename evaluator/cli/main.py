@@ -334,12 +334,12 @@ def testsets_show(name: str) -> None:
               help="Also write the table as CSV.")
 def testsets_stats(names, csv_path) -> None:
     """Articles, paragraphs, questions, mean paragraph/question/answer length (words) and
-    answers per question of each test set (default: all); a set whose data cannot be had
-    here is listed with the reason."""
+    answers per question of each test set (default: every folder, training splits
+    included); a set whose data cannot be had here is listed with the reason."""
     rows, width = [], max((len(n) for n in testsets.available()), default=10)
     click.echo(f"{'id':<{width}} {'articles':>8} {'paragraphs':>10} {'questions':>9} "
                f"{'para_w':>7} {'quest_w':>7} {'answ_w':>6} {'answ/q':>6}")
-    for ts in testsets.resolve(list(names) or ["all"]):
+    for ts in testsets.resolve(list(names) or sorted(testsets.available())):
         try:
             s = stats.of(ts.load().raw)
         except UserError as exc:
