@@ -100,8 +100,8 @@ def current_digests(rows: list[dict], bundle_folders: dict, store: Store) -> dic
             if bundle_id in bundle_folders:
                 found[bundle_id] = bundles.from_folder(bundle_folders[bundle_id]).digest
             elif parse_system_id(bundle_id) is not None:
-                found[bundle_id] = systems.resolve(bundle_id, store).digest
-        except Exception:  # a broken folder or an untrained system: its newest runs stand
+                found[bundle_id] = systems.current_digest(bundle_id, store) or found[bundle_id]
+        except Exception:  # a broken folder: its newest runs stand
             continue
     return found
 

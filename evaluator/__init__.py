@@ -1,7 +1,7 @@
 """qashift evaluator: run frozen extractive-QA submissions on test sets and score them.
 
-`evaluate`, `evaluate_matrix` and `results` (the Python API, the `evaluator.api` package) load on first
-use, so `qashift --help` does not pay for pandas."""
+`evaluate`, `evaluate_matrix` and `results` (the Python API, the `evaluator.api` package)
+load on first use, so `qashift --help` does not pay for pandas."""
 
 import importlib
 

@@ -46,6 +46,15 @@ def resolve(system_id: str, store: Store) -> Bundle:
     return found.bundle
 
 
+def current_digest(system_id: str, store: Store) -> str | None:
+    """The bundle digest of the system an id names under its approach's current folder and
+    defaults; None when that system is not trained (or the id no longer resolves)."""
+    try:
+        return resolve(system_id, store).digest
+    except UserError:
+        return None
+
+
 def resolve_bundles(names: list[str], store: Store) -> list[Bundle]:
     """Bundle folders by id ('all' allowed) and trained systems (APPROACH@SPLIT/sN), in the
     order given, each once: what `evaluate -b` and the Python API accept."""

@@ -8,6 +8,7 @@ from pathlib import Path
 from evaluator.core.files import write_csv_atomic
 from evaluator.store.queries import latest_by_cell
 from evaluator.store.store import Store
+from evaluator.training.systems import current_digest
 
 COLUMNS = ("model", "testset", "metric", "value", "lo", "hi", "n", "reference", "family",
            "approach", "train_split", "train_size", "seed", "hyperparameters", "weights_digest",
@@ -18,9 +19,12 @@ COLUMNS = ("model", "testset", "metric", "value", "lo", "hi", "n", "reference", 
 def rows(store: Store, references: dict[str, str | None], families: dict[str, str | None]
          ) -> list[dict]:
     """Rows for every trained system's latest results; `references` maps a test set to its
-    original-set axis (its `reference`), `families` an approach to its family."""
+    original-set axis (its `reference`), `families` an approach to its family. A name whose
+    current system is trained shows that system's runs only, never a predecessor's."""
     systems = {s["system"]: s for s in store.systems()}  # the newest training of each name
-    latest = latest_by_cell(r for r in store.results() if r["bundle"] in systems)
+    digests = {name: d for name in systems if (d := current_digest(name, store)) is not None}
+    latest = latest_by_cell((r for r in store.results() if r["bundle"] in systems),
+                            bundle_digests=digests)
     out = []
     for (name, testset), row in sorted(latest.items()):
         system = systems[name]

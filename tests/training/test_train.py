@@ -23,6 +23,7 @@ from evaluator.data import testsets
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.runners.slurm.controller import cluster_available
 from evaluator.store.store import Store
+from evaluator.training import table
 from evaluator.training.job import TrainJob
 from evaluator.training.run import cell_dir, train
 from evaluator.training.systems import resolve
@@ -254,3 +255,27 @@ def test_a_rebuilt_index_keeps_the_trained_systems(registry):
     again = qashift("train", "-a", "logreg-rajpurkar", "-t", "tiny-train", *FAST)
     assert "stored earlier" in again.stdout  # nothing is retrained
     assert f1_of(SYSTEM, "tiny-test")["f1"] == scored["f1"]
+
+
+def test_the_table_never_gives_a_retrained_system_its_predecessors_runs(registry):
+    def rows():
+        return {(r["model"], r["testset"], r["metric"]): r
+                for r in table.rows(Store.open_default(), {}, {})}
+
+    name = "logreg-rajpurkar@tiny-train/s0"
+    approach, split = bundles.get("logreg-rajpurkar"), testsets.get("tiny-train")
+    runner, store = Dispatcher("local"), Store.open_default()
+    old = train(TrainJob(approach, split), runner, store)
+    f1_of(name, "tiny-test")
+    before = rows()[(name, "tiny-test", "f1")]
+    assert before["bundle_digest"] == old.bundle.digest
+    # new defaults: the same name now means another system, not trained yet: the old one
+    # and its runs still stand
+    yaml_path = registry["subs"] / "logreg-rajpurkar" / "bundle.yaml"
+    yaml_path.write_text(yaml_path.read_text().replace("epochs: 4", "epochs: 3"))
+    assert rows()[(name, "tiny-test", "f1")] == before
+    new = train(TrainJob(bundles.get("logreg-rajpurkar"), split), runner, store)
+    assert new.bundle.digest != old.bundle.digest
+    assert (name, "tiny-test", "f1") not in rows()  # trained, not yet evaluated
+    f1_of(name, "tiny-test")
+    assert rows()[(name, "tiny-test", "f1")]["bundle_digest"] == new.bundle.digest
