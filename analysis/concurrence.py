@@ -58,6 +58,13 @@ def _tau_b(a: np.ndarray, b: np.ndarray, chunk: int = 100) -> np.ndarray:
     return out
 
 
+def _percentiles(values: np.ndarray, q: np.ndarray) -> tuple[float, float]:
+    """Percentiles over the defined resamples; NaN when none is defined (one model, or every
+    resample constant)."""
+    defined = values[~np.isnan(values)]
+    return tuple(np.percentile(defined, q)) if len(defined) else (np.nan, np.nan)
+
+
 def concurrence(df: pd.DataFrame, metric: str, testsets=None, n_boot: int = 1000,
                 seed: int = 0, level: float = 0.95) -> pd.DataFrame:
     """One row per pair: n_models, tau_b and r with bootstrap percentile intervals."""
@@ -73,8 +80,8 @@ def concurrence(df: pd.DataFrame, metric: str, testsets=None, n_boot: int = 1000
         r = float(_pearson(x[None], y[None])[0]) if n >= 2 else np.nan
         taus = _tau_b(x[idx], y[idx]) if len(idx) else np.array([])
         rs = _pearson(x[idx], y[idx]) if len(idx) else np.array([])
-        tau_ci = np.nanpercentile(taus, q) if len(taus) else (np.nan, np.nan)
-        r_ci = np.nanpercentile(rs, q) if len(rs) else (np.nan, np.nan)
+        tau_ci = _percentiles(taus, q)
+        r_ci = _percentiles(rs, q)
         rows.append({"a": a, "b": b, "metric": metric, "n_models": n,
                      "kendall_tau_b": float(tau), "tau_lo": tau_ci[0], "tau_hi": tau_ci[1],
                      "pearson_r": r, "r_lo": r_ci[0], "r_hi": r_ci[1],

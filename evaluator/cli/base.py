@@ -12,7 +12,15 @@ from evaluator.core.files import remove_stale_tempdirs
 
 
 class OneLineErrors:
-    """Turn UserError into a one-line message and exit status 1, everywhere."""
+    """Turn UserError into a one-line message and exit status 1, everywhere (also while the
+    arguments are read, e.g. a bad --config file)."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except UserError as exc:
+            console.error(str(exc))
+            raise click.exceptions.Exit(1) from None
 
     def invoke(self, ctx: click.Context):
         remove_stale_tempdirs()  # what killed runs left behind

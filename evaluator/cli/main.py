@@ -6,6 +6,7 @@ start-up stays fast; a cached `evaluate` touches none of them.
 
 from __future__ import annotations
 
+import difflib
 import json
 import sys
 from collections import Counter
@@ -34,8 +35,8 @@ from evaluator.cli.validate import validate_command
 from evaluator.cli.zoo import export_onnx, zoo_group
 from evaluator.core import console, settings
 from evaluator.core.errors import FAILURE_CLASSES, UserError
-from evaluator.core.files import write_csv_atomic
-from evaluator.core.folders import unknown_name
+from evaluator.core.files import write_csv_atomic, write_json_atomic
+from evaluator.core.folders import read_yaml, unknown_name
 from evaluator.data import stats, testsets
 from evaluator.data.fetch import cached_path
 from evaluator.jobs.plan import plan
@@ -88,8 +89,48 @@ def _print_table(results: list[dict]) -> None:
                    f"with full runs)")
 
 
+# A study file (`--config`, `qashift run`) uses the flags' names: key -> parameter.
+CONFIG_KEYS = {"bundles": "bundle_names", "testsets": "testset_names", "level": "level",
+               "cluster": "cluster", "rerun": "rerun", "runner": "runner",
+               "partition": "partition", "account": "account", "device": "device",
+               "data_dir": "data_dir", "workspace": "workspace", "jobs": "parallel",
+               "json": "as_json", "limit": "limit", "seed": "seed",
+               "log_samples": "samples_dir", "output_path": "output_path"}
+LISTS = ("bundle_names", "testset_names", "data_dir")
+
+
+def _read_config(ctx: click.Context, param: click.Parameter, value: str | None):
+    """Load a study file into the command's defaults; flags given still win."""
+    if value is None:
+        return None
+    path = Path(value)
+    data = read_yaml(path)
+    for key in data:
+        if key not in CONFIG_KEYS:
+            close = difflib.get_close_matches(key, CONFIG_KEYS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UserError(f"{path}: unknown key {key!r}{hint}; allowed: "
+                            f"{', '.join(CONFIG_KEYS)}")
+    defaults = {}
+    for key, value_ in data.items():
+        name = CONFIG_KEYS[key]
+        if name in LISTS and not isinstance(value_, list):
+            value_ = [value_]
+        if name in ("data_dir", "workspace", "samples_dir", "output_path") and value_:
+            # paths in a study file are relative to the file, not to where it is run from
+            value_ = ([str((path.parent / v).resolve()) for v in value_] if name in LISTS
+                      else str((path.parent / value_).resolve()))
+        defaults[name] = value_
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+    return value
+
+
 @click.command("evaluate", cls=Command)
 @click.version_option(__version__, prog_name="qashift")
+@click.option("--config", type=click.Path(exists=True, dir_okay=False), is_eager=True,
+              expose_value=False, callback=_read_config,
+              help="a study file (YAML): the same keys as the flags (bundles, testsets, "
+                   "runner, level, limit, log_samples, output_path, ...); flags given win")
 @click.option("--bundle", "-b", "bundle_names", multiple=True, required=True,
               help="submission id (repeatable; 'all' for every bundle)")
 @click.option("--testset", "-t", "testset_names", multiple=True, required=True,
@@ -120,11 +161,14 @@ def _print_table(results: list[dict]) -> None:
 @click.option("--log-samples", "samples_dir", type=click.Path(file_okay=False), default=None,
               help="write one JSON line per question of every cell (question, gold answers, "
                    "prediction, EM, F1) to this folder")
+@click.option("--output-path", "output_path", type=click.Path(file_okay=False), default=None,
+              help="write the study's results.json, per-question logs (samples/) and "
+                   "figures (figures/) here")
 @console_options
 @click.pass_context
 def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster, rerun,
                  runner, partition, account, device, data_dir, workspace, parallel,
-                 as_json, limit, seed, samples_dir) -> None:
+                 as_json, limit, seed, samples_dir, output_path) -> None:
     """Score submissions on test sets with official SQuAD v1.1 EM/F1 and intervals."""
     configure(data_dir, workspace)
     try:
@@ -150,6 +194,8 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
     report = matrix.run(jobs, the_runner, store, parallel=parallel, progress=progress,
                         level=level, cluster=cluster, rerun=rerun, device=device)
     results = [o.result.to_dict() for o in report.outcomes if o.result is not None]
+    if output_path and not samples_dir:
+        samples_dir = str(Path(output_path) / "samples")
     if samples_dir:
         from analysis import strata  # lazy: only --log-samples reads the strata cache
 
@@ -164,6 +210,9 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
     failed = [{"bundle": o.job.bundle.id, "testset": o.job.testset.id,
                "failure_class": o.failure_class, "message": o.message} for o in report.failed]
     not_applicable = [{"bundle": b, "testset": t, "reason": r} for b, t, r in skipped]
+    if output_path:
+        _write_study(Path(output_path), {"results": results, "failed": failed,
+                                         "not_applicable": not_applicable}, store, level)
     if as_json:
         click.echo(json.dumps({"results": results, "failed": failed,
                                "not_applicable": not_applicable}, indent=2))
@@ -174,6 +223,23 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
         console.error(f"{f['bundle']} x {f['testset']} failed ({f['failure_class']}): "
                       f"{f['message']}")
     ctx.exit(1 if failed else 0)
+
+
+def _write_study(out: Path, document: dict, store: Store, level: float) -> None:
+    """results.json and the figures of exactly these cells (when a reference set is among
+    them: the figures plot new-set against reference-set scores)."""
+    from analysis import report, tidy  # lazy: pandas, matplotlib; only --output-path
+    from analysis.sources import store_records_of  # lazy: as above
+
+    write_json_atomic(out / "results.json", document)
+    console.say(f"wrote {out / 'results.json'}")
+    cells = {(r["bundle"], r["testset"]) for r in document["results"] if "limit" not in r}
+    records = [r for r in store_records_of(store) if (r["bundle"], r["testset"]) in cells]
+    try:
+        written = report.regenerate(tidy.from_records(records), out / "figures", n_boot=200)
+        console.say(f"wrote {len(written)} figures and tables to {out / 'figures'}")
+    except (ValueError, KeyError) as exc:
+        console.warn(f"no figures for this study: {exc}")
 
 
 def evaluate_command() -> None:
@@ -257,6 +323,15 @@ def _status_text(cell: CellStatus) -> str:
     if cell.state == "failed":
         return (cell.failure_class or "")[:12]
     return {"pending": "."}.get(cell.state, cell.state)
+
+
+@main.command("run", context_settings={"ignore_unknown_options": True})
+@click.argument("config", type=click.Path(exists=True, dir_okay=False))
+@click.argument("flags", nargs=-1, type=click.UNPROCESSED)
+def run_command(config, flags) -> None:
+    """Run a study file: `evaluate --config CONFIG [FLAGS...]` (flags given win over the
+    file). The one command that reproduces a study."""
+    sys.exit(evaluate_cmd.main(args=["--config", config, *flags], prog_name="qashift run"))
 
 
 @main.command("check")

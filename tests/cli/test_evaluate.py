@@ -372,3 +372,38 @@ def test_log_samples_carry_the_strata_once_computed(tmp_path, monkeypatch, works
             (tmp_path / "b" / "sliding-window.tiny.jsonl").read_text().splitlines()]
     assert all(r["answer_type"] == features[r["id"]]["answer_type"] and
                r["divergence"] == features[r["id"]]["divergence"] for r in rows)
+
+
+def test_a_study_file_runs_with_qashift_run_and_flags_win(tmp_path, monkeypatch, workspace,
+                                                          small_dev):
+    sets, subs = tmp_path / "sets", tmp_path / "subs"
+    write_testset(sets, "tiny", small_dev)
+    write_testset(sets, "tiny-shift", {"version": "1.1", "data": small_dev["data"][:1]},
+                  reference="tiny")
+    shutil.copytree(REPO / "submissions" / "sliding-window", subs / "sliding-window")
+    write_command_bundle(subs, "first-word", "import json, sys\n"
+                         "d = json.load(open(sys.argv[1]))\n"
+                         "json.dump({q['id']: p['context'].split()[0] for a in d['data'] for p "
+                         "in a['paragraphs'] for q in p['qas']}, open(sys.argv[2], 'w'))\n")
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    study = tmp_path / "study" / "study.yaml"
+    study.parent.mkdir()
+    study.write_text("bundles: [sliding-window, first-word]\ntestsets: [tiny, tiny-shift]\n"
+                     "runner: local\nlevel: 0.9\noutput_path: out\n")
+    first = CliRunner().invoke(main, ["run", str(study)])
+    assert first.exit_code == 0, first.output
+    out = tmp_path / "study" / "out"  # relative to the study file
+    document = json.loads((out / "results.json").read_text())
+    assert len(document["results"]) == 4
+    assert {r["em"]["level"] for r in document["results"]} == {0.9}
+    assert len(list((out / "samples").glob("*.jsonl"))) == 4
+    assert (out / "figures" / "tiny-shift-f1.png").stat().st_size > 1000
+    flagged = CliRunner().invoke(main, ["run", str(study), "-t", "tiny", "--json"])
+    assert flagged.exit_code == 0, flagged.output  # a flag given wins over the file
+    assert {r["testset"] for r in json.loads(flagged.stdout)["results"]} == {"tiny"}
+    study.write_text("bundles: [sliding-window]\ntestset: [tiny]\n")
+    bad = CliRunner().invoke(main, ["run", str(study)])
+    assert bad.exit_code == 1
+    [line] = bad.stderr.strip().splitlines()
+    assert "unknown key 'testset' (did you mean 'testsets'?)" in line
