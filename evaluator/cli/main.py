@@ -74,11 +74,14 @@ def _print_not_applicable(skipped: list[tuple[str, str, str]]) -> None:
 def _print_table(results: list[dict]) -> None:
     if not results:
         return
-    header = (f"{'bundle':<28} {'testset':<12} {'n':>6} {'miss':>5}  "
+    # columns as wide as their longest entry: long system ids stay aligned
+    wb = max(len("bundle"), *(len(r["bundle"]) for r in results))
+    wt = max(len("testset"), *(len(r["testset"]) for r in results))
+    header = (f"{'bundle':<{wb}} {'testset':<{wt}} {'n':>6} {'miss':>5}  "
               f"{'EM [lo, hi]':<25} {'F1 [lo, hi]':<25} cached")
     click.echo(header)
     for r in results:
-        click.echo(f"{r['bundle']:<28} {r['testset']:<12} {r['n']:>6} {r['missing']:>5}  "
+        click.echo(f"{r['bundle']:<{wb}} {r['testset']:<{wt}} {r['n']:>6} {r['missing']:>5}  "
                    f"{_fmt_interval(r['em']):<25} {_fmt_interval(r['f1']):<25} "
                    f"{'yes' if r['cached'] else 'no'}")
     first = results[0]
@@ -544,15 +547,18 @@ def results_list(bundle, testset, failures) -> None:
     store = Store.open_default()
     if not store.exists():
         raise UserError(f"no results store at {store.db_path}; run evaluate first")
+    rows = store.failures() if failures else store.results(bundle, testset)
+    wb = max([len("bundle"), *(len(r["bundle"]) for r in rows)])
+    wt = max([len("testset"), *(len(r["testset"]) for r in rows)])
     if failures:
-        for f in store.failures():
-            click.echo(f"{f['bundle']:<28} {f['testset']:<12} {f['failure_class']:<22} "
+        for f in rows:
+            click.echo(f"{f['bundle']:<{wb}} {f['testset']:<{wt}} {f['failure_class']:<22} "
                        f"{f['message']}")
         return
-    click.echo(f"{'bundle':<28} {'testset':<12} {'n':>6} {'miss':>5} {'EM':>8} {'F1':>8}  "
+    click.echo(f"{'bundle':<{wb}} {'testset':<{wt}} {'n':>6} {'miss':>5} {'EM':>8} {'F1':>8}  "
                f"runner  key")
-    for r in store.results(bundle, testset):
-        click.echo(f"{r['bundle']:<28} {r['testset']:<12} {r['n']:>6} {r['missing']:>5} "
+    for r in rows:
+        click.echo(f"{r['bundle']:<{wb}} {r['testset']:<{wt}} {r['n']:>6} {r['missing']:>5} "
                    f"{r['em']:8.3f} {r['f1']:8.3f}  {r['runner']:<7} {r['key'][:12]}")
 
 
@@ -582,6 +588,46 @@ def results_export(bundle, testset, out) -> None:
                       for u in load_units(store, row)))
     click.echo(f"wrote {out_dir / (prefix + '.predictions.json')} and "
                f"{out_dir / (prefix + '.scores.csv')}")
+
+
+@results_group.command("samples")
+@click.option("--bundle", "-b", "bundle_names", multiple=True, help="only these (repeatable)")
+@click.option("--testset", "-t", "testset_names", multiple=True, help="only these (repeatable)")
+@click.option("--out", type=click.Path(file_okay=False), required=True)
+def results_samples(bundle_names, testset_names, out) -> None:
+    """Per-question logs (JSONL, and Parquet with pyarrow) of every stored cell selected, as
+    `evaluate --log-samples` writes them: the newest full result of each cell."""
+    from analysis import strata  # lazy: reads the strata cache only
+    from analysis.sources import latest_full_results  # lazy: pandas
+
+    store = Store.open_default()
+    if not store.exists():
+        raise UserError(f"no results store at {store.db_path}; run evaluate first")
+    rows = [r for r in latest_full_results(store)
+            if (not bundle_names or r["bundle"] in bundle_names)
+            and (not testset_names or r["testset"] in testset_names)]
+    if not rows:
+        raise UserError("no stored full result matches that selection")
+    written = 0
+    for r in sorted(rows, key=lambda r: (r["bundle"], r["testset"])):
+        try:
+            dataset = testsets.get(r["testset"]).load()
+        except UserError as exc:
+            console.warn(f"skipped {r['bundle']} x {r['testset']}: {exc}")
+            continue
+        if dataset.sha256 != r["testset_sha256"]:
+            console.warn(f"skipped {r['bundle']} x {r['testset']}: the test set's file changed "
+                         f"since that run")
+            continue
+        predictions = json.loads(store.get_object(r["predictions_sha256"]) or b"null")
+        if not isinstance(predictions, dict):
+            console.warn(f"skipped {r['bundle']} x {r['testset']}: stored predictions missing")
+            continue
+        for path in write_samples(dataset, predictions, Path(out), r["bundle"], r["testset"],
+                                  strata.cached(dataset.sha256)):
+            console.say(f"wrote {path}")
+        written += 1
+    click.echo(f"{written} cells written to {out}")
 
 
 @results_group.command("show")

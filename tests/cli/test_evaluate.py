@@ -407,3 +407,25 @@ def test_a_study_file_runs_with_qashift_run_and_flags_win(tmp_path, monkeypatch,
     assert bad.exit_code == 1
     [line] = bad.stderr.strip().splitlines()
     assert "unknown key 'testset' (did you mean 'testsets'?)" in line
+
+
+def test_results_samples_writes_the_per_question_logs_of_stored_cells(tmp_path, monkeypatch,
+                                                                      workspace, small_dev):
+    sets, subs = tmp_path / "sets", tmp_path / "subs"
+    write_testset(sets, "tiny", small_dev)
+    shutil.copytree(REPO / "submissions" / "sliding-window", subs / "sliding-window")
+    write_command_bundle(subs, "empty", "import json, sys\njson.dump({}, open(sys.argv[2], 'w'))\n")
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    ran = CliRunner().invoke(main, ["evaluate", "-b", "all", "-t", "tiny", "--runner", "local",
+                                    "--log-samples", str(tmp_path / "live")])
+    assert ran.exit_code == 0, ran.output
+    bulk = CliRunner().invoke(main, ["results", "samples", "-t", "tiny", "--out",
+                                     str(tmp_path / "bulk")])
+    assert bulk.exit_code == 0, bulk.output
+    assert "2 cells written" in bulk.stdout
+    for name in ("sliding-window.tiny.jsonl", "empty.tiny.jsonl"):
+        assert (tmp_path / "bulk" / name).read_text() == (tmp_path / "live" / name).read_text()
+    none = CliRunner().invoke(main, ["results", "samples", "-b", "nobody", "--out",
+                                     str(tmp_path / "x")])
+    assert none.exit_code == 1 and "no stored full result" in none.stderr
