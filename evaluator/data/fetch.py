@@ -1,18 +1,24 @@
 """Obtain a public data file by content hash: cache, then local mirrors, then its URL.
 
 The sha256 in a folder's yaml is the file's identity. Nothing is used before its hash is
-checked, and a file that fails the check is never put in the cache.
+checked, and a file that fails the check is never put in the cache. A download is retried
+with back-off after a transient failure and resumes where it stopped (an HTTP Range request
+from the bytes of `<cache>/<sha256>.part`), also after the process was killed; progress is
+reported in plain lines.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluator.core import settings
+from evaluator.core import console, settings
 from evaluator.core.errors import DataError
 from evaluator.core.files import atomic_file
 from evaluator.core.hashing import CHUNK, sha256_of
@@ -26,6 +32,11 @@ class Source:
     sha256: str
     url: str | None = None
     size: int | None = None
+
+
+ATTEMPTS = 4
+BACKOFF_S = 2.0  # waits 2, 4, 8 s between attempts
+PERMANENT = (400, 401, 403, 404, 410)  # HTTP errors that another attempt will not mend
 
 
 def cached_path(sha256: str) -> Path:
@@ -68,18 +79,63 @@ def _install(path: Path, target: Path) -> Path:
 
 
 def _download(source: Source, target: Path, what: str, tried: list[str]) -> Path:
+    partial = target.with_name(target.name + ".part")
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            _fetch_into(partial, source, what)
+            break
+        except urllib.error.HTTPError as exc:
+            if exc.code in PERMANENT or attempt == ATTEMPTS:
+                raise _unreachable(source, what, tried, exc) from None
+        except (urllib.error.URLError, OSError, TimeoutError) as exc:
+            offline = isinstance(getattr(exc, "reason", None), socket.gaierror)
+            if offline or attempt == ATTEMPTS:  # no name resolution: no retry will help
+                raise _unreachable(source, what, tried, exc) from None
+        wait = BACKOFF_S * 2 ** (attempt - 1)
+        have = partial.stat().st_size if partial.exists() else 0
+        console.say(f"{what}: download interrupted; attempt {attempt + 1} of {ATTEMPTS} in "
+                    f"{wait:g} s, resuming at byte {have:,}")
+        time.sleep(wait)
     try:
-        with atomic_file(target) as (out, tmp), \
-                urllib.request.urlopen(source.url, timeout=30) as resp:
-            shutil.copyfileobj(resp, out, CHUNK)
+        _verify(partial, source, what, origin=source.url)  # a bad file never takes its name
+    except DataError:
+        partial.unlink(missing_ok=True)
+        raise
+    os.replace(partial, target)
+    return target
+
+
+def _fetch_into(partial: Path, source: Source, what: str) -> None:
+    """Append the rest of the file to `partial` (all of it if the server ignores Range)."""
+    have = partial.stat().st_size if partial.exists() else 0
+    request = urllib.request.Request(source.url, headers={"Range": f"bytes={have}-"}
+                                     if have else {})
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        if have and resp.status != 206:
+            have = 0  # the server sends the whole file: start again
+        length = resp.headers.get("Content-Length")
+        total = have + int(length) if length else source.size
+        step, shown = max(1, (total or 0) // 4), have
+        with open(partial, "ab" if have else "wb") as out:
+            while chunk := resp.read(CHUNK):
+                out.write(chunk)
+                have += len(chunk)
+                if total and have - shown >= step and have < total:
+                    shown = have
+                    console.say(f"{what}: {100 * have // total}% of {total / 2**20:.1f} MiB")
             out.flush()
-            _verify(tmp, source, what, origin=source.url)  # a bad file never takes its name
-        return target
-    except (urllib.error.URLError, OSError, TimeoutError) as exc:
-        local = f" (no local copy at {', '.join(tried)})" if tried else ""
-        raise DataError(f"{what}: cannot download {source.url}: {_reason(exc)}{local}; "
-                        f"if offline, place {Path(source.file).name} in a mirror directory "
-                        f"and pass --data-dir DIR or set QASHIFT_DATA_DIR") from None
+            os.fsync(out.fileno())
+        if total and have < total:
+            raise OSError(f"connection closed after {have:,} of {total:,} bytes")
+
+
+def _unreachable(source: Source, what: str, tried: list[str], exc: BaseException
+                 ) -> DataError:
+    local = f" (no local copy at {', '.join(tried)})" if tried else ""
+    return DataError(f"{what}: cannot download {source.url}: {_reason(exc)}{local}; if "
+                     f"offline, place {Path(source.file).name} in a mirror directory and pass "
+                     f"--data-dir DIR or set QASHIFT_DATA_DIR")
 
 
 def _reason(exc: BaseException) -> str:
