@@ -41,6 +41,8 @@ class ReferenceScores(Strict):
 class ModelRef(Strict):
     path: Name | None = None  # a checkpoint folder inside the bundle folder
     cache: Name | None = None  # or one under the cache dir (the model store)
+    hub: Name | None = None  # or a Hugging Face id (org/name) in the local HF cache
+    revision: Name | None = None  # with hub: a branch, tag or commit (default main)
     sha256: Sha256 | None = None  # the weights' digest (core.hashing.weights_sha256)
     rebuild: Text | None = None  # how to rebuild weights missing from the cache
 

@@ -12,15 +12,16 @@ any file it references), so a changed submission is a different submission.
 from __future__ import annotations
 
 import os
+import re
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from evaluator.bundles import policy
 from evaluator.bundles.schema import BundleFile
 from evaluator.core import folders as registry
 from evaluator.core import settings
-from evaluator.core.errors import ConfigError
+from evaluator.core.errors import ConfigError, UserError
 from evaluator.core.hashing import canonical_json, folder_digest, sha256_bytes, weights_sha256
 from evaluator.core.schema import validate
 from evaluator.data.fetch import Source
@@ -42,7 +43,8 @@ class Bundle:
     reference_scores: dict = field(default_factory=dict)
     metadata: dict = field(default_factory=dict)
     status: str = "ready"
-    model: dict = field(default_factory=dict)  # hf-qa: path|cache, sha256, onnx, batch_size, qa
+    model: dict = field(default_factory=dict)  # hf-qa: path|cache|hub, sha256, onnx, batch_size, qa
+    model_args: dict = field(default_factory=dict)  # evaluate --model-args: part of the digest
     train_command: str | None = None  # approach: {train} {config} {model} {checkpoints}
     hyperparameters: dict = field(default_factory=dict)  # approach: defaults, search
     weights_digest: str | None = None  # a trained system: its weights, part of its digest
@@ -53,15 +55,20 @@ class Bundle:
         trained system, an hf-qa checkpoint in a model store): retraining a checkpoint in
         place is then a different submission, never a cached one."""
         weights = self.weights_digest or self._outside_weights()
-        if weights is None:
+        if weights is None and not self.model_args:
             return folder_digest(self.folder)
-        return sha256_bytes(canonical_json([folder_digest(self.folder), weights]))
+        parts = [folder_digest(self.folder), weights]
+        return sha256_bytes(canonical_json(parts + [self.model_args] if self.model_args
+                                           else parts))
 
     def _outside_weights(self) -> str | None:
         if self.kind != "hf-qa" or not self.model or self.model.get("sha256"):
             return None  # no checkpoint, or its digest is pinned in bundle.yaml
         if "cache" in self.model:
             directory = settings.cache_dir() / self.model["cache"]
+        elif "hub" in self.model:
+            directory = hub_snapshot(self.model["hub"], self.model.get("revision"))
+            return "missing" if directory is None else weights_sha256(directory)
         elif Path(self.model["path"]).is_absolute():
             directory = Path(self.model["path"])
         else:
@@ -85,6 +92,9 @@ class Bundle:
                 not (settings.cache_dir() / self.model["cache"]).exists():
             how = self.model.get("rebuild", "build it")
             return f"its trained weights are not in the cache ({how})"
+        if self.kind == "hf-qa" and "hub" in self.model and \
+                hub_snapshot(self.model["hub"], self.model.get("revision")) is None:
+            return hub_missing(self.model["hub"], self.model.get("revision"))
         return None
 
 
@@ -154,10 +164,18 @@ def _hf_qa_model(spec: BundleFile, folder: Path, where: Path) -> dict:
     `path` must stay inside the bundle folder and `cache` inside the cache dir (the model
     store): a bundle never names an arbitrary host folder to be mounted or copied."""
     model = spec.model
-    if model is None or (model.path is None) == (model.cache is None):
-        raise ConfigError(f"{where}: an hf-qa bundle needs model: {{path: DIR}} (inside the "
-                          f"bundle) or model: {{cache: KEY}} (under the cache dir)")
-    if model.path is not None and not Path(model.path).is_absolute():
+    given = [k for k in ("path", "cache", "hub") if model is not None and getattr(model, k)]
+    if len(given) != 1:
+        raise ConfigError(f"{where}: an hf-qa bundle needs one of model: {{path: DIR}} (inside "
+                          f"the bundle), {{cache: KEY}} (under the cache dir) or {{hub: "
+                          f"ORG/NAME}} (the local Hugging Face cache)")
+    if model.revision is not None and model.hub is None:
+        raise ConfigError(f"{where}: model.revision goes with model.hub")
+    if model.hub is not None:
+        if not HUB_ID.match(model.hub):
+            raise ConfigError(f"{where}: model.hub {model.hub!r} is not a Hugging Face id "
+                              f"(ORG/NAME or NAME)")
+    elif model.path is not None and not Path(model.path).is_absolute():
         inside(folder, folder / model.path, f"{where}: model.path {model.path!r}")
     elif model.path is not None:
         stores = (settings.cache_dir(), *settings.current().model_stores)
@@ -172,6 +190,61 @@ def _hf_qa_model(spec: BundleFile, folder: Path, where: Path) -> dict:
                "qa": spec.qa.model_dump(exclude_none=True) if spec.qa else None}
     return {**model.model_dump(exclude_none=True),
             **{k: v for k, v in options.items() if v not in (None, False)}}
+
+
+MODEL_ARGS = {"batch_size": int, "max_seq_len": int, "doc_stride": int, "max_answer_len": int,
+              "onnx": (bool, str)}
+QA_ARGS = ("max_seq_len", "doc_stride", "max_answer_len")
+
+
+def with_model_args(bundle: Bundle, args: dict) -> Bundle:
+    """An hf-qa bundle with run settings overridden (`evaluate --model-args`); the settings
+    enter its digest, so such a run is its own cell, never the default run's cache."""
+    if not args:
+        return bundle
+    if bundle.kind != "hf-qa":
+        raise UserError(f"--model-args applies to hf-qa bundles; {bundle.id} is a "
+                        f"{bundle.kind} bundle")
+    for key, value in args.items():
+        if key not in MODEL_ARGS:
+            raise UserError(f"--model-args: unknown key {key!r}; known: {', '.join(MODEL_ARGS)}")
+        ok = (value in (True, False, "int8")) if key == "onnx" else \
+            (isinstance(value, int) and not isinstance(value, bool) and value > 0)
+        if not ok:
+            want = "true, false or int8" if key == "onnx" else "a positive integer"
+            raise UserError(f"--model-args: {key}={value!r} must be {want}")
+    model = {**bundle.model, **{k: v for k, v in args.items() if k not in QA_ARGS}}
+    qa = {**(bundle.model.get("qa") or {}), **{k: v for k, v in args.items() if k in QA_ARGS}}
+    if qa:
+        model["qa"] = qa
+    if model.get("onnx") is False:
+        model.pop("onnx")
+    return replace(bundle, model=model, model_args=dict(sorted(args.items())))
+
+
+HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+def hub_snapshot(hub_id: str, revision: str | None = None) -> Path | None:
+    """The snapshot folder of a Hugging Face model in the local hub cache (never a download:
+    runs are offline), or None. A 40-hex revision is a commit; else a branch or tag."""
+    repo = settings.hf_hub_cache() / ("models--" + hub_id.replace("/", "--"))
+    revision = revision or "main"
+    if not _COMMIT.match(revision):
+        ref = repo / "refs" / revision
+        if not ref.is_file():
+            return None
+        revision = ref.read_text(encoding="utf-8").strip()
+    snapshot = repo / "snapshots" / revision
+    return snapshot if snapshot.is_dir() else None
+
+
+def hub_missing(hub_id: str, revision: str | None) -> str:
+    return (f"{hub_id} ({revision or 'main'}) is not in the local Hugging Face cache "
+            f"({settings.hf_hub_cache()}): runs are offline; download it where there is "
+            f"network (`huggingface-cli download {hub_id}`) and copy the cache here, or set "
+            f"HF_HUB_CACHE")
 
 
 def _within(root: Path, path: Path) -> bool:

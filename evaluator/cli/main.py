@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import click
+import yaml
 
 from evaluator import __version__
 from evaluator.bundles import spec as bundles
@@ -94,6 +95,7 @@ def _print_table(results: list[dict]) -> None:
 
 # A study file (`--config`, `qashift run`) uses the flags' names: key -> parameter.
 CONFIG_KEYS = {"bundles": "bundle_names", "testsets": "testset_names", "level": "level",
+               "model_args": "model_args",
                "cluster": "cluster", "rerun": "rerun", "runner": "runner",
                "partition": "partition", "account": "account", "device": "device",
                "data_dir": "data_dir", "workspace": "workspace", "jobs": "parallel",
@@ -164,6 +166,9 @@ def _read_config(ctx: click.Context, param: click.Parameter, value: str | None):
 @click.option("--log-samples", "samples_dir", type=click.Path(file_okay=False), default=None,
               help="write one JSON line per question of every cell (question, gold answers, "
                    "prediction, EM, F1) to this folder")
+@click.option("--model-args", "model_args", default=None, metavar="KEY=VALUE,...",
+              help="hf-qa run settings for this run: batch_size, max_seq_len, doc_stride, "
+                   "max_answer_len, onnx (true|false|int8); they enter the cell key")
 @click.option("--output-path", "output_path", type=click.Path(file_okay=False), default=None,
               help="write the study's results.json, per-question logs (samples/) and "
                    "figures (figures/) here")
@@ -171,7 +176,7 @@ def _read_config(ctx: click.Context, param: click.Parameter, value: str | None):
 @click.pass_context
 def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster, rerun,
                  runner, partition, account, device, data_dir, workspace, parallel,
-                 as_json, limit, seed, samples_dir, output_path) -> None:
+                 as_json, limit, seed, samples_dir, model_args, output_path) -> None:
     """Score submissions on test sets with official SQuAD v1.1 EM/F1 and intervals."""
     configure(data_dir, workspace)
     try:
@@ -179,7 +184,8 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--level") from None
     store = Store.open_default()
-    chosen_bundles = systems.resolve_bundles(list(bundle_names), store)
+    chosen_bundles = [bundles.with_model_args(b, _parse_model_args(model_args))
+                      for b in systems.resolve_bundles(list(bundle_names), store)]
     chosen_sets = testsets.resolve(list(testset_names))
     explicit = "all" not in bundle_names and "all" not in testset_names
     jobs, skipped = plan(chosen_bundles, chosen_sets, explicit,
@@ -226,6 +232,17 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
         console.error(f"{f['bundle']} x {f['testset']} failed ({f['failure_class']}): "
                       f"{f['message']}")
     ctx.exit(1 if failed else 0)
+
+
+def _parse_model_args(text: str | None) -> dict:
+    """`batch_size=8,onnx=true` -> {"batch_size": 8, "onnx": True} (values read as YAML)."""
+    out = {}
+    for item in filter(None, (text or "").split(",")):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--model-args: {item!r} is not KEY=VALUE")
+        out[key.strip()] = yaml.safe_load(value.strip())
+    return out
 
 
 def _write_study(out: Path, document: dict, store: Store, level: float) -> None:

@@ -118,3 +118,13 @@ def testsets_dir() -> Path:
 
 def submissions_dir() -> Path:
     return current().submissions
+
+
+def hf_hub_cache(environ: Mapping[str, str] = os.environ) -> Path:
+    """The local Hugging Face hub cache: $HF_HUB_CACHE, else $HF_HOME/hub, else
+    ~/.cache/huggingface/hub (where `huggingface-cli download` puts models)."""
+    if environ.get("HF_HUB_CACHE"):
+        return Path(environ["HF_HUB_CACHE"])
+    home = environ.get("HF_HOME") or Path(environ.get("XDG_CACHE_HOME", Path.home() / ".cache"),
+                                          "huggingface")
+    return Path(home) / "hub"

@@ -173,12 +173,16 @@ def program_for(bundle: Bundle, gpus: int) -> Program:
     if bundle.kind == "hf-qa":
         spec = hfqa.model_spec(bundle)
         hfqa.check_model(spec, bundle.id)
+        # a hub snapshot's files link to ../../blobs: mount its repository, point inside it
+        mounted, inside = ((spec.directory.parent.parent, f"{MODEL_MOUNT}/snapshots/"
+                            f"{spec.directory.name}") if "hub" in bundle.model
+                           else (spec.directory, MODEL_MOUNT))
         argv = ["python3", *program_args(
-            spec, model=MODEL_MOUNT, input_path=INPUT,
+            spec, model=inside, input_path=INPUT,
             output_path=f"{OUTPUT}/{PREDICTIONS_FILE}", record_path=f"{OUTPUT}/{RECORD}",
             device="cuda" if gpus else "cpu")]
         return Program(argv, image=bundle.environment.get("image") or RUNNER_TAGS[gpus > 0],
-                       mounts={MODEL_MOUNT: spec.directory,
+                       mounts={MODEL_MOUNT: mounted,
                                f"{CODE_MOUNT}/evaluator/qa": QA_CODE},
                        environment={"PYTHONPATH": CODE_MOUNT}, record=RECORD)
     if not bundle.command:

@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from evaluator.bundles.spec import check_links
+from evaluator.bundles.spec import check_links, hub_missing, hub_snapshot
 from evaluator.core import settings
 from evaluator.core.errors import RunFailure
 from evaluator.core.files import run_tempdir
@@ -44,9 +44,14 @@ def model_spec(bundle) -> ModelSpec:
         directory = directory if directory.is_absolute() else bundle.folder / directory
     elif "cache" in model:
         directory = settings.cache_dir() / model["cache"]
+    elif "hub" in model:
+        directory = hub_snapshot(model["hub"], model.get("revision"))
+        if directory is None:
+            raise RunFailure("build-failed", f"{bundle.id}: "
+                             f"{hub_missing(model['hub'], model.get('revision'))}")
     else:
         raise RunFailure("build-failed", f"{bundle.id}: an hf-qa bundle needs model: "
-                         f"{{path: DIR}} or {{cache: KEY}}")
+                         f"{{path: DIR}}, {{cache: KEY}} or {{hub: ORG/NAME}}")
     backend = {False: "torch", True: "onnx", "int8": "onnx-int8"}[model.get("onnx", False)]
     qa = model.get("qa") or {}
     qa_settings = QASettings(**{k: int(qa[k]) for k in ("max_seq_len", "doc_stride",
@@ -59,7 +64,11 @@ def check_model(spec: ModelSpec, bundle_id: str) -> None:
     """Fail with a clear class and remedy when the weights are missing or not the pinned ones."""
     rebuild = f"qashift zoo build {bundle_id.removeprefix('zoo-')}" \
         if bundle_id.startswith("zoo-") else "restore the checkpoint folder"
-    check_links(spec.directory)  # a link to gold answers or host files is refused, not mounted
+    # a link to gold answers or host files is refused, not mounted; a hub snapshot's files
+    # link into its repository's blobs, which is what is checked (and mounted) then
+    snapshot = spec.directory.parent.name == "snapshots" and \
+        spec.directory.parent.parent.name.startswith("models--")
+    check_links(spec.directory.parent.parent if snapshot else spec.directory)
     if not (spec.directory / "config.json").is_file():
         raise RunFailure("data-unavailable", f"{bundle_id}: no checkpoint at {spec.directory} "
                          f"({rebuild})")
