@@ -133,7 +133,7 @@ def test_overview_to_testset_to_submission(browser, published):
     row.find_element(By.CSS_SELECTOR, "th a").click()
     assert browser.current_url.endswith("/testsets/new-wiki.html")
     browser.find_element(By.LINK_TEXT, "Fits & gaps").click()
-    assert len(browser.find_elements(By.CSS_SELECTOR, "#fits-table tbody tr")) == 16
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#fits-table tbody tr")) == 18
 
 
 def test_every_set_shows_all_published_models(browser, published, shared_data):
