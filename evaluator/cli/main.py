@@ -198,7 +198,7 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
                   f"{the_runner.backend}, workspace {settings.current().workspace}")
     def progress(message: str) -> None:
         if len(jobs) > 1:
-            console.say(message)
+            console.say(message)  # one line per finished cell: each is kept
 
     report = matrix.run(jobs, the_runner, store, parallel=parallel, progress=progress,
                         level=level, cluster=cluster, rerun=rerun, device=device)

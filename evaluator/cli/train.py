@@ -36,7 +36,7 @@ def _progress(doc: dict) -> None:
         parts.append(f"loss {float(doc['loss']):.4f}")
     if doc.get("eta_s") is not None:
         parts.append(f"eta {float(doc['eta_s']):.0f} s")
-    console.say("  " + ", ".join(parts))
+    console.progress("  " + ", ".join(parts))
 
 
 @click.command("train")
@@ -71,6 +71,8 @@ def train_command(approach, split_id, seed, size, overrides, runner, device, rer
     except RunFailure as failure:
         raise UserError(f"{job.system_id} failed ({failure.failure_class}): {failure}"
                         ) from None
+    finally:
+        console.finish()  # the epoch line a terminal showed in place
     row = system.row
     how = "stored earlier" if system.cached else f"trained in {row['wall_s']:.0f} s"
     click.echo(f"{job.system_id}  {how}, weights {row['weights_digest'][:12]}, "

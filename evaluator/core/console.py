@@ -1,7 +1,9 @@
 """One console for every command: progress, warnings and errors go through Python `logging`
 (logger `qashift`), to stderr as plain lines and, with --log-file, to a file with times.
-Default: progress and warnings; -q: errors only; -v: also debug detail. Results (tables,
-JSON) are the command's output on stdout and never go through here."""
+Default: progress and warnings; -q: errors only; -v: also debug detail. On a terminal, a
+progress report (`progress`) rewrites one line in place, a bar of sorts; in logs, pipes and
+CI every report stays a plain line. Results (tables, JSON) are the command's output on
+stdout and never go through here."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ def setup(verbose: int = 0, quiet: bool = False, log_file: Path | str | None = N
         handler.close()
     _HANDLERS.clear()
     level = logging.ERROR if quiet else logging.DEBUG if verbose else logging.INFO
-    screen = logging.StreamHandler(_Stderr())
+    screen = _Screen(_Stderr())
     screen.setLevel(level)
     screen.setFormatter(logging.Formatter("%(message)s"))
     _HANDLERS.append(screen)
@@ -36,6 +38,28 @@ def setup(verbose: int = 0, quiet: bool = False, log_file: Path | str | None = N
     LOGGER.propagate = False
 
 
+class _Screen(logging.StreamHandler):
+    """stderr; a progress record on a terminal overwrites the previous progress line."""
+
+    pending = False  # a progress line is on screen without its newline
+
+    def emit(self, record: logging.LogRecord) -> None:
+        live = getattr(record, "progress", False) and _on_terminal()
+        if _Screen.pending and not live:
+            self.stream.write("\n")
+        _Screen.pending = live
+        if live:
+            self.stream.write("\r\x1b[K" + self.format(record))
+            self.flush()
+            return
+        super().emit(record)
+
+
+def _on_terminal() -> bool:
+    isatty = getattr(sys.stderr, "isatty", None)
+    return bool(isatty and isatty())
+
+
 class _Stderr:
     """The current sys.stderr at each write (a test runner swaps it per invocation)."""
 
@@ -49,6 +73,18 @@ class _Stderr:
 def say(message: str) -> None:
     """Progress a user wants to see unless -q."""
     LOGGER.info(message)
+
+
+def progress(message: str) -> None:
+    """A report that the next one supersedes (a cell done of N, an epoch of M)."""
+    LOGGER.info(message, extra={"progress": True})
+
+
+def finish() -> None:
+    """End a progress line left on a terminal (before a command's own output)."""
+    if _Screen.pending:
+        sys.stderr.write("\n")
+        _Screen.pending = False
 
 
 def warn(message: str) -> None:

@@ -54,3 +54,37 @@ def test_errors_still_show_with_quiet(workspace):
                                        "squad-dev"])
     assert result.exit_code == 1
     assert result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1
+
+
+class Terminal:
+    """A stand-in stderr that says it is a terminal."""
+
+    def __init__(self):
+        self.text = ""
+
+    def write(self, text):
+        self.text += text
+        return len(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+
+def test_progress_rewrites_one_line_on_a_terminal_and_stays_plain_elsewhere(monkeypatch,
+                                                                             capsys):
+    from evaluator.core import console
+
+    console.setup()
+    for epoch in (1, 2):
+        console.progress(f"epoch {epoch}/2")
+    console.say("done")
+    assert capsys.readouterr().err == "epoch 1/2\nepoch 2/2\ndone\n"  # a pipe: plain lines
+    screen = Terminal()
+    monkeypatch.setattr("sys.stderr", screen)
+    for epoch in (1, 2):
+        console.progress(f"epoch {epoch}/2")
+    console.say("done")
+    assert screen.text == "\r\x1b[Kepoch 1/2\r\x1b[Kepoch 2/2\ndone\n"
