@@ -421,6 +421,13 @@ def testsets_show(name: str) -> None:
         click.echo(f"{key:>10}: {getattr(ts, key)}")
     if ts.source is not None:
         click.echo(f"{'url':>10}: {ts.source.url}")
+        mirrored = [m / ts.source.file for m in settings.mirror_dirs()
+                    if (m / ts.source.file).is_file()]
+        where = ("cached" if cached_path(ts.sha256).exists() else
+                 f"in the mirror {mirrored[0]}" if mirrored else
+                 f"not here yet: `qashift testsets fetch {ts.id}` downloads it, or put "
+                 f"{ts.source.file} in a mirror directory (--data-dir DIR)")
+        click.echo(f"{'data':>10}: {where}")
 
 
 @testsets_group.command("stats")

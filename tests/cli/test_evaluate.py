@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
@@ -305,6 +306,8 @@ def test_log_samples_gives_one_line_per_question_whose_means_are_the_totals(work
                                                                          abs=1e-9)
     assert 100 * sum(r["f1"] for r in rows) / len(rows) == pytest.approx(cell["f1"]["value"],
                                                                          abs=1e-9)
+    parquet = pq.read_table(tmp_path / "samples" / "bert-ensemble.squad-dev.parquet")
+    assert parquet.to_pylist() == rows  # the same rows, column for column
 
 
 def test_limit_is_a_seeded_stratified_sample_stored_apart_from_full_runs(workspace, tmp_path):

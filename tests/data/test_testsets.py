@@ -8,7 +8,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from evaluator.cli.main import main
 from evaluator.core.errors import ConfigError, DataError, UnknownNameError
 from evaluator.data import testsets
 from evaluator.data.testsets import input_document
@@ -138,3 +140,13 @@ def test_an_unknown_name_among_few_choices_lists_them_all(tmp_path, small_dev):
         write_testset(tmp_path, name, small_dev)
     with pytest.raises(UnknownNameError, match="did you mean 'alpha'.*choices: alpha, beta"):
         testsets.get("alpah", tmp_path)
+
+
+def test_show_says_where_the_data_is_or_how_to_get_it(workspace):
+    missing = CliRunner().invoke(main, ["testsets", "show", "nyt"])
+    assert missing.exit_code == 0 and "Traceback" not in missing.output
+    assert "data: not here yet: `qashift testsets fetch nyt` downloads it" in missing.stdout
+    mirrored = CliRunner().invoke(main, ["testsets", "show", "reddit"])
+    assert "data: in the mirror " in mirrored.stdout
+    CliRunner().invoke(main, ["testsets", "fetch", "reddit"])
+    assert "data: cached" in CliRunner().invoke(main, ["testsets", "show", "reddit"]).stdout
