@@ -200,9 +200,15 @@ def test_evaluate_runs_an_hf_qa_bundle_with_the_local_runner(workspace, tmp_path
     assert f1["testset_sha256"] == row["testset_sha256"] and f1["value"] == round(row["f1"], 4)
     assert em["value"] == round(row["em"], 4) and em["lo"] <= em["value"] < em["hi"]
     zoo.write_scores([em, f1], tmp_path / "scores.csv")
-    # the analysis reads the committed table like any published one
+    # the analysis reads the committed table like any published one: with its reference rows
+    from analysis.csv_import import TableError
     from analysis.tidy import from_csv
 
+    with pytest.raises(TableError, match="no row for the reference test set"):
+        from_csv(tmp_path / "scores.csv")
+    on = [{**row, "reference": "squad-test"} for row in (em, f1)]  # a set every table knows
+    zoo.write_scores(on + [{**row, "testset": "squad-test", "reference": ""} for row in on],
+                     tmp_path / "scores.csv")
     df = from_csv(tmp_path / "scores.csv")
     assert set(df["metric"]) == {"em", "f1"} and set(df["model"]) == {"zoo-mine"}
     assert df.loc[df["metric"] == "f1", "value"].iat[0] == round(row["f1"], 4)
