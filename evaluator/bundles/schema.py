@@ -65,6 +65,7 @@ class BundleFile(Strict):
     status: Literal["ready", "awaiting-program", "awaiting-build"] = "ready"
     command: Text | None = None  # predict: {input} {output} (and {model} for an approach)
     train: Text | None = None  # an approach's training: {train} {config} {model} {checkpoints}
+    libraries: list[Name] = Field(default_factory=list, max_length=8)  # <root>/_libraries/NAME
     hyperparameters: Hyperparameters = Hyperparameters()
     environment: Environment = Environment()
     resources: dict[str, object] = Field(default_factory=dict)  # checked by the policy

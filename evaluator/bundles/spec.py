@@ -7,6 +7,10 @@ Kinds:
 
 A bundle's digest hashes every file in its folder (and, through bundle.yaml, the sha256 of
 any file it references), so a changed submission is a different submission.
+
+A command bundle or an approach may name shared code: `libraries: [NAME]` is the Python
+package `_libraries/NAME/` beside the bundle folders. Runners put it on the program's
+PYTHONPATH (read-only), and its files enter the bundle's digest.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from evaluator.data.fetch import Source
 
 KINDS = ("command", "predictions", "hf-qa", "approach")
 TRAIN_PLACEHOLDERS = ("{train}", "{model}", "{checkpoints}")
+LIBRARIES = "_libraries"  # beside the bundle folders: shared code that bundles name
+LIBRARY_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")  # an importable package name
 
 
 @dataclass(frozen=True)
@@ -48,18 +54,22 @@ class Bundle:
     train_command: str | None = None  # approach: {train} {config} {model} {checkpoints}
     hyperparameters: dict = field(default_factory=dict)  # approach: defaults, search
     weights_digest: str | None = None  # a trained system: its weights, part of its digest
+    libraries: tuple[Path, ...] = ()  # shared packages (`libraries:`), on its PYTHONPATH
 
     @property
     def digest(self) -> str:
-        """Everything in the folder; and the weights, when they live outside it unpinned (a
-        trained system, an hf-qa checkpoint in a model store): retraining a checkpoint in
-        place is then a different submission, never a cached one."""
+        """Everything in the folder and in the libraries it names; and the weights, when they
+        live outside it unpinned (a trained system, an hf-qa checkpoint in a model store):
+        retraining a checkpoint in place is then a different submission, never a cached one."""
         weights = self.weights_digest or self._outside_weights()
-        if weights is None and not self.model_args:
+        if weights is None and not self.model_args and not self.libraries:
             return folder_digest(self.folder)
         parts = [folder_digest(self.folder), weights]
-        return sha256_bytes(canonical_json(parts + [self.model_args] if self.model_args
-                                           else parts))
+        if self.model_args:
+            parts.append(self.model_args)
+        if self.libraries:
+            parts.append({lib.name: folder_digest(lib) for lib in self.libraries})
+        return sha256_bytes(canonical_json(parts))
 
     def _outside_weights(self) -> str | None:
         if self.kind != "hf-qa" or not self.model or self.model.get("sha256"):
@@ -141,6 +151,7 @@ def from_folder(folder: Path) -> Bundle:
                               f"placeholder")
     elif spec.train is not None:
         raise ConfigError(f"{where}: train: is for kind approach only")
+    libraries = _libraries(spec, folder, where)
     if spec.kind == "predictions" and not spec.predictions:
         raise ConfigError(f"{where}: a predictions bundle needs at least one predictions entry")
     predictions = {set_id: Source(src.file, src.sha256.lower(), src.url)
@@ -154,7 +165,29 @@ def from_folder(folder: Path) -> Bundle:
         reference_scores=spec.reference_scores.model_dump(exclude_none=True),
         metadata=dict(spec.metadata), status=spec.status, model=model,
         train_command=spec.train, hyperparameters=spec.hyperparameters.model_dump(),
+        libraries=libraries,
     )
+
+
+def _libraries(spec: BundleFile, folder: Path, where: Path) -> tuple[Path, ...]:
+    """The folders of the shared packages a command bundle or an approach names: each
+    `<bundle root>/_libraries/NAME/` with an `__init__.py`, checked like a bundle folder."""
+    if spec.libraries and spec.kind not in ("command", "approach"):
+        raise ConfigError(f"{where}: libraries: is for command bundles and approaches")
+    out = []
+    for name in spec.libraries:
+        if not LIBRARY_NAME.match(name):
+            raise ConfigError(f"{where}: library {name!r} is not a Python package name "
+                              f"(lower case letters, digits, _)")
+        library = folder.parent / LIBRARIES / name
+        if not (library / "__init__.py").is_file():
+            raise ConfigError(f"{where}: library {name!r} not found (expected the package "
+                              f"{library}/__init__.py)")
+        check_links(library)
+        out.append(library)
+    if len(set(out)) != len(out):
+        raise ConfigError(f"{where}: a library is named twice")
+    return tuple(out)
 
 
 def _hf_qa_model(spec: BundleFile, folder: Path, where: Path) -> dict:

@@ -68,6 +68,7 @@ MAX_OUTPUT_FILES = 10_000
 INPUT, OUTPUT, WORKDIR = "/input/input.json", "/output", "/bundle"
 MODEL_MOUNT, CODE_MOUNT, RECORD = "/model", "/opt/qashift", "record.json"
 CONFIG, CHECKPOINTS = "/input/config.json", "/checkpoints"  # training
+LIBRARY_MOUNT = "/libraries"  # shared packages a bundle names (`libraries:`)
 QA_CODE = Path(qa.__file__).resolve().parent  # the only project code a container sees
 GRACE_S = 10.0  # start-up allowance before the watchdog enforces a container's time limit
 NO_GPU_KERNEL = "no kernel image is available for execution on the device"
@@ -189,9 +190,19 @@ def program_for(bundle: Bundle, gpus: int) -> Program:
         raise UserError(f"{bundle.id} has no command; the docker runner runs command and "
                         f"hf-qa bundles")
     model = bundle.model.get("path")  # a trained system's weights, read-only at /model
+    mounts, environment = library_binds(bundle)
     return Program(["/bin/sh", "-c", fill_command(
         bundle.command, input=INPUT, output=f"{OUTPUT}/{PREDICTIONS_FILE}", model=MODEL_MOUNT)],
-        mounts={MODEL_MOUNT: Path(model)} if model else {})
+        mounts={**({MODEL_MOUNT: Path(model)} if model else {}), **mounts},
+        environment=environment)
+
+
+def library_binds(bundle: Bundle) -> tuple[dict[str, Path], dict[str, str]]:
+    """The shared packages a bundle names, read-only under /libraries, on its PYTHONPATH."""
+    if not bundle.libraries:
+        return {}, {}
+    return ({f"{LIBRARY_MOUNT}/{lib.name}": lib.resolve() for lib in bundle.libraries},
+            {"PYTHONPATH": LIBRARY_MOUNT})
 
 
 class DockerRunner:
@@ -232,10 +243,11 @@ class DockerRunner:
         for folder in (request.model_dir, request.checkpoint_dir):
             folder.mkdir(parents=True, exist_ok=True)
             folder.chmod(0o777)  # the container's user owns nothing on the host
+        mounts, environment = library_binds(approach)
         program = Program(["/bin/sh", "-c", fill_command(
             approach.train_command, train=INPUT, config=CONFIG, model=OUTPUT,
-            checkpoints=CHECKPOINTS)], mounts={CONFIG: request.config_path},
-            writable={CHECKPOINTS: request.checkpoint_dir})
+            checkpoints=CHECKPOINTS)], mounts={CONFIG: request.config_path, **mounts},
+            writable={CHECKPOINTS: request.checkpoint_dir}, environment=environment)
         image_id, image_ref, image_digest = self.resolve_image(approach, program.image)
         as_run = RunRequest(approach, request.train_path, request.model_dir, request.label,
                             request.device)

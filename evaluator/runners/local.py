@@ -60,6 +60,12 @@ class LocalRunner:
                             ignore=shutil.ignore_patterns("__pycache__"))
             env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": tmp, "TMPDIR": tmp,
                    "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0"}
+            if bundle.libraries:  # private copies too, importable by their package names
+                libraries = Path(tmp) / "libraries"
+                for library in bundle.libraries:
+                    shutil.copytree(library, libraries / library.name, symlinks=True,
+                                    ignore=shutil.ignore_patterns("__pycache__"))
+                env["PYTHONPATH"] = str(libraries)
             requirements = bundle.environment.get("requirements")
             if requirements:
                 venv = ensure_venv(bundle.folder / requirements)

@@ -58,7 +58,7 @@ def system_bundle(job: TrainJob, row: dict, store: Store) -> Bundle:
         resources=approach.resources, metadata=metadata,
         model={"path": str(store.model_path(row["weights_digest"])),
                "sha256": row["weights_digest"]},
-        weights_digest=row["weights_digest"])
+        weights_digest=row["weights_digest"], libraries=approach.libraries)
 
 
 def stored(job: TrainJob, store: Store) -> TrainedSystem | None:

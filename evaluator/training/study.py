@@ -12,6 +12,9 @@ checkpoint. Failures are recorded and the rest of the plan goes on.
     approaches:
       logreg-rajpurkar: {settings: [{}, {l2: 0.001}], seeds: [0, 1], sizes: [null, 1000]}
       bidaf: {}                      # the defaults, seed 0, the whole split
+      qanet:                         # several grids for one approach: a list of them
+        - {sizes: [null, 1000]}
+        - {settings: [{hidden: 32}], sizes: [250]}
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ class StudyFile(Strict):
     description: Text = ""
     split: Name | list[Name]  # several: every approach plan on each (e.g. with extra data)
     testsets: list[Name] = Field(min_length=1)
-    approaches: dict[Name, ApproachPlan] = Field(min_length=1)
+    approaches: dict[Name, ApproachPlan | list[ApproachPlan]] = Field(min_length=1)
 
 
 @dataclass(frozen=True)
@@ -83,14 +86,15 @@ def load(path: Path) -> Study:
                             f"training)")
     sets = tuple(testsets.get(t) for t in spec.testsets)
     jobs = []
-    for approach_id, plan in spec.approaches.items():
+    for approach_id, plans in spec.approaches.items():
         approach = bundles.get(approach_id)
         if approach.kind != "approach":
             raise UserError(f"{path}: {approach_id} is a {approach.kind} bundle, not an "
                             f"approach")
-        for split, setting, seed, size in itertools.product(splits, plan.settings, plan.seeds,
-                                                            plan.sizes):
-            jobs.append(TrainJob(approach, split, seed, size, dict(setting)))
+        for plan in plans if isinstance(plans, list) else [plans]:
+            for split, setting, seed, size in itertools.product(splits, plan.settings,
+                                                                plan.seeds, plan.sizes):
+                jobs.append(TrainJob(approach, split, seed, size, dict(setting)))
     names = [job.system_id for job in jobs]
     if len(set(names)) != len(names):
         raise UserError(f"{path}: the plan names a system twice (a setting equal to the "

