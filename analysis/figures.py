@@ -109,17 +109,19 @@ def panel_grid(df: pd.DataFrame, panels: Sequence[tuple[str, str, str]],
     return fig
 
 
-def comparison_row(sources: Sequence[tuple[str, pd.DataFrame]], testset: str, metric: str,
+def comparison_row(sources: Sequence[tuple], testset: str | None, metric: str,
                    scale: str, n_boot: int, seed: int, panel_size: float = 4.2):
-    """One panel per named source on the same test set: e.g. our model zoo's trend next to
-    the published models' trend. Each panel has its own reference set and its own fit."""
+    """One panel per named source, (name, frame) on `testset` or (name, frame, its own name
+    of the set): e.g. our model zoo's trend next to the published models' trend. Each panel
+    has its own reference set and its own fit."""
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(1, len(sources), figsize=(panel_size * len(sources),
                                                            panel_size), squeeze=False)
-        for ax, (name, df) in zip(axes.flat, sources):
-            fit = fit_panel(df, testset, metric, scale, n_boot=n_boot, seed=seed)
-            scatter_panel(ax, df, testset, metric, scale, fit=fit,
-                          title=f"{name}: {_label(testset)}, {METRIC_LABEL[metric]} ({scale})")
+        for ax, (name, df, *own) in zip(axes.flat, sources):
+            shown = own[0] if own else testset
+            fit = fit_panel(df, shown, metric, scale, n_boot=n_boot, seed=seed)
+            scatter_panel(ax, df, shown, metric, scale, fit=fit,
+                          title=f"{name}: {_label(shown)}, {METRIC_LABEL[metric]} ({scale})")
         fig.tight_layout()
     return fig
 

@@ -176,6 +176,52 @@ def reproduce_command(data_dir, joins, out):
         click.echo(f"wrote {out / 'fits.csv'} and {out / 'drops.csv'}")
 
 
+@click.command("population", cls=Command)
+@click.option("--table", "table_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("results/population.csv"), show_default=True,
+              help="The own population's results table (qashift study run --table).")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Local data mirror with results.json and the leaderboard export (default: "
+              "$QASHIFT_DATA_DIR, else ../shared/data).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("figures/population"), show_default=True, help="Output folder.")
+@click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True,
+              help="Bootstrap resamples for the figures' bands (0: none).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--markdown", is_flag=True, help="Print the table as docs/population.md has it.")
+def population_command(table_path, data_dir, out, bootstrap, seed, markdown):
+    """The own population's trend fits beside the study's published slopes and the
+    leaderboard population's fits, with figures; served from --out while no input changed."""
+    from analysis import paper, population  # lazy: pandas; fast --help
+    from analysis.sources import default_data_dir  # lazy: pandas; fast --help
+
+    if not table_path.is_file():
+        raise click.ClickException(f"{table_path}: no such table (write it with `qashift "
+                                   f"study run studies/population.yaml --table {table_path}`)")
+    data = data_dir or default_data_dir()
+    published_files = [data / "squadshifts" / "results.json",
+                       data / "squad-leaderboard" / "out-v1.1.json",
+                       *sorted(paper.DATA.glob("*"))]
+    missing = [str(p) for p in published_files if not p.is_file()]
+    if missing:
+        raise click.ClickException(f"missing published data: {', '.join(missing)}")
+    key = population.inputs_key([table_path, *published_files],
+                                {"bootstrap": bootstrap, "seed": seed})
+    table = population.cached(out, key)
+    if table is not None:
+        click.echo(f"inputs unchanged: the fits in {out} are current", err=True)
+    else:
+        own = _load(str(table_path), data_dir, False, "squad-dev-heldout", ())
+        table, written = population.write(own, _load("squadshifts-published", data_dir, False),
+                                          out, key, bootstrap, seed)
+        click.echo(f"wrote {len(written)} files to {out}", err=True)
+    if markdown:
+        click.echo(population.markdown(table), nl=False)
+    else:
+        click.echo(table.drop(columns=["own_in_published_interval"]).to_string(
+            index=False, float_format="%.3f"))
+
+
 @click.command("strata", cls=Command)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("figures/strata"), show_default=True, help="Output folder.")

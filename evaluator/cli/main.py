@@ -22,6 +22,7 @@ from evaluator.cli.analysis import (
     extra_data_command,
     figures_command,
     fit_command,
+    population_command,
     report_command,
     reproduce_command,
     strata_command,
@@ -290,9 +291,7 @@ def _register_optional() -> None:
     """The commands of the other cli modules, added once the groups below exist."""
     main.add_command(figures_command)
     main.add_command(fit_command)
-    main.add_command(reproduce_command)
-    main.add_command(strata_command)
-    main.add_command(extra_data_command)
+    main.add_command(population_command)
     main.add_command(reproduce_command)
     main.add_command(strata_command)
     main.add_command(extra_data_command)

@@ -44,6 +44,7 @@ def test_the_heldout_test_set_is_the_heldout_half(workspace, shared_data, dev_ra
     for name in ("addsent-heldout", "addonesent-heldout"):
         subset = testsets.get(name)
         assert subset.kind == "adversarial" and subset.derive.parent == name.split("-")[0]
+        assert subset.reference == "squad-dev-heldout"  # the x axis of the population's trend
         assert {a["title"] for a in subset.load([shared_data]).raw["data"]} == held_titles
 
 

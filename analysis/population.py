@@ -1,0 +1,125 @@
+"""The own population's trends beside the study's (`qashift population`).
+
+For each shift the SQuADShifts study fits (New-Wiki, Reddit, Amazon, AddOneSent), each metric
+and each scale: the fit over the systems trained here (the shift's held-out or test half on
+squad-dev-heldout, their original test distribution), the fit over the leaderboard population
+(the study's own per-model data, SQuAD test on the x axis) and the slope and R² the study
+prints. Both fits come with their slope's 95% t interval (statsmodels OLS).
+
+The result depends only on the inputs' bytes, the settings and this code, so it is kept in
+the output folder with the digest of all of them and served from there until one changes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from analysis import figures, fits, paper
+from evaluator.core.files import write_atomic
+from evaluator.core.hashing import canonical_json, sha256_bytes
+
+# the study's name of a shift -> the set the own population is scored on
+SHIFTS = {"new-wiki": "new-wiki-test", "reddit": "reddit-test", "amazon": "amazon-test",
+          "addonesent": "addonesent-heldout"}
+COLUMNS = ["shift", "metric", "scale", "own_n", "own_slope", "own_slope_lo", "own_slope_hi",
+           "own_r2", "leaderboard_n", "leaderboard_slope", "leaderboard_slope_lo",
+           "leaderboard_slope_hi", "leaderboard_r2", "published_slope", "published_r2",
+           "own_in_published_interval"]
+TABLE, KEY = "population-fits.csv", "population-fits.key"
+CODE = [Path(__file__), Path(fits.__file__), Path(figures.__file__), Path(paper.__file__)]
+
+
+def _fit(df: pd.DataFrame, testset: str, metric: str, scale: str) -> fits.Fit | None:
+    try:
+        return fits.fit_panel(df, testset, metric, scale, n_boot=0)
+    except ValueError:  # fewer than 3 systems with both scores
+        return None
+
+
+def comparison(own: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
+    """One row per shift x metric x scale: own fit, leaderboard fit, printed values."""
+    printed = {(p["testset"], p["metric"], p["scale"]): p
+               for p in paper.published_fits().to_dict("records")}
+    rows = []
+    for shift, own_set in SHIFTS.items():
+        for metric in ("em", "f1"):
+            for scale in fits.SCALES:
+                mine, theirs = _fit(own, own_set, metric, scale), \
+                    _fit(published, shift, metric, scale)
+                p = printed.get((shift, metric, scale), {})
+                row = {"shift": shift, "metric": metric, "scale": scale,
+                       "published_slope": p.get("slope"), "published_r2": p.get("r2")}
+                for name, f in (("own", mine), ("leaderboard", theirs)):
+                    row |= {f"{name}_n": f.n_models if f else 0,
+                            f"{name}_slope": f.slope if f else None,
+                            f"{name}_slope_lo": f.slope_lo if f else None,
+                            f"{name}_slope_hi": f.slope_hi if f else None,
+                            f"{name}_r2": f.r2 if f else None}
+                slope = p.get("slope")
+                row["own_in_published_interval"] = (
+                    None if mine is None or slope is None
+                    else bool(mine.slope_lo <= slope <= mine.slope_hi))
+                rows.append(row)
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def inputs_key(paths: list[Path], settings: dict) -> str:
+    """The digest of everything the result depends on: input files, settings, code."""
+    parts = [[str(p.name), sha256_bytes(p.read_bytes())] for p in [*paths, *CODE]]
+    return sha256_bytes(canonical_json({"files": parts, "settings": settings}))
+
+
+def cached(out: Path, key: str) -> pd.DataFrame | None:
+    try:
+        if (out / KEY).read_text().strip() == key:
+            return pd.read_csv(out / TABLE)
+    except OSError:
+        return None
+    return None
+
+
+def write(own: pd.DataFrame, published: pd.DataFrame, out: Path, key: str, n_boot: int,
+          seed: int) -> tuple[pd.DataFrame, list[Path]]:
+    """The comparison table and one figure per shift and metric (own systems beside the
+    leaderboard's, linear and probit); the key last, so a killed run is recomputed."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / KEY).unlink(missing_ok=True)
+    table = comparison(own, published)
+    written = []
+    for shift, own_set in SHIFTS.items():
+        for metric in ("em", "f1"):
+            for scale in fits.SCALES:
+                try:
+                    fig = figures.comparison_row(
+                        [("own population", own, own_set), ("leaderboard", published, shift)],
+                        None, metric, scale, n_boot, seed)
+                except ValueError:
+                    continue
+                written += figures.save(fig, out / f"population-{shift}-{metric}-{scale}",
+                                        ("png",))
+    write_atomic(out / TABLE, table.to_csv(index=False).encode())
+    written.append(out / TABLE)
+    write_atomic(out / KEY, (key + "\n").encode())
+    return table, written
+
+
+def markdown(table: pd.DataFrame) -> str:
+    """The table as the docs print it: slopes with intervals, R², the printed values."""
+    def slope(row, name):
+        if pd.isna(row[f"{name}_slope"]):
+            return "n/a"
+        return (f"{row[f'{name}_slope']:.2f} [{row[f'{name}_slope_lo']:.2f}, "
+                f"{row[f'{name}_slope_hi']:.2f}] (R² {row[f'{name}_r2']:.2f}, "
+                f"n={int(row[f'{name}_n'])})")
+
+    lines = ["| shift | metric | scale | own population | leaderboard population | "
+             "published |", "|---|---|---|---|---|---|"]
+    for _, row in table.iterrows():
+        printed = ("" if pd.isna(row["published_slope"])
+                   else f"{row['published_slope']:.2f} (R² {row['published_r2']:.2f})")
+        lines.append(f"| {row['shift']} | {row['metric'].upper()} | {row['scale']} | "
+                     f"{slope(row, 'own')} | {slope(row, 'leaderboard')} | {printed} |")
+    return "\n".join(lines) + "\n"
+

@@ -1,0 +1,116 @@
+"""`qashift population`: the own population's trend fits (OLS, statsmodels' slope interval)
+beside the leaderboard population's fits and the study's printed slopes, with figures; served
+from the output folder while no input changed; a missing table is one line."""
+
+from __future__ import annotations
+
+import csv
+import os
+
+import numpy as np
+import pytest
+import statsmodels.api as sm
+from click.testing import CliRunner
+from scipy.stats import norm
+
+from analysis import paper
+from evaluator.cli.main import main
+
+X = [25.0, 31.0, 38.5, 47.0, 55.0, 61.5]  # held-out F1 of six made-up systems
+SHIFT = {"new-wiki-test": (1.0, 0.9), "reddit-test": (-5.0, 0.85), "amazon-test": (-9.0, 0.9),
+         "addonesent-heldout": (-4.0, 0.7)}
+WOBBLE = [0.4, -0.3, 0.8, -0.6, 0.1, -0.2]
+
+
+def population_table(path) -> None:
+    """The study table's columns; EM = F1 - 10 on every set."""
+    with open(path, "w", newline="") as handle:
+        out = csv.writer(handle)
+        out.writerow(["model", "testset", "metric", "value", "n", "reference", "family"])
+        for i, x in enumerate(X):
+            model = f"toy@squad-dev-train/s{i}"
+            for metric, shift in (("f1", 0.0), ("em", -10.0)):
+                out.writerow([model, "squad-dev-heldout", metric, x + shift, 5453, "squad-dev",
+                              "non-pretrained"])
+                for testset, (a, b) in SHIFT.items():
+                    out.writerow([model, testset, metric, a + b * (x + shift) + WOBBLE[i],
+                                  1000, "squad-dev-heldout", "non-pretrained"])
+
+
+def ols(x, y):
+    res = sm.OLS(np.asarray(y), sm.add_constant(np.asarray(x))).fit()
+    return res.params[1], *res.conf_int(0.05)[1], res.rsquared
+
+
+@pytest.fixture
+def table(tmp_path):
+    path = tmp_path / "population.csv"
+    population_table(path)
+    return path
+
+
+def run(*args):
+    result = CliRunner().invoke(main, ["population", *args])
+    return result
+
+
+def test_the_fits_are_statsmodels_and_sit_beside_the_printed_ones(table, tmp_path,
+                                                                  shared_data):
+    out = tmp_path / "out"
+    result = run("--table", str(table), "--data-dir", str(shared_data), "--out", str(out),
+                 "--bootstrap", "20")
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(open(out / "population-fits.csv")))
+    assert len(rows) == 4 * 2 * 2
+    printed = {(p["testset"], p["metric"], p["scale"]): p
+               for p in paper.published_fits().to_dict("records")}
+    for row in rows:
+        testset = {"new-wiki": "new-wiki-test", "reddit": "reddit-test",
+                   "amazon": "amazon-test", "addonesent": "addonesent-heldout"}[row["shift"]]
+        a, b = SHIFT[testset]
+        shift = -10.0 if row["metric"] == "em" else 0.0
+        x = [v + shift for v in X]
+        y = [a + b * v + w for v, w in zip(x, WOBBLE)]
+        if row["scale"] == "probit":
+            x, y = norm.ppf(np.asarray(x) / 100), norm.ppf(np.asarray(y) / 100)
+        slope, lo, hi, r2 = ols(x, y)
+        assert float(row["own_slope"]) == pytest.approx(slope, abs=1e-9)
+        assert float(row["own_slope_lo"]) == pytest.approx(lo, abs=1e-9)
+        assert float(row["own_slope_hi"]) == pytest.approx(hi, abs=1e-9)
+        assert float(row["own_r2"]) == pytest.approx(r2, abs=1e-9)
+        assert int(row["own_n"]) == 6
+        p = printed.get((row["shift"], row["metric"], row["scale"]))
+        if p:
+            assert float(row["published_slope"]) == p["slope"]
+    new_wiki = next(r for r in rows if (r["shift"], r["metric"], r["scale"])
+                    == ("new-wiki", "f1", "linear"))
+    # the leaderboard population reproduces the study's printed New-Wiki F1 slope (0.92)
+    assert float(new_wiki["leaderboard_slope"]) == pytest.approx(0.92, abs=0.03)
+    assert int(new_wiki["leaderboard_n"]) > 100
+    assert (out / "population-reddit-f1-linear.png").stat().st_size > 10_000
+
+
+def test_a_second_run_serves_the_stored_fits_until_an_input_changes(table, tmp_path,
+                                                                    shared_data):
+    out = tmp_path / "out"
+    args = ["--table", str(table), "--data-dir", str(shared_data), "--out", str(out),
+            "--bootstrap", "0"]
+    assert run(*args).exit_code == 0
+    stamp = os.stat(out / "population-fits.csv").st_mtime_ns
+    again = run(*args)
+    assert again.exit_code == 0 and "inputs unchanged" in again.stderr
+    assert os.stat(out / "population-fits.csv").st_mtime_ns == stamp
+    assert again.stdout.count("new-wiki") == 4
+    with open(table, "a") as handle:
+        handle.write("toy@squad-dev-train/s9,squad-dev-heldout,f1,70.0,5453,squad-dev,x\n")
+    changed = run(*args)
+    assert changed.exit_code == 0 and "inputs unchanged" not in changed.stderr
+    assert os.stat(out / "population-fits.csv").st_mtime_ns != stamp
+
+
+def test_a_missing_table_is_one_line(tmp_path):
+    result = run("--table", str(tmp_path / "nope.csv"), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 1
+    [line] = result.stderr.strip().splitlines()
+    assert "no such table" in line and "qashift study run" in line
+    assert not (tmp_path / "out").exists()
