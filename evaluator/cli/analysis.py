@@ -222,6 +222,103 @@ def population_command(table_path, data_dir, out, bootstrap, seed, markdown):
             index=False, float_format="%.3f"))
 
 
+@click.command("concurrence", cls=Command)
+@click.option("--reference", default=None,
+              help="The benchmark every other is compared with (default: SQuAD 1.1 — All).")
+@click.option("--subset", "subsets", multiple=True,
+              help="all, non-pretrained, pre-trained, or 'BENCHMARK>VALUE' (repeatable; "
+                   "default: all three groups).")
+@click.option("--kendall", "variant", type=click.Choice(["a", "b", "c"]), default="b",
+              show_default=True, help="Kendall tau variant.")
+@click.option("--versus", multiple=True,
+              help="Also the all-pairs matrix of these benchmarks against every other.")
+@click.option("--threshold", type=float, default=0.8, show_default=True,
+              help="Concurrence when tau exceeds this (Liu et al.: 0.8).")
+@click.option("--bootstrap", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Resamples over approaches for intervals (an addition to the paper).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--knee", nargs=2, default=None, metavar="B1 B2",
+              help="Least-squares lines of B2 on B1, overall and per group, and the "
+                   "largest residuals.")
+@click.option("--layout", is_flag=True, help="Print the paper's score tables in its layout.")
+def concurrence_command(reference, subsets, variant, versus, threshold, bootstrap, seed,
+                        knee, layout):
+    """Approach-level concurrence (Liu et al.) from the paper's own score tables."""
+    from analysis import approach_concurrence as ac  # lazy: pandas; fast --help
+
+    if layout:
+        click.echo(ac.render(), nl=False)
+        return
+    m = ac.published()
+    reference = reference or ac.SQUAD
+    for name in (reference, *versus, *(knee or ())):
+        if name not in m.scores.columns:
+            raise click.ClickException(f"unknown benchmark {name!r}; known: "
+                                       f"{', '.join(m.scores.columns)}")
+    chosen = [_subset(m, s) for s in subsets] or [("all", "all"), *((g, g) for g in ac.GROUPS)]
+    click.echo(f"mode: {m.mode} (Liu et al.'s tables: each approach trained on each "
+               f"benchmark's training split); Kendall tau-{variant}; concurrence: tau > "
+               f"{threshold:g}")
+    rows = []
+    for b in m.scores.columns:
+        if b == reference:
+            continue
+        row = {"benchmark": b}
+        for label, which in chosen:
+            c = ac.concur(m, reference, b, which, variant, bootstrap, seed)
+            row[f"n ({label})"] = c["n"]
+            row[f"r ({label})"] = _number(c["r"], c.get("r_lo"), c.get("r_hi"))
+            row[f"tau ({label})"] = _number(c["tau"], c.get("tau_lo"), c.get("tau_hi"))
+            row[f"concurs ({label})"] = {True: "yes", False: "no", None: "n/a"}[
+                ac.concurs(c["tau"], threshold)]
+        rows.append(row)
+    import pandas as pd  # lazy: fast --help
+
+    click.echo(f"\nvs {reference}\n" + pd.DataFrame(rows).to_string(index=False))
+    if bootstrap:
+        click.echo(f"\nintervals: 95% {ac.BOOTSTRAP_LABEL}, {bootstrap} resamples, "
+                   f"seed {seed}")
+    for label, which in chosen if versus else ():
+        for statistic in ("tau", "r"):
+            matrix = ac.all_pairs(m, list(versus), list(m.scores.columns), statistic, which,
+                                  variant)
+            click.echo(f"\n{statistic} ({label}) vs {', '.join(versus)}\n"
+                       + matrix.to_string(float_format="%.2f", na_rep="n/a"))
+    if knee:
+        found = ac.knee(m, *knee)
+        click.echo(f"\nleast squares of {knee[1]} on {knee[0]}")
+        for name, line in found["lines"].items():
+            click.echo(f"  {name}: slope {line['slope']:.3f}, intercept "
+                       f"{line['intercept']:.2f} (n={line['n']})")
+        for approach, residual in found["largest_residuals"]:
+            click.echo(f"  largest residual: {approach} {residual:+.2f} EM")
+
+
+def _subset(m, text: str):
+    """'all', a group, or 'BENCHMARK>VALUE' -> (label, what ScoreMatrix.subset takes)."""
+    if ">" in text:
+        column, _, value = text.rpartition(">")
+        column = column.strip()
+        if column not in m.scores.columns:
+            raise click.ClickException(f"--subset {text!r}: unknown benchmark {column!r}")
+        try:
+            bound = float(value)
+        except ValueError:
+            raise click.ClickException(f"--subset {text!r}: {value!r} is not a number") \
+                from None
+        return text, lambda s: s[column] > bound
+    if text not in ("all", "non-pretrained", "pre-trained"):
+        raise click.ClickException(f"--subset {text!r}: use all, non-pretrained, "
+                                   f"pre-trained or 'BENCHMARK>VALUE'")
+    return text, text
+
+
+def _number(value, lo=None, hi=None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None else "")
+
+
 @click.command("strata", cls=Command)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("figures/strata"), show_default=True, help="Output folder.")

@@ -19,6 +19,7 @@ from evaluator import __version__
 from evaluator.bundles import spec as bundles
 from evaluator.bundles.leaderboard import complete, import_export, lacks
 from evaluator.cli.analysis import (
+    concurrence_command,
     extra_data_command,
     figures_command,
     fit_command,
@@ -291,6 +292,7 @@ def _register_optional() -> None:
     """The commands of the other cli modules, added once the groups below exist."""
     main.add_command(figures_command)
     main.add_command(fit_command)
+    main.add_command(concurrence_command)
     main.add_command(population_command)
     main.add_command(reproduce_command)
     main.add_command(strata_command)

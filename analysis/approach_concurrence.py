@@ -1,0 +1,212 @@
+"""Approach-level concurrence (Liu, Lee, Jia & Liang): do two benchmarks rank *modeling
+approaches* alike, each approach trained on a benchmark's training split and tested on its test
+split?
+
+A score matrix is approaches x benchmarks (EM, percent) with each approach's group
+(non-pretrained or pre-trained) and the matrix's mode: "approach-level" (the paper's
+question) or "system-level" (frozen systems tested across sets, `analysis.concurrence`). The
+two answer different questions, so a report names its mode and combining matrices of both
+modes is refused.
+
+Concurrence of benchmarks b1, b2 over a set of approaches is Pearson r and Kendall tau of
+their score vectors: tau-b by default (scipy's; the paper does not say which), tau-a and tau-c
+on request; undefined (None) when either vector is constant. The bootstrap interval over
+approaches is an addition to the paper, labelled as such wherever it is printed.
+
+The paper's own tables (Liu et al.'s Tables 1 and 5-19, every approach on every benchmark)
+are data in `analysis/data/liu-et-al/`; `published()` reads them and `render()` writes them
+back in the paper's layout.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from analysis.concurrence import _pearson, _tau_b
+
+DATA = Path(__file__).with_name("data") / "liu-et-al"
+MODES = ("approach-level", "system-level")
+GROUPS = ("non-pretrained", "pre-trained")
+SQUAD = "SQuAD 1.1 — All"  # Table 18's full-data column: the paper's reference
+BOOTSTRAP_LABEL = "bootstrap over approaches (an addition; the paper reports no interval)"
+
+
+class ModeError(ValueError):
+    """Scores of different modes (approach-level, system-level) in one computation."""
+
+
+@dataclass(frozen=True)
+class ScoreMatrix:
+    scores: pd.DataFrame  # approaches x benchmarks, NaN where there is no score
+    groups: pd.Series  # approach -> group
+    mode: str
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+
+    def subset(self, which: str | Callable[[pd.DataFrame], pd.Series]) -> list[str]:
+        """Approach names: 'all', a group name, or a predicate over the score frame (e.g.
+        `lambda s: s[SQUAD] > 76.24`)."""
+        if callable(which):
+            return list(self.scores.index[which(self.scores)])
+        if which == "all":
+            return list(self.scores.index)
+        if which in GROUPS:
+            return list(self.groups.index[self.groups == which])
+        raise ValueError(f"subset must be 'all', {' or '.join(GROUPS)}, or a predicate")
+
+
+def combine(*matrices: ScoreMatrix) -> ScoreMatrix:
+    """One matrix with every benchmark of the given ones (same approaches, same mode)."""
+    modes = {m.mode for m in matrices}
+    if len(modes) > 1:
+        raise ModeError(f"cannot mix {' and '.join(sorted(modes))} scores in one "
+                        f"concurrence: they answer different questions")
+    scores = pd.concat([m.scores for m in matrices], axis=1)
+    return ScoreMatrix(scores, matrices[0].groups, matrices[0].mode)
+
+
+# ----------------------------------------------------------------------- the paper's tables
+
+def tables() -> list[dict]:
+    """The index of the paper's tables: number, file and caption."""
+    with open(DATA / "tables.csv", newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def read_table(row: dict) -> list[list[str]]:
+    """A table's cells as printed (strings; "-" for no result), header row first."""
+    with open(DATA / row["file"], newline="", encoding="utf-8") as handle:
+        return list(csv.reader(handle))
+
+
+def published() -> ScoreMatrix:
+    """Every approach on every benchmark column of Tables 1 and 5-19 (46 columns: 44
+    benchmarks and Table 1's two SQuAD columns). Rows 1-10 are non-pretrained."""
+    frames = []
+    for row in tables():
+        header, *rows = read_table(row)
+        frame = pd.DataFrame([[_number(c) for c in r[1:]] for r in rows],
+                             index=[r[0] for r in rows], columns=header[1:])
+        frames.append(frame)
+    scores = pd.concat(frames, axis=1)
+    scores.index.name = "approach"
+    groups = pd.Series([GROUPS[0]] * 10 + [GROUPS[1]] * (len(scores) - 10),
+                       index=scores.index, name="group")
+    return ScoreMatrix(scores, groups, "approach-level")
+
+
+def _number(cell: str) -> float:
+    return math.nan if cell.strip() == "-" else float(cell)
+
+
+def render() -> str:
+    """The tables in the paper's appendix layout (caption, header, rows), as printed."""
+    parts = []
+    for row in tables():
+        header, *rows = read_table(row)
+        lines = [f"**Table {row['table']}: {row['caption']}**", "",
+                 "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) + "\n"
+
+
+# ---------------------------------------------------------------------------- concurrence
+
+def kendall(x: Sequence[float], y: Sequence[float], variant: str = "b") -> float | None:
+    """Kendall tau-a, -b or -c; None when either vector is constant (undefined)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return None
+    if variant == "a":
+        sx = np.sign(x[:, None] - x[None, :])
+        sy = np.sign(y[:, None] - y[None, :])
+        n = len(x)
+        return float((sx * sy).sum() / 2 / (n * (n - 1) / 2))
+    if variant in ("b", "c"):
+        return float(stats.kendalltau(x, y, variant=variant).statistic)
+    raise ValueError(f"Kendall variant must be a, b or c, got {variant!r}")
+
+
+def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return None
+    return float(stats.pearsonr(x, y).statistic)
+
+
+def concur(m: ScoreMatrix, b1: str, b2: str, which="all", variant: str = "b",
+           n_boot: int = 0, seed: int = 0, level: float = 0.95) -> dict:
+    """r and tau of two benchmarks over a subset of approaches (those scored on both),
+    with a seeded percentile bootstrap over approaches when n_boot > 0."""
+    names = [a for a in m.subset(which) if not (np.isnan(m.scores.at[a, b1])
+                                                 or np.isnan(m.scores.at[a, b2]))]
+    x, y = m.scores.loc[names, b1].to_numpy(), m.scores.loc[names, b2].to_numpy()
+    out = {"mode": m.mode, "b1": b1, "b2": b2, "n": len(names), "r": pearson(x, y),
+           "tau": kendall(x, y, variant), "variant": f"tau-{variant}"}
+    if n_boot > 0 and len(names) >= 2:
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, len(names), size=(n_boot, len(names)))
+        q = 100 * np.array([(1 - level) / 2, (1 + level) / 2])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rs, taus = _pearson(x[idx], y[idx]), _tau_b(x[idx], y[idx])
+        for key, values in (("r", rs), ("tau", taus)):
+            defined = values[~np.isnan(values)]
+            lo, hi = np.percentile(defined, q) if len(defined) else (np.nan, np.nan)
+            out[f"{key}_lo"], out[f"{key}_hi"] = float(lo), float(hi)
+        out["interval"] = f"{BOOTSTRAP_LABEL}, tau-b, {n_boot} resamples, seed {seed}"
+    return out
+
+
+def versus_reference(m: ScoreMatrix, reference: str = SQUAD, which=("all", *GROUPS),
+                     variant: str = "b") -> pd.DataFrame:
+    """Every other benchmark against the reference column, r and tau per subset."""
+    rows = []
+    for b in m.scores.columns:
+        if b == reference:
+            continue
+        row = {"benchmark": b}
+        for w in which:
+            c = concur(m, reference, b, w, variant)
+            row[f"r ({w})"], row[f"tau ({w})"] = c["r"], c["tau"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def all_pairs(m: ScoreMatrix, columns: Sequence[str], rows: Sequence[str] | None = None,
+              statistic: str = "tau", which="all", variant: str = "b") -> pd.DataFrame:
+    """rows x columns matrix of r or tau (the paper's views: vs SQuAD, vs each human set)."""
+    rows = list(rows or columns)
+    return pd.DataFrame([[concur(m, r, c, which, variant)[statistic] for c in columns]
+                         for r in rows], index=rows, columns=list(columns))
+
+
+def concurs(value: float | None, threshold: float = 0.8) -> bool | None:
+    """The paper's reading: concurrence when tau exceeds the threshold (0.8 in [B])."""
+    return None if value is None else value > threshold
+
+
+def knee(m: ScoreMatrix, b1: str, b2: str, top: int = 2) -> dict:
+    """Least-squares lines of b2 on b1, overall and per group, and the approaches furthest
+    from the overall line (the paper's "knee" reading of DROP, ReCoRD, CNN)."""
+    s = m.scores[[b1, b2]].dropna()
+    lines = {}
+    for name, part in [("all", s), *((g, s[m.groups.reindex(s.index) == g]) for g in GROUPS)]:
+        if len(part) >= 2:
+            slope, intercept = np.polyfit(part[b1], part[b2], 1)
+            lines[name] = {"slope": float(slope), "intercept": float(intercept),
+                           "n": len(part)}
+    overall = lines["all"]
+    residual = s[b2] - (overall["intercept"] + overall["slope"] * s[b1])
+    order = residual.abs().sort_values(ascending=False).index[:top]
+    return {"lines": lines, "largest_residuals": [(a, float(residual[a])) for a in order]}

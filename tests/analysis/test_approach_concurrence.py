@@ -1,0 +1,186 @@
+"""Approach-level concurrence from Liu et al.'s own tables: the committed tables round-trip to
+the paper's layout, and every value the specification derives from them (the notes' section
+3.4, the text's two correlations, the tie variants, the knee residuals) is recomputed here.
+The notes are the reference; the code under test reads only the committed tables."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis import approach_concurrence as ac
+
+NOTES = Path(__file__).resolve().parents[3] / "shared" / "notes" / "concurrence.md"
+
+
+@pytest.fixture(scope="module")
+def notes() -> list[str]:
+    if not NOTES.is_file():
+        pytest.skip(f"{NOTES} is not beside the repository")
+    return NOTES.read_text(encoding="utf-8").split("\n")
+
+
+@pytest.fixture(scope="module")
+def m() -> ac.ScoreMatrix:
+    return ac.published()
+
+
+def section(lines: list[str], start: str, end: str) -> list[str]:
+    i = next(k for k, line in enumerate(lines) if line.startswith(start))
+    j = next(k for k in range(i + 1, len(lines)) if lines[k].startswith(end))
+    return lines[i:j]
+
+
+def markdown_tables(lines: list[str]) -> list[list[list[str]]]:
+    """Every pipe table in `lines`, as rows of stripped cells (separator rows left out)."""
+    out, current = [], []
+    for line in [*lines, ""]:
+        if line.startswith("|"):
+            if not re.fullmatch(r"\|(---\|)+", line):
+                current.append([c.strip() for c in line.strip("|").split("|")])
+        elif current:
+            out.append(current)
+            current = []
+    return out
+
+
+def test_the_tables_round_trip_to_the_papers_layout_character_for_character(notes):
+    block = "\n".join(section(notes, "### 3.3", "### 3.4"))
+    printed = "**Table 1:" + block.split("**Table 1:")[1].rstrip("\n") + "\n"
+    assert ac.render() == printed
+    assert ac.render().count("\n**Table ") == 15  # Tables 1 and 5-19
+
+
+def test_the_score_matrix_is_20_approaches_by_44_benchmarks_and_tables_1s_two(m):
+    assert m.scores.shape == (20, 46) and m.mode == "approach-level"
+    assert list(m.groups.value_counts().sort_index()) == [10, 10]
+    reproduced = m.scores["SQuAD 1.1 Dev. EM — Our Reproduction"]
+    assert all(round(v, 1) == pytest.approx(reproduced[a])
+               for a, v in m.scores[ac.SQUAD].items())
+    assert m.scores["SQuAD 1.1 Dev. EM — Published"].isna().sum() == 5  # "-" in Table 1
+
+
+def test_the_texts_two_correlations(m):
+    fuzzy = ac.concur(m, ac.SQUAD, "Synthetic Fuzzy Pattern-Matching", "non-pretrained")
+    assert (round(fuzzy["r"], 2), round(fuzzy["tau"], 2)) == (0.95, 0.78)
+    wiki = ac.concur(m, ac.SQUAD, "English Wikipedia Synthetic Fuzzy Pattern-Matching")
+    assert (round(wiki["r"], 2), round(wiki["tau"], 2)) == (-0.49, -0.19)
+    assert fuzzy["mode"] == "approach-level" and fuzzy["n"] == 10 and wiki["n"] == 20
+
+
+def test_tie_variants_and_undefined_correlations(m):
+    babi = m.scores["bAbI QA #1"]
+    assert [round(ac.kendall(m.scores[ac.SQUAD], babi, v), 3) for v in "abc"] == \
+        [-0.142, -0.322, -0.202]
+    babi12 = m.scores["bAbI QA #12"]
+    assert [round(ac.kendall(m.scores[ac.SQUAD], babi12, v), 3) for v in "abc"] == \
+        [-0.179, -0.336, -0.227]
+    wikidata = m.scores["Synthetic Wikidata"]
+    assert {round(ac.kendall(m.scores[ac.SQUAD], wikidata, v), 3) for v in "abc"} == {0.863}
+    undefined = ac.concur(m, ac.SQUAD, "bAbI QA #1", "non-pretrained")
+    assert undefined["r"] is None and undefined["tau"] is None  # every one scores 100.0
+    with pytest.raises(ValueError, match="a, b or c"):
+        ac.kendall([1, 2], [2, 1], "d")
+
+
+def _cell(text: str) -> float | None:
+    return None if text == "n/a" else float(text.replace("−", "-"))
+
+
+def _column(m: ac.ScoreMatrix, name: str) -> str:
+    """The notes' short benchmark names -> the tables' column names."""
+    for prefix in ("SQuAD All",):
+        if name == prefix:
+            return ac.SQUAD
+    if name.startswith("SQuAD ") and name.endswith("Examples"):
+        return "SQuAD 1.1 — " + name.removeprefix("SQuAD ")
+    return name if name in m.scores.columns else f"MRQA {name}"
+
+
+def test_every_value_of_the_vs_squad_table_overall_and_per_group(notes, m):
+    [table] = markdown_tables(section(notes, "#### 3.4.1", "#### 3.4.2"))
+    header, *rows = table
+    assert len(rows) == 43
+    got = ac.versus_reference(m).set_index("benchmark")
+    for row in rows:
+        benchmark = _column(m, row[0])
+        for k, key in enumerate(["r (all)", "tau (all)", "r (non-pretrained)",
+                                 "tau (non-pretrained)", "r (pre-trained)",
+                                 "tau (pre-trained)"]):
+            want, value = _cell(row[k + 1]), got.at[benchmark, key]
+            if want is None:
+                assert value is None or (isinstance(value, float) and math.isnan(value)), \
+                    (benchmark, key)
+            else:
+                assert round(value, 2) == pytest.approx(want, abs=1e-9), (benchmark, key)
+
+
+def test_every_value_of_the_vs_human_set_matrices(notes, m):
+    tau_table, r_table = markdown_tables(section(notes, "#### 3.4.2", "**Minimal code"))
+    for table, statistic in ((tau_table, "tau"), (r_table, "r")):
+        header, *rows = table
+        columns = [_column(m, "SQuAD All" if h == "SQuAD" else h) for h in header[1:]]
+        names = [_column(m, r[0]) for r in rows]
+        got = ac.all_pairs(m, columns, names, statistic)
+        for r, row in zip(names, rows, strict=True):
+            for c, text in zip(columns, row[1:], strict=True):
+                assert round(got.at[r, c], 2) == pytest.approx(_cell(text), abs=1e-9), (r, c)
+    assert round(ac.concur(m, "MRQA NewsQA", "MRQA HotpotQA")["tau"], 2) == 0.92
+    assert ac.concurs(0.92) is True and ac.concurs(0.69) is False and ac.concurs(None) is None
+
+
+def test_the_knee_view_names_the_largest_residuals(m):
+    knee = ac.knee(m, ac.SQUAD, "CNN (100K Examples)")
+    [(first, r1), (second, r2)] = knee["largest_residuals"]
+    assert (first, round(r1, 2)) == ("DocumentReader (no external features)", -3.81)
+    assert (second, round(r2, 2)) == ("DocumentReader", -3.73)
+    assert set(knee["lines"]) == {"all", "non-pretrained", "pre-trained"}
+    assert all(line["n"] == 10 for k, line in knee["lines"].items() if k != "all")
+
+
+def test_a_user_predicate_selects_approaches(m):
+    strong = m.subset(lambda s: s[ac.SQUAD] > 76.24)  # above SAN, as the paper's ReCoRD note
+    assert strong == list(m.groups.index[m.groups == "pre-trained"])
+    assert ac.concur(m, ac.SQUAD, "ReCoRD", lambda s: s[ac.SQUAD] > 76.24)["n"] == 10
+
+
+def test_the_bootstrap_is_labelled_seeded_and_centred_on_the_point_estimate(m):
+    one = ac.concur(m, ac.SQUAD, "Synthetic Fuzzy Pattern-Matching", "non-pretrained",
+                    n_boot=500, seed=7)
+    two = ac.concur(m, ac.SQUAD, "Synthetic Fuzzy Pattern-Matching", "non-pretrained",
+                    n_boot=500, seed=7)
+    assert one == two and round(one["tau"], 2) == 0.78
+    assert one["tau_lo"] <= one["tau"] <= one["tau_hi"]
+    assert "addition" in one["interval"] and "approaches" in one["interval"]
+
+
+def test_mixing_approach_level_and_system_level_scores_is_refused(m):
+    frozen = ac.ScoreMatrix(pd.DataFrame({"new-wiki": [1.0] * 20}, index=m.scores.index),
+                            m.groups, "system-level")
+    with pytest.raises(ac.ModeError, match="cannot mix approach-level and system-level"):
+        ac.combine(m, frozen)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        ac.ScoreMatrix(m.scores, m.groups, "per-question")
+
+
+def test_the_command_names_its_mode_and_refuses_bad_input_in_one_line():
+    from click.testing import CliRunner
+
+    from evaluator.cli.main import main
+
+    run = CliRunner().invoke
+    report = run(main, ["concurrence", "--subset", "non-pretrained"])
+    assert report.exit_code == 0, report.output
+    assert report.stdout.startswith("mode: approach-level")
+    fuzzy = next(line for line in report.stdout.splitlines()
+                 if line.strip().startswith("Synthetic Fuzzy Pattern-Matching"))
+    assert fuzzy.split()[-4:] == ["10", "0.95", "0.78", "no"]
+    assert run(main, ["concurrence", "--layout"]).stdout == ac.render()
+    for args in (["--subset", "SQuAD 1.1 — All>x"], ["--reference", "SQuAD 2.0"],
+                 ["--subset", "everyone"]):
+        bad = run(main, ["concurrence", *args])
+        assert bad.exit_code == 1 and len(bad.stderr.strip().splitlines()) == 1, args
