@@ -6,7 +6,9 @@ attention flow (trilinear similarity, context-to-query and query-to-context) giv
 [c; c2q; c*c2q; c*q2c], a linear ReLU layer reduces it. A residual self-attention layer: a
 BiGRU, trilinear self-attention with the diagonal masked, [x; a; x*a] through a linear ReLU
 layer, added to its input. Prediction: a BiGRU and a linear layer give start logits; another
-BiGRU over [states; start states] gives end logits.
+BiGRU over [states; start states] gives end logits. With `contextual: true` a frozen
+all-MiniLM-L6-v2's states per token join the word vectors, where AllenNLP's leaderboard
+entry (BiDAF + Self Attention + ELMo) had ELMo.
 """
 
 import sys
@@ -21,8 +23,7 @@ class BiDAFPlusPlus(SpanReader):
     def __init__(self, spec: dict):
         super().__init__(spec)
         h, d = int(spec["hidden"]), float(spec["dropout"])
-        self.embed = layers.Embedder(spec["tuned"], spec["n_chars"], int(spec["char_dim"]),
-                                     int(spec["char_filters"]), d)
+        self.embed = layers.Embedder(spec)
         self.encoder = layers.birnn("gru", self.embed.size, h)
         self.flow = layers.AttentionFlow(2 * h)
         self.reduce = nn.Sequential(nn.Linear(8 * h, 2 * h), nn.ReLU())

@@ -12,8 +12,8 @@ fusion: the passage attends over itself on the longer history, a last BiLSTM und
 Output: a bilinear start against the attention-pooled question, a GRU step over what the
 start read, a bilinear end.
 
-CoVe vectors (the paper's contextual input) are not used: no such encoder is installable
-here.
+CoVe vectors (the paper's contextual input) have no installable encoder here; with
+`contextual: true` a frozen all-MiniLM-L6-v2's states per token take their place.
 """
 
 import sys
@@ -28,8 +28,7 @@ class FusionNet(SpanReader):
     def __init__(self, spec: dict):
         super().__init__(spec)
         h, d, a = int(spec["hidden"]), float(spec["dropout"]), int(spec["attention"])
-        self.embed = layers.Embedder(spec["tuned"], spec["n_chars"], int(spec["char_dim"]),
-                                     int(spec["char_filters"]), d)
+        self.embed = layers.Embedder(spec)
         e = self.embed.size
         self.word_attention = layers.FullyAware(e, a)
         self.low_p = layers.birnn("lstm", 2 * e + int(spec["feature_width"]), h)

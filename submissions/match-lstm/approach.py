@@ -22,8 +22,7 @@ class MatchLSTM(SpanReader):
     def __init__(self, spec: dict):
         super().__init__(spec)
         h = int(spec["hidden"])
-        self.embed = layers.Embedder(spec["tuned"], spec["n_chars"], int(spec["char_dim"]),
-                                     int(spec["char_filters"]), float(spec["dropout"]))
+        self.embed = layers.Embedder(spec)
         self.passage = nn.LSTM(self.embed.size, h, batch_first=True)
         self.question = nn.LSTM(self.embed.size, h, batch_first=True)
         self.wq, self.wp = nn.Linear(h, h, bias=False), nn.Linear(h, h)

@@ -41,8 +41,7 @@ class MnemonicReader(SpanReader):
     def __init__(self, spec: dict):
         super().__init__(spec)
         h, d = int(spec["hidden"]), float(spec["dropout"])
-        self.embed = layers.Embedder(spec["tuned"], spec["n_chars"], int(spec["char_dim"]),
-                                     int(spec["char_filters"]), d)
+        self.embed = layers.Embedder(spec)
         self.features = int(spec["feature_width"])
         self.encoder = layers.birnn("lstm", self.embed.size + self.features, h)
         self.hops = nn.ModuleList(Hop(2 * h) for _ in range(int(spec["hops"])))

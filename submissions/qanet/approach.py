@@ -22,8 +22,7 @@ class QANet(SpanReader):
         super().__init__(spec)
         h, d = int(spec["hidden"]), float(spec["dropout"])
         heads, kernel = int(spec["heads"]), int(spec["kernel"])
-        self.embed = layers.Embedder(spec["tuned"], spec["n_chars"], int(spec["char_dim"]),
-                                     int(spec["char_filters"]), d)
+        self.embed = layers.Embedder(spec)
         self.highway = layers.Highway(self.embed.size)
         self.project = nn.Linear(self.embed.size, h)
         self.encoder = layers.ConvBlock(h, 2, kernel, heads, d)

@@ -24,8 +24,7 @@ class RNet(SpanReader):
     def __init__(self, spec: dict):
         super().__init__(spec)
         h, d = int(spec["hidden"]), float(spec["dropout"])
-        self.embed = layers.Embedder(spec["tuned"], spec["n_chars"], int(spec["char_dim"]),
-                                     int(spec["char_filters"]), d)
+        self.embed = layers.Embedder(spec)
         self.encoder = layers.birnn("gru", self.embed.size, h, int(spec["layers"]), d)
         self.wq, self.wp = nn.Linear(2 * h, h, bias=False), nn.Linear(2 * h, h)
         self.score = nn.Linear(h, 1, bias=False)

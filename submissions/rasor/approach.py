@@ -21,8 +21,7 @@ class RaSoR(SpanReader):
     def __init__(self, spec: dict):
         super().__init__(spec)
         h, d = int(spec["hidden"]), float(spec["dropout"])
-        self.embed = layers.Embedder(spec["tuned"], spec["n_chars"], int(spec["char_dim"]),
-                                     int(spec["char_filters"]), d)
+        self.embed = layers.Embedder(spec)
         e = self.embed.size
         self.align = nn.Sequential(nn.Linear(e, h), nn.ReLU())
         self.question = layers.birnn("lstm", e, h)

@@ -54,18 +54,21 @@ class CharCNN(nn.Module):
 
 class Embedder(nn.Module):
     """Fixed 300-d word vectors (a trained UNK vector for words without one), trained offsets
-    for the `tuned` most frequent question words, and with `char_filters` > 0 a character
-    CNN; dropout on the result. `size` is the width of what it returns."""
+    for the `tuned` most frequent question words, with `char_filters` > 0 a character CNN,
+    and with `contextual` a frozen pre-trained encoder's states per token (`*_ctx`, the
+    place of CoVe or ELMo); dropout on the result. `size` is the width of what it returns."""
 
-    def __init__(self, tuned: int, n_chars: int, char_dim: int, char_filters: int,
-                 dropout: float):
+    def __init__(self, spec: dict):
         super().__init__()
+        filters = int(spec.get("char_filters", 0))
         self.unk = nn.Parameter(torch.zeros(300))
-        self.offset = nn.Embedding(tuned + 1, 300, padding_idx=0)
+        self.offset = nn.Embedding(int(spec["tuned"]) + 1, 300, padding_idx=0)
         nn.init.zeros_(self.offset.weight)
-        self.chars = CharCNN(n_chars, char_dim, char_filters) if char_filters else None
-        self.dropout = nn.Dropout(dropout)
-        self.size = 300 + char_filters
+        self.chars = CharCNN(int(spec["n_chars"]), int(spec["char_dim"]), filters) \
+            if filters else None
+        self.contextual = int(spec.get("contextual_size", 0)) if spec.get("contextual") else 0
+        self.dropout = nn.Dropout(float(spec["dropout"]))
+        self.size = 300 + filters + self.contextual
 
     def forward(self, b: dict, side: str) -> torch.Tensor:
         vec, known = b[f"{side}_vec"], b[f"{side}_known"]
@@ -73,6 +76,8 @@ class Embedder(nn.Module):
         x = x + self.offset(b[f"{side}_ids"])
         if self.chars is not None:
             x = torch.cat([x, self.chars(b[f"{side}_chars"])], -1)
+        if self.contextual:
+            x = torch.cat([x, b[f"{side}_ctx"]], -1)
         return self.dropout(x)
 
 

@@ -7,7 +7,8 @@ Training: seeded, batches of similar passage length in shuffled order, Adamax or
 gradient clipping; after each epoch a checkpoint (weights, optimizer, every RNG state, the
 epoch) and `progress.json`, so a killed run resumes from the last epoch. The frozen model is
 `reader.pt` plus `reader.json` (the hyperparameters and what the data decided: feature width,
-tuned words, character vocabulary). Training runs on the config's device; prediction on the
+tuned words, character vocabulary) and, with `contextual: true`, the frozen encoder whose
+states the reader reads (`encoder/`). Training runs on the config's device; prediction on the
 CPU.
 """
 
@@ -25,7 +26,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from span_readers import text
+from span_readers import text, windows
+
+ENCODER = "encoder"  # in a frozen model with `contextual`: the encoder it was trained with
 
 
 def set_threads(threads: int) -> None:
@@ -77,6 +80,10 @@ def train(reader: type[nn.Module], args: argparse.Namespace) -> int:
     tuned = text.tuned_words(data, int(hp.get("tune_top", 0)))
     spec = {**hp, "feature_width": text.features_width(tags), "tuned": len(tuned),
             "n_chars": len(chars) + 2}
+    encoder = text.ContextualEncoder(windows.encoder_dir()) if hp.get("contextual") else None
+    if encoder is not None:
+        text.add_context(data, encoder)
+        spec["contextual_size"] = encoder.size
     device = config.get("device", "cpu")
     model = reader(spec).to(device)
     kind = {"adamax": torch.optim.Adamax, "adam": torch.optim.Adam}[hp.get("optimizer",
@@ -113,6 +120,8 @@ def train(reader: type[nn.Module], args: argparse.Namespace) -> int:
         write_progress(checkpoints, {"epoch": epoch + 1, "epochs": epochs, "loss": mean,
                                      "eta_s": eta})
     torch.save(model.cpu().state_dict(), Path(args.model) / "reader.pt")
+    if encoder is not None:  # the frozen system carries the encoder it was trained with
+        encoder.save(Path(args.model) / ENCODER)
     (Path(args.model) / "reader.json").write_text(json.dumps(
         {"spec": spec, "tuned": tuned, "chars": chars}, sort_keys=True))
     return 0
@@ -129,6 +138,8 @@ def predict(reader: type[nn.Module], args: argparse.Namespace) -> int:
     tags = bool(spec.get("features", True))
     items = text.examples(json.load(open(args.input)), text.spacy_pipeline(tags),
                           saved["chars"], tags, int(spec["max_passage"]), False)
+    if spec.get("contextual"):
+        text.add_context(items, text.ContextualEncoder(Path(args.model) / ENCODER))
     answers = {}
     order = sorted(range(len(items)), key=lambda k: len(items[k]["p"].words))
     for b in range(0, len(order), 64):

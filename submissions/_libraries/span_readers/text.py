@@ -55,6 +55,7 @@ class Text:
     vectors: np.ndarray
     known: np.ndarray
     chars: np.ndarray = field(default_factory=lambda: np.zeros((0, MAX_WORD), np.int64))
+    context: np.ndarray | None = None  # a frozen encoder's states per token (`contextual`)
 
     @classmethod
     def of(cls, doc, chars: dict[str, int]) -> Text:
@@ -127,7 +128,8 @@ def examples(raw: dict, nlp, chars: dict[str, int], tags: bool, max_len: int,
         for qa in paragraph["qas"]:
             question = Text.of(next(question_docs), chars)
             item = {"id": qa["id"], "context": paragraph["context"], "p": passage,
-                    "q": question, "f": token_features(passage, question, tags)}
+                    "q": question, "question": qa["question"],
+                    "f": token_features(passage, question, tags)}
             if with_answers:
                 answer = qa["answers"][0]
                 s, e = answer["answer_start"], answer["answer_start"] + len(answer["text"])
@@ -137,6 +139,59 @@ def examples(raw: dict, nlp, chars: dict[str, int], tags: bool, max_len: int,
                 item["span"] = (inside[0], inside[-1])
             out.append(item)
     return out
+
+
+class ContextualEncoder:
+    """A frozen pre-trained encoder whose last-layer states, averaged over the word pieces
+    that overlap each token, become the token's contextual vector (CoVe's and ELMo's place
+    in the readers that used them)."""
+
+    def __init__(self, directory: Path):
+        from transformers import AutoModel, AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(directory)
+        self.encoder = AutoModel.from_pretrained(directory).eval()
+        self.size = int(self.encoder.config.hidden_size)
+
+    def save(self, directory: Path) -> None:
+        self.tokenizer.save_pretrained(directory)
+        self.encoder.save_pretrained(directory)
+
+    def annotate(self, texts: list[Text], strings: list[str], batch_size: int = 32) -> None:
+        """Set `context` (float16, tokens x size) on each Text from its source string."""
+        order = sorted(range(len(texts)), key=lambda k: len(strings[k]))
+        with torch.no_grad():
+            for b in range(0, len(order), batch_size):
+                chunk = order[b:b + batch_size]
+                enc = self.tokenizer([strings[k] for k in chunk], truncation=True,
+                                     max_length=512, padding=True, return_tensors="pt",
+                                     return_offsets_mapping=True)
+                offsets = enc.pop("offset_mapping").numpy()
+                states = self.encoder(**enc).last_hidden_state.numpy()
+                for row, k in enumerate(chunk):
+                    texts[k].context = _pool(texts[k].spans, offsets[row], states[row])
+
+
+def _pool(spans: list[tuple[int, int]], offsets: np.ndarray, states: np.ndarray) -> np.ndarray:
+    """Mean of the states of the pieces overlapping each token span (zeros if none: a token
+    past the encoder's 512 pieces)."""
+    if not spans:
+        return np.zeros((0, states.shape[1]), np.float16)
+    start, end = offsets[:, 0], offsets[:, 1]
+    a = np.asarray([s for s, _ in spans])[:, None]
+    b = np.asarray([e for _, e in spans])[:, None]
+    overlap = ((end[None, :] > a) & (start[None, :] < b) & (end > start)[None, :]).astype(
+        np.float32)
+    counts = overlap.sum(1, keepdims=True)
+    return ((overlap @ states) / np.maximum(counts, 1)).astype(np.float16)
+
+
+def add_context(items: list[dict], encoder: ContextualEncoder) -> None:
+    """Contextual vectors for every distinct passage and question of `items`."""
+    passages = {id(x["p"]): (x["p"], x["context"]) for x in items}
+    texts = [t for t, _ in passages.values()] + [x["q"] for x in items]
+    strings = [s for _, s in passages.values()] + [x["question"] for x in items]
+    encoder.annotate(texts, strings)
 
 
 def batch(items: list[dict], tuned: dict[str, int]) -> dict[str, torch.Tensor]:
@@ -162,6 +217,11 @@ def batch(items: list[dict], tuned: dict[str, int]) -> dict[str, torch.Tensor]:
             mask[i, :k] = True
         out |= {f"{side}_vec": vec, f"{side}_known": known, f"{side}_ids": ids,
                 f"{side}_chars": chars, f"{side}_mask": mask}
+        if texts[0].context is not None:
+            ctx = torch.zeros(n, width, texts[0].context.shape[1])
+            for i, t in enumerate(texts):
+                ctx[i, :len(t.words)] = torch.from_numpy(t.context.astype(np.float32))
+            out[f"{side}_ctx"] = ctx
     width = out["p_mask"].shape[1]
     feat = torch.zeros(len(items), width, items[0]["f"].shape[1])
     for i, x in enumerate(items):
