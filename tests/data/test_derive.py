@@ -144,8 +144,12 @@ def test_every_shipped_derived_folder_parses_and_names_a_registered_transform():
     assert len(derived) >= 16
     for ts in derived:
         assert ts.derive.transform in names
-        if ts.train is not None:  # a test half: its parent, or the approaches' original axis
+        if ts.train is not None or ts.kind == "adversarial":
+            # a test half or an adversarial held-out half: its parent, or the approaches'
+            # original axis
             assert ts.reference in (ts.derive.parent, "squad-dev-heldout")
+        elif ts.kind == "training" and ts.derive.parent is None:  # a generated training part
+            assert ts.reference is None
         else:  # otherwise compared against the set it was derived from
             assert ts.reference == (ts.derive.parent or "squad-dev")
 
