@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from evaluator.bundles.spec import Bundle
 from evaluator.core.errors import UserError
 from evaluator.core.hashing import canonical_json, sha256_bytes
+from evaluator.data.derive.splits import sample_questions
 from evaluator.data.testsets import TestSet
 
 SYSTEM_ID = re.compile(r"^(?P<approach>[^@/~]+)@(?P<split>[^@/~]+)(~(?P<size>\d+))?"
@@ -72,22 +73,6 @@ def parse_system_id(system_id: str) -> dict | None:
 
 
 def downsample(raw: dict, size: int, seed: int) -> dict:
-    """`size` questions of a SQuAD-format file, drawn with `seed`, in file order; paragraphs
-    and articles left without questions are dropped."""
-    positions = [(a, p, q) for a, article in enumerate(raw["data"])
-                 for p, paragraph in enumerate(article["paragraphs"])
-                 for q, _ in enumerate(paragraph["qas"])]
-    if size > len(positions):
-        raise UserError(f"train size {size} is more than the split's {len(positions)} "
-                        f"questions")
-    keep = set(random.Random(seed).sample(positions, size))
-    data = []
-    for a, article in enumerate(raw["data"]):
-        paragraphs = []
-        for p, paragraph in enumerate(article["paragraphs"]):
-            qas = [qa for q, qa in enumerate(paragraph["qas"]) if (a, p, q) in keep]
-            if qas:
-                paragraphs.append({**paragraph, "qas": qas})
-        if paragraphs:
-            data.append({**article, "paragraphs": paragraphs})
-    return {"version": raw.get("version", ""), "data": data}
+    """`size` questions of a SQuAD-format file, drawn with `seed` (the derive transform
+    `downsample` gives the same questions for the same seed)."""
+    return sample_questions(raw, size, random.Random(seed))

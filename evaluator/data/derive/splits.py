@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 
+from evaluator.core.errors import UserError
 from evaluator.core.hashing import sha256_bytes
 from evaluator.data.derive import register
 
@@ -86,3 +87,38 @@ def concatenate(parent: dict, params: dict, rng: random.Random) -> tuple[dict, d
     extra data (the study's section 6.2). Question ids must stay unique across parents."""
     count = sum(len(p["qas"]) for a in parent["data"] for p in a["paragraphs"])
     return parent, {"articles": len(parent["data"]), "questions": count}
+
+
+def sample_questions(raw: dict, size: int, rng: random.Random) -> dict:
+    """`size` questions of a SQuAD-format file drawn with `rng`, in file order; paragraphs
+    and articles left without questions are dropped."""
+    positions = [(a, p, q) for a, article in enumerate(raw["data"])
+                 for p, paragraph in enumerate(article["paragraphs"])
+                 for q, _ in enumerate(paragraph["qas"])]
+    if size > len(positions):
+        raise UserError(f"train size {size} is more than the split's {len(positions)} "
+                        f"questions")
+    keep = set(rng.sample(positions, size))
+    data = []
+    for a, article in enumerate(raw["data"]):
+        paragraphs = []
+        for p, paragraph in enumerate(article["paragraphs"]):
+            qas = [qa for q, qa in enumerate(paragraph["qas"]) if (a, p, q) in keep]
+            if qas:
+                paragraphs.append({**paragraph, "qas": qas})
+        if paragraphs:
+            data.append({**article, "paragraphs": paragraphs})
+    return {"version": raw.get("version", ""), "data": data}
+
+
+@register("downsample", version="1")
+def downsample(parent: dict, params: dict, rng: random.Random) -> tuple[dict, dict]:
+    """`questions` questions of the parent drawn with the folder's seed (Liu et al.'s
+    downsampled SQuAD: fewer training examples, the same test set); the same questions as
+    a study's train size with that seed."""
+    n = int(params.get("questions", 0))
+    if n <= 0:
+        raise ValueError(f"downsample: questions must be a positive number, got {n}")
+    chosen = sample_questions(parent, n, rng)
+    return chosen, {"questions": n, "articles": len(chosen["data"]),
+                    "paragraphs": sum(len(a["paragraphs"]) for a in chosen["data"])}
