@@ -121,6 +121,56 @@ def render() -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def read_scores(path: Path) -> ScoreMatrix:
+    """A score table in the paper's wide layout: `approach`, optional `group`
+    (non-pretrained | pre-trained) and `mode` (one of MODES, the same on every row), then one
+    column per benchmark with a number per approach; a bad table is one line naming file,
+    line and column."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    if not rows or "approach" not in rows[0]:
+        raise ValueError(f"{path}: needs a header with an 'approach' column and rows")
+    meta = [c for c in ("approach", "group", "mode") if c in rows[0]]
+    benchmarks = [c for c in rows[0] if c not in meta]
+    if not benchmarks:
+        raise ValueError(f"{path}: no benchmark columns besides {', '.join(meta)}")
+    modes = {r.get("mode") or "approach-level" for r in rows}
+    if len(modes) > 1:
+        raise ModeError(f"{path}: mode column mixes {' and '.join(sorted(modes))} scores")
+    [mode] = modes
+    if mode not in MODES:
+        raise ValueError(f"{path}: mode {mode!r} is not one of {', '.join(MODES)}")
+    scores, groups, seen = {}, {}, set()
+    for line, r in enumerate(rows, 2):
+        name = (r["approach"] or "").strip()
+        if not name or name in seen:
+            raise ValueError(f"{path}: line {line}, column approach: "
+                             f"{'empty' if not name else f'{name!r} twice'}")
+        seen.add(name)
+        group = (r.get("group") or GROUPS[0]).strip()
+        if group not in GROUPS:
+            raise ValueError(f"{path}: line {line}, column group: {group!r} is not one of "
+                             f"{', '.join(GROUPS)}")
+        groups[name] = group
+        for b in benchmarks:
+            cell = (r[b] or "").strip()
+            if not cell:
+                raise ValueError(f"{path}: line {line}, column {b}: no score for approach "
+                                 f"{name!r} (every approach needs every benchmark)")
+            try:
+                value = float(cell)
+            except ValueError:
+                raise ValueError(f"{path}: line {line}, column {b}: {cell!r} is not a "
+                                 f"number") from None
+            if not 0 <= value <= 100:
+                raise ValueError(f"{path}: line {line}, column {b}: {value:g} is outside "
+                                 f"[0, 100] (scores are percentages)")
+            scores.setdefault(name, {})[b] = value
+    frame = pd.DataFrame.from_dict(scores, orient="index")[benchmarks]
+    frame.index.name = "approach"
+    return ScoreMatrix(frame, pd.Series(groups, name="group"), mode)
+
+
 # ---------------------------------------------------------------------------- concurrence
 
 def kendall(x: Sequence[float], y: Sequence[float], variant: str = "b") -> float | None:

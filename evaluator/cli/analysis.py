@@ -241,23 +241,30 @@ def population_command(table_path, data_dir, out, bootstrap, seed, markdown):
               help="Least-squares lines of B2 on B1, overall and per group, and the "
                    "largest residuals.")
 @click.option("--layout", is_flag=True, help="Print the paper's score tables in its layout.")
+@click.option("--scores", "scores_path", type=click.Path(dir_okay=False, exists=True,
+                                                         path_type=Path), default=None,
+              help="A score table instead of the paper's: approach, [group], [mode], then "
+                   "one column per benchmark (docs/analysis.md).")
 def concurrence_command(reference, subsets, variant, versus, threshold, bootstrap, seed,
-                        knee, layout):
+                        knee, layout, scores_path):
     """Approach-level concurrence (Liu et al.) from the paper's own score tables."""
     from analysis import approach_concurrence as ac  # lazy: pandas; fast --help
 
     if layout:
         click.echo(ac.render(), nl=False)
         return
-    m = ac.published()
-    reference = reference or ac.SQUAD
+    try:
+        m = ac.read_scores(scores_path) if scores_path else ac.published()
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    reference = reference or (m.scores.columns[0] if scores_path else ac.SQUAD)
     for name in (reference, *versus, *(knee or ())):
         if name not in m.scores.columns:
             raise click.ClickException(f"unknown benchmark {name!r}; known: "
                                        f"{', '.join(m.scores.columns)}")
     chosen = [_subset(m, s) for s in subsets] or [("all", "all"), *((g, g) for g in ac.GROUPS)]
-    click.echo(f"mode: {m.mode} (Liu et al.'s tables: each approach trained on each "
-               f"benchmark's training split); Kendall tau-{variant}; concurrence: tau > "
+    source = scores_path or "Liu et al.'s tables"
+    click.echo(f"mode: {m.mode} ({source}); Kendall tau-{variant}; concurrence: tau > "
                f"{threshold:g}")
     rows = []
     for b in m.scores.columns:

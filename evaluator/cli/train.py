@@ -95,6 +95,7 @@ def systems_command(table_path) -> None:
         good, _ = testsets.scan()
         approaches, _ = bundles.scan()
         rows = table.rows(store, {k: t.reference for k, t in good.items()},
-                          {k: b.metadata.get("family") for k, b in approaches.items()})
+                          {k: b.metadata.get("family") for k, b in approaches.items()},
+                          {k: t.train for k, t in good.items()})
         table.write(rows, Path(table_path))
         click.echo(f"wrote {len(rows)} rows to {table_path}")

@@ -191,5 +191,6 @@ def rows(study: Study, store: Store) -> list[dict]:
     families = {job.approach.id: job.approach.metadata.get("family")
                 for job in study.trainings}
     references = {t.id: t.reference for t in study.testsets}
-    return [r for r in table.rows(store, references, families)
+    trains = {t.id: t.train for t in study.testsets}
+    return [r for r in table.rows(store, references, families, trains)
             if r["model"] in names and r["testset"] in wanted]

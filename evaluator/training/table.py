@@ -1,5 +1,9 @@
 """The results table of trained systems: one row per system x test set x metric, in the long
-form the analysis' CSV importer reads, with everything needed to trace a number back."""
+form the analysis' CSV importer reads, with everything needed to trace a number back.
+
+`mode` says what a score measures (Liu et al.'s distinction): `approach-level` when the
+system was trained on the test set's own training split (its `train:`, at any train size),
+`system-level` when a frozen system meets a set it was not trained for."""
 
 from __future__ import annotations
 
@@ -10,17 +14,19 @@ from evaluator.store.queries import latest_by_cell
 from evaluator.store.store import Store
 from evaluator.training.systems import current_digest
 
-COLUMNS = ("model", "testset", "metric", "value", "lo", "hi", "n", "reference", "family",
+COLUMNS = ("model", "testset", "metric", "value", "lo", "hi", "n", "reference", "mode", "family",
            "approach", "train_split", "train_size", "seed", "hyperparameters", "weights_digest",
            "bundle_digest", "testset_sha256", "scorer_version", "train_device", "train_wall_s",
            "wall_s", "runner")
 
 
-def rows(store: Store, references: dict[str, str | None], families: dict[str, str | None]
-         ) -> list[dict]:
+def rows(store: Store, references: dict[str, str | None], families: dict[str, str | None],
+         trains: dict[str, str | None] | None = None) -> list[dict]:
     """Rows for every trained system's latest results; `references` maps a test set to its
-    original-set axis (its `reference`), `families` an approach to its family. A name whose
-    current system is trained shows that system's runs only, never a predecessor's."""
+    original-set axis (its `reference`), `families` an approach to its family, `trains` a
+    test set to its training split (for `mode`). A name whose current system is trained
+    shows that system's runs only, never a predecessor's."""
+    trains = trains or {}
     systems = {s["system"]: s for s in store.systems()}  # the newest training of each name
     digests = {name: d for name in systems if (d := current_digest(name, store)) is not None}
     latest = latest_by_cell((r for r in store.results() if r["bundle"] in systems),
@@ -34,6 +40,8 @@ def rows(store: Store, references: dict[str, str | None], families: dict[str, st
                 "value": round(row[metric], 4), "lo": round(row[f"{metric}_lo"], 4),
                 "hi": round(row[f"{metric}_hi"], 4), "n": row["n"],
                 "reference": references.get(testset) or "",
+                "mode": "approach-level" if trains.get(testset) == system["split"]
+                else "system-level",
                 "family": families.get(system["approach"]) or "",
                 "approach": system["approach"], "train_split": system["split"],
                 "train_size": system["train_size"] or "", "seed": system["seed"],

@@ -184,3 +184,55 @@ def test_the_command_names_its_mode_and_refuses_bad_input_in_one_line():
                  ["--subset", "everyone"]):
         bad = run(main, ["concurrence", *args])
         assert bad.exit_code == 1 and len(bad.stderr.strip().splitlines()) == 1, args
+
+
+def _table(path, m, columns, *, edit=None, mode=None):
+    import csv
+
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        out = csv.writer(handle)
+        out.writerow(["approach", "group", *(["mode"] if mode else []), *columns])
+        for k, a in enumerate(m.scores.index):
+            row = [a, m.groups[a], *([mode[k % len(mode)]] if mode else []),
+                   *(f"{m.scores.at[a, c]:.2f}" for c in columns)]
+            if edit and k == 3:
+                row[edit[0]] = edit[1]
+            out.writerow(row)
+    return path
+
+
+def test_a_score_table_of_ones_own_gives_the_same_concurrence(m, tmp_path):
+    from click.testing import CliRunner
+
+    from evaluator.cli.main import main
+
+    columns = [ac.SQUAD, "Synthetic Fuzzy Pattern-Matching"]
+    own = ac.read_scores(_table(tmp_path / "s.csv", m, columns))
+    assert own.mode == "approach-level" and own.scores.shape == (20, 2)
+    got = ac.concur(own, *columns, "non-pretrained")
+    assert (round(got["r"], 2), round(got["tau"], 2)) == (0.95, 0.78)
+    report = CliRunner().invoke(main, ["concurrence", "--scores", str(tmp_path / "s.csv")])
+    assert report.exit_code == 0 and "mode: approach-level" in report.stdout
+
+
+@pytest.mark.parametrize("edit, mode, message", [
+    ((3, ""), None, "line 5, column Synthetic Fuzzy Pattern-Matching: no score for approach"),
+    ((2, "seventy"), None, "line 5, column SQuAD 1.1 — All: 'seventy' is not a number"),
+    ((2, "0.7"), None, None),  # a fraction is still a number in [0, 100]
+    ((1, "pretrained"), None, "line 5, column group: 'pretrained' is not one of"),
+    (None, ["approach-level", "system-level"], "mixes approach-level and system-level"),
+])
+def test_a_bad_score_table_is_one_line(m, tmp_path, edit, mode, message):
+    from click.testing import CliRunner
+
+    from evaluator.cli.main import main
+
+    path = _table(tmp_path / "bad.csv", m, [ac.SQUAD, "Synthetic Fuzzy Pattern-Matching"],
+                  edit=edit, mode=mode)
+    result = CliRunner().invoke(main, ["concurrence", "--scores", str(path)])
+    if message is None:
+        assert result.exit_code == 0
+        return
+    assert result.exit_code == 1
+    [line] = result.stderr.strip().splitlines()
+    assert message in line and str(path) in line

@@ -141,3 +141,19 @@ def test_an_approach_may_list_several_grids(plan):
     plan.write_text(PLAN.replace("    seeds: [0, 1]\n", "    seeds: [0, 1]\n    sizes: [50, 50]\n"))
     with pytest.raises(Exception, match="names a system twice"):
         load(plan)
+
+
+def test_the_table_says_which_scores_are_approach_level(plan, tmp_path):
+    """A score of a system on the test set whose training split it was trained on is
+    approach-level (Liu et al.'s concurrence); on any other set, system-level."""
+    folder = tmp_path / "sets" / "tiny-test"
+    (folder / "testset.yaml").write_text((folder / "testset.yaml").read_text()
+                                         + "train: tiny-train\n")
+    plan.write_text(PLAN.replace("settings: [{epochs: 1}, {epochs: 1, l2: 0.001}]",
+                                 "settings: [{epochs: 1}]").replace("seeds: [0, 1]",
+                                                                   "seeds: [0]"))
+    done = study("run", str(plan), "--runner", "local", "--table", str(tmp_path / "t.csv"),
+                 workspace=tmp_path / "ws")
+    assert done.returncode == 0, done.stderr
+    modes = {(r["testset"], r["mode"]) for r in table(tmp_path / "t.csv")}
+    assert modes == {("tiny-test", "approach-level"), ("tiny-train", "system-level")}
