@@ -185,12 +185,15 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
 
 
 def rows(study: Study, store: Store) -> list[dict]:
-    """The results table restricted to the study's systems and test sets."""
-    names = {job.system_id for job in study.trainings}
+    """The results table restricted to the study's systems as the plan makes them now (a
+    system trained from an earlier version of its approach is not one of them) and to its
+    test sets."""
+    current = {job.system_id: hit.row["weights_digest"] for job in study.trainings
+               if (hit := stored(job, store)) is not None}
     wanted = {t.id for t in study.testsets}
     families = {job.approach.id: job.approach.metadata.get("family")
                 for job in study.trainings}
     references = {t.id: t.reference for t in study.testsets}
     trains = {t.id: t.train for t in study.testsets}
     return [r for r in table.rows(store, references, families, trains)
-            if r["model"] in names and r["testset"] in wanted]
+            if current.get(r["model"]) == r["weights_digest"] and r["testset"] in wanted]

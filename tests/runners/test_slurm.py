@@ -218,8 +218,9 @@ def test_sigkill_mid_matrix_then_resume_runs_every_cell_once(cluster, tmp_path, 
 
 def test_ctrl_c_cancels_this_controllers_jobs_and_nothing_else(cluster, tmp_path, dev_raw,
                                                               workspace):
+    # long enough to outlive the test on a loaded machine; cancelled in `finally`
     unrelated = subprocess.run(["sbatch", "--parsable", "--job-name=unrelated", "--mem=64",
-                                f"--output={tmp_path}/unrelated.out", "--wrap", "sleep 30"],
+                                f"--output={tmp_path}/unrelated.out", "--wrap", "sleep 600"],
                                capture_output=True, text=True, check=True).stdout.strip()
     try:
         env = make_matrix(tmp_path, dev_raw, bundles=3, sets=1, sleep=60)

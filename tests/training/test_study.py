@@ -157,3 +157,19 @@ def test_the_table_says_which_scores_are_approach_level(plan, tmp_path):
     assert done.returncode == 0, done.stderr
     modes = {(r["testset"], r["mode"]) for r in table(tmp_path / "t.csv")}
     assert modes == {("tiny-test", "approach-level"), ("tiny-train", "system-level")}
+
+
+def test_the_table_leaves_out_systems_of_an_earlier_version_of_their_approach(plan, tmp_path):
+    plan.write_text(PLAN.replace("settings: [{epochs: 1}, {epochs: 1, l2: 0.001}]",
+                                 "settings: [{epochs: 1}]").replace("seeds: [0, 1]",
+                                                                   "seeds: [0]"))
+    done = study("run", str(plan), "--runner", "local", workspace=tmp_path / "ws")
+    assert done.returncode == 0, done.stderr
+    first = study("table", str(plan), "--out", str(tmp_path / "a.csv"),
+                  workspace=tmp_path / "ws")
+    assert first.returncode == 0 and len(table(tmp_path / "a.csv")) == 4
+    code = tmp_path / "subs" / "logreg-rajpurkar" / "approach.py"
+    code.write_text(code.read_text() + "\n# a changed approach is another approach\n")
+    again = study("table", str(plan), "--out", str(tmp_path / "b.csv"),
+                  workspace=tmp_path / "ws")
+    assert again.returncode == 0 and table(tmp_path / "b.csv") == []
