@@ -218,9 +218,10 @@ def test_sigkill_mid_matrix_then_resume_runs_every_cell_once(cluster, tmp_path, 
 
 def test_ctrl_c_cancels_this_controllers_jobs_and_nothing_else(cluster, tmp_path, dev_raw,
                                                               workspace):
-    # long enough to outlive the test on a loaded machine; cancelled in `finally`
-    unrelated = subprocess.run(["sbatch", "--parsable", "--job-name=unrelated", "--mem=64",
-                                f"--output={tmp_path}/unrelated.out", "--wrap", "sleep 600"],
+    # held: it stays queued (taking no CPU from the test's jobs) until `finally` cancels it
+    unrelated = subprocess.run(["sbatch", "--parsable", "--hold", "--job-name=unrelated",
+                                "--mem=64", f"--output={tmp_path}/unrelated.out", "--wrap",
+                                "sleep 30"],
                                capture_output=True, text=True, check=True).stdout.strip()
     try:
         env = make_matrix(tmp_path, dev_raw, bundles=3, sets=1, sleep=60)
