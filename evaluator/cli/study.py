@@ -1,4 +1,4 @@
-"""`qashift study run|status|table PLAN`: a population study from one plan file (see
+"""`qashift study run|status|table|matrix PLAN`: a population study from one plan file (see
 evaluator/training/study.py and docs/training.md)."""
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ import click
 
 from evaluator.cli.base import Group, configure, settings_options
 from evaluator.core import console
+from evaluator.core.files import write_csv_atomic
+from evaluator.core.hashing import canonical_json
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
 from evaluator.training import study, table
@@ -71,3 +73,41 @@ def table_command(plan, out, data_dir, workspace) -> None:
     rows = study.rows(found, Store.open_default())
     table.write(rows, out)
     click.echo(f"wrote {len(rows)} rows to {out}")
+
+
+RUN_COLUMNS = ("approach", "benchmark", "system", "seed", "hyperparameters", "em", "f1",
+               "selected", "selection")
+
+
+@study_group.command("matrix")
+@click.argument("plan", type=PLAN)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="the approach x benchmark EM table (the layout `qashift concurrence "
+                   "--scores` reads)")
+@click.option("--runs", "runs_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="also every run behind it, the selected ones marked")
+@settings_options
+def matrix_command(plan, out, runs_path, data_dir, workspace) -> None:
+    """Write an approach-level study's score matrix from the store (nothing is run): the
+    approaches scored on every benchmark, by the plan's selection rule."""
+    configure(data_dir, workspace)
+    found = study.load(plan)
+    made = study.approach_matrix(found, Store.open_default())
+    complete = made.complete()
+    if not complete:
+        raise click.ClickException(f"{plan}: no approach has a score on every benchmark yet "
+                                   f"(qashift study status {plan}); nothing written")
+    columns = ("approach", "group", "mode", *made.benchmarks)
+    write_csv_atomic(out, columns, [
+        {"approach": a, "group": made.groups[a], "mode": "approach-level",
+         **{b: round(made.scores[a][b], 2) for b in made.benchmarks}} for a in complete])
+    if runs_path is not None:
+        write_csv_atomic(runs_path, RUN_COLUMNS, [
+            {**run, "hyperparameters": canonical_json(run["hyperparameters"]).decode(),
+             "em": "" if run["em"] is None else round(run["em"], 4),
+             "f1": "" if run["f1"] is None else round(run["f1"], 4),
+             "selection": made.selection} for run in made.runs])
+    left = [a for a in made.groups if a not in complete]
+    click.echo(f"wrote {len(complete)} approaches x {len(made.benchmarks)} benchmarks to {out}"
+               f" (selection: {made.selection})"
+               + (f"; not yet scored on every benchmark: {', '.join(left)}" if left else ""))

@@ -15,19 +15,37 @@ checkpoint. Failures are recorded and the rest of the plan goes on.
       qanet:                         # several grids for one approach: a list of them
         - {sizes: [null, 1000]}
         - {settings: [{hidden: 32}], sizes: [250]}
+
+An approach-level study (Liu et al.: an approach trained on a benchmark's training split and
+tested on its test split) names `benchmarks` instead of `split` and `testsets`: a test-set id
+(trained on the folder's `train:` split) or `{name, train, test, size, paper}` (e.g. SQuAD
+downsampled to 1,000 questions: the training split at a train size). `draws: N` adds N
+random settings from the approach's search space to its plan's settings (over the first
+setting's fixed values), each seeded by the approach name and its number; `selection` is the
+recorded rule that picks which run's score enters the approach x benchmark matrix.
+
+    id: approach-level
+    benchmarks: [babi-1, fuzzy-uniform, {name: squad-1k, train: squad-dev-train, size: 1000,
+                                         test: squad-dev-heldout}]
+    selection: first          # first | max | mean over an approach's runs on a benchmark
+    approaches:
+      bidaf: {settings: [{epochs: 4}], draws: 5}
 """
 
 from __future__ import annotations
 
 import itertools
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from evaluator.bundles import spec as bundles
+from evaluator.bundles.spec import Bundle
 from evaluator.core.errors import DataError, RunFailure, UserError
 from evaluator.core.folders import read_yaml
 from evaluator.core.schema import Name, Strict, Text, validate
@@ -48,15 +66,45 @@ class ApproachPlan(Strict):
     settings: list[dict[str, Scalar]] = Field(default_factory=lambda: [{}], min_length=1)
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
     sizes: list[int | None] = Field(default_factory=lambda: [None], min_length=1)
+    draws: int = Field(0, ge=0)  # random settings from the search space, after `settings`
+
+
+class BenchmarkPair(Strict):
+    name: Name
+    train: Name
+    test: Name
+    size: int | None = Field(None, gt=0)  # a seeded downsample of `train`
+    paper: str | None = None  # the column of Liu et al.'s tables of the same kind
 
 
 class StudyFile(Strict):
     id: Name
     name: Text
     description: Text = ""
-    split: Name | list[Name]  # several: every approach plan on each (e.g. with extra data)
-    testsets: list[Name] = Field(min_length=1)
+    split: Name | list[Name] | None = None  # several: every approach plan on each
+    testsets: list[Name] = Field(default_factory=list)
+    benchmarks: list[Name | BenchmarkPair] = Field(default_factory=list)
+    selection: Literal["first", "max", "mean"] = "first"
     approaches: dict[Name, ApproachPlan | list[ApproachPlan]] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def one_kind(self) -> StudyFile:
+        if self.benchmarks and (self.split is not None or self.testsets):
+            raise ValueError("give either benchmarks (approach-level) or split and testsets")
+        if not self.benchmarks and (self.split is None or not self.testsets):
+            raise ValueError("give split and testsets, or benchmarks")
+        return self
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """An approach-level benchmark: train on `train` (at `size` questions), test on `test`."""
+
+    name: str
+    train: TestSet
+    test: TestSet
+    size: int | None = None
+    paper: str | None = None
 
 
 @dataclass(frozen=True)
@@ -66,25 +114,77 @@ class Study:
     splits: tuple[TestSet, ...]
     testsets: tuple[TestSet, ...]
     trainings: tuple[TrainJob, ...]  # in the file's order: approach, setting, seed, size
+    benchmarks: tuple[Benchmark, ...] = ()  # an approach-level study's
+    selection: str = "first"
+
+    def testsets_for(self, job: TrainJob) -> tuple[TestSet, ...]:
+        """The sets a system is scored on: every test set of a population study, the test
+        sets of the benchmarks it was trained for in an approach-level one."""
+        if not self.benchmarks:
+            return self.testsets
+        return tuple(dict.fromkeys(b.test for b in self.benchmarks
+                                   if b.train.id == job.split.id and b.size == job.size))
 
     @property
     def cells(self) -> int:
-        return len(self.trainings) * (1 + len(self.testsets))
+        return sum(1 + len(self.testsets_for(job)) for job in self.trainings)
+
+
+def _benchmark(entry: str | BenchmarkPair, path: Path) -> Benchmark:
+    if isinstance(entry, str):
+        test = testsets.get(entry)
+        if not test.train:
+            raise UserError(f"{path}: benchmark {entry} has no training split (its folder "
+                            f"names no train:)")
+        return Benchmark(entry, testsets.get(test.train), test)
+    return Benchmark(entry.name, testsets.get(entry.train), testsets.get(entry.test),
+                     entry.size, entry.paper)
+
+
+def draws(approach: Bundle, base: dict, count: int, taken: list[dict]) -> list[dict]:
+    """`count` settings drawn from the approach's search space over `base` (its fixed
+    values stay), each from a generator seeded by the approach id and the draw's number; a
+    draw equal to a setting already taken is drawn again."""
+    search = {k: v for k, v in sorted((approach.hyperparameters.get("search") or {}).items())
+              if k not in base}
+    if count and not search:
+        raise UserError(f"{approach.id} has no search space to draw settings from")
+    out, number = [], 0
+    while len(out) < count:
+        if number >= 50 * count:
+            raise UserError(f"{approach.id}: only {len(out)} distinct draws from its search "
+                            f"space, {count} asked for")
+        rng = random.Random(f"{approach.id}|draw|{number}")
+        number += 1
+        setting = {**base, **{k: rng.choice(values) for k, values in search.items()}}
+        if setting not in taken and setting not in out:
+            out.append(setting)
+    return out
 
 
 def load(path: Path) -> Study:
     """The study a plan file describes; unknown approaches, test sets or keys are one-line
     errors, before anything runs."""
     spec = validate(StudyFile, read_yaml(path), path)
-    names = spec.split if isinstance(spec.split, list) else [spec.split]
-    if not names or len(set(names)) != len(names):
-        raise UserError(f"{path}: split must name one training split or several, each once")
-    splits = tuple(testsets.get(name) for name in names)
+    benchmarks = tuple(_benchmark(entry, path) for entry in spec.benchmarks)
+    if len({b.name for b in benchmarks}) != len(benchmarks):
+        raise UserError(f"{path}: the plan names a benchmark twice")
+    if benchmarks:
+        splits = tuple(dict.fromkeys(b.train for b in benchmarks))
+        sets = tuple(dict.fromkeys(b.test for b in benchmarks))
+        targets = list(dict.fromkeys((b.train, b.size) for b in benchmarks))
+    else:
+        names = spec.split if isinstance(spec.split, list) else [spec.split]
+        if not names or len(set(names)) != len(names):
+            raise UserError(f"{path}: split must name one training split or several, each "
+                            f"once")
+        splits = tuple(testsets.get(name) for name in names)
+        sets = tuple(testsets.get(t) for t in spec.testsets)
+        targets = None
     for split in splits:
         if split.kind != "training":
             raise UserError(f"{path}: split {split.id} is not a training split (kind: "
                             f"training)")
-    sets = tuple(testsets.get(t) for t in spec.testsets)
     jobs = []
     for approach_id, plans in spec.approaches.items():
         approach = bundles.get(approach_id)
@@ -92,14 +192,20 @@ def load(path: Path) -> Study:
             raise UserError(f"{path}: {approach_id} is a {approach.kind} bundle, not an "
                             f"approach")
         for plan in plans if isinstance(plans, list) else [plans]:
-            for split, setting, seed, size in itertools.product(splits, plan.settings,
-                                                                plan.seeds, plan.sizes):
-                jobs.append(TrainJob(approach, split, seed, size, dict(setting)))
+            settings = [dict(setting) for setting in plan.settings]
+            settings += draws(approach, settings[0], plan.draws, settings)
+            if targets is not None and plan.sizes != [None]:
+                raise UserError(f"{path}: {approach_id}: an approach-level plan takes its "
+                                f"train sizes from the benchmarks, not from sizes")
+            places = targets or [(split, size) for split in splits for size in plan.sizes]
+            for (split, size), setting, seed in itertools.product(places, settings,
+                                                                  plan.seeds):
+                jobs.append(TrainJob(approach, split, seed, size, setting))
     names = [job.system_id for job in jobs]
     if len(set(names)) != len(names):
         raise UserError(f"{path}: the plan names a system twice (a setting equal to the "
                         f"defaults, or a repeated seed or size)")
-    return Study(spec.id, path, splits, sets, tuple(jobs))
+    return Study(spec.id, path, splits, sets, tuple(jobs), benchmarks, spec.selection)
 
 
 @dataclass
@@ -133,10 +239,10 @@ def status(study: Study, store: Store) -> StudyStatus:
                 out.training_failed += 1
             else:
                 out.pending += 1
-            out.pending += len(study.testsets)
+            out.pending += len(study.testsets_for(job))
             continue
         out.trained += 1
-        for testset in study.testsets:
+        for testset in study.testsets_for(job):
             if store.get(Job(system.bundle, testset).key) is not None:
                 out.evaluated += 1
             elif (system.bundle.id, testset.id) in failed_bundles:
@@ -170,7 +276,7 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
             continue
         if not system.cached:
             done_here += 1
-        jobs = [Job(system.bundle, testset) for testset in study.testsets]
+        jobs = [Job(system.bundle, testset) for testset in study.testsets_for(job)]
         report = matrix.run(jobs, runner, store)
         done_here += sum(1 for o in report.outcomes if o.result and not o.result.cached)
         failed = [f"{o.job.testset.id} ({o.failure_class})" for o in report.failed]
@@ -197,3 +303,61 @@ def rows(study: Study, store: Store) -> list[dict]:
     trains = {t.id: t.train for t in study.testsets}
     return [r for r in table.rows(store, references, families, trains)
             if current.get(r["model"]) == r["weights_digest"] and r["testset"] in wanted]
+
+
+@dataclass(frozen=True)
+class ApproachMatrix:
+    """An approach-level study's score matrix (EM, percent) and the runs behind it (Liu et
+    al.'s F1 and F8): `scores[approach][benchmark]` for the cells the selection rule could
+    decide, every run with `selected` marking the one(s) that entered the matrix."""
+
+    selection: str
+    benchmarks: tuple[str, ...]
+    groups: dict[str, str]  # approach -> non-pretrained | pre-trained
+    scores: dict[str, dict[str, float]]
+    runs: list[dict]
+
+    def complete(self) -> list[str]:
+        """Approaches with a score on every benchmark, in plan order."""
+        return [a for a in self.groups if len(self.scores.get(a, {})) == len(self.benchmarks)]
+
+
+def approach_matrix(study: Study, store: Store) -> ApproachMatrix:
+    """Score every approach on every benchmark by the plan's selection rule over its runs
+    (settings x seeds, in plan order): `first`, the first run (the defaults where the plan
+    lists them first); `max` and `mean` over all runs. A cell whose deciding runs are not all
+    stored stays empty: a rule is never applied to a part of its runs."""
+    if not study.benchmarks:
+        raise UserError(f"{study.path}: names no benchmarks: an approach x benchmark matrix "
+                        f"needs an approach-level plan")
+    groups = {job.approach.id: ("pre-trained" if job.approach.metadata.get("family")
+                                == "pretrained" else "non-pretrained")
+              for job in study.trainings}
+    runs, scores = [], {}
+    for benchmark in study.benchmarks:
+        for approach in groups:
+            mine = [job for job in study.trainings if job.approach.id == approach
+                    and job.split.id == benchmark.train.id and job.size == benchmark.size]
+            for job in mine:
+                system = stored(job, store)
+                result = None if system is None else store.get(
+                    Job(system.bundle, benchmark.test).key)
+                runs.append({"approach": approach, "benchmark": benchmark.name,
+                             "system": job.system_id, "seed": job.seed,
+                             "hyperparameters": job.hyperparameters,
+                             "em": None if result is None else result["em"],
+                             "f1": None if result is None else result["f1"],
+                             "selected": False})
+            mine_runs = runs[len(runs) - len(mine):]
+            decide = mine_runs[:1] if study.selection == "first" else mine_runs
+            if not decide or any(r["em"] is None for r in decide):
+                continue
+            ems = [r["em"] for r in decide]
+            value = max(ems) if study.selection == "max" else sum(ems) / len(ems)
+            chosen = decide if study.selection == "mean" else \
+                [next(r for r in decide if r["em"] == value)]
+            for r in chosen:
+                r["selected"] = True
+            scores.setdefault(approach, {})[benchmark.name] = value
+    return ApproachMatrix(study.selection, tuple(b.name for b in study.benchmarks), groups,
+                          scores, runs)

@@ -1,0 +1,132 @@
+"""An approach-level study (Liu et al.): a plan names benchmarks (a test set and its training
+split, or a training split at a train size), trains each approach on each benchmark's
+training data and scores it on that benchmark's test set only; random draws from the search
+space join the plan's settings, reproducibly; a recorded selection rule turns the runs into
+one approach x benchmark matrix, which the concurrence report reads."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from analysis import approach_concurrence
+from evaluator.bundles import spec as bundles
+from evaluator.cli.main import main
+from evaluator.training import study
+from tests.conftest import REPO, write_testset
+
+PLAN = """\
+id: tiny-approach-level
+name: logistic regression on two benchmarks
+benchmarks:
+  - tiny-test
+  - {name: tiny-40, train: tiny-train, size: 40, test: tiny-test, paper: "SQuAD 1.1 — 1K"}
+selection: first
+approaches:
+  logreg-rajpurkar: {settings: [{epochs: 1}], draws: 1}
+"""
+
+
+@pytest.fixture
+def plan(tmp_path, dev_raw, monkeypatch, workspace):
+    subs, sets = tmp_path / "subs", tmp_path / "sets"
+    shutil.copytree(REPO / "submissions" / "logreg-rajpurkar", subs / "logreg-rajpurkar")
+    first, second = dev_raw["data"][0], dev_raw["data"][1]
+    folder = write_testset(sets, "tiny-train", {"version": "1.1", "data": [
+        dict(first, paragraphs=first["paragraphs"][:15])]})
+    (folder / "testset.yaml").write_text((folder / "testset.yaml").read_text().replace(
+        "kind: derived", "kind: training"))
+    folder = write_testset(sets, "tiny-test", {"version": "1.1", "data": [
+        dict(second, paragraphs=second["paragraphs"][:8])]})
+    (folder / "testset.yaml").write_text((folder / "testset.yaml").read_text()
+                                         + "train: tiny-train\n")
+    write_testset(sets, "tiny-untrained", {"version": "1.1", "data": [
+        dict(second, paragraphs=second["paragraphs"][8:10])]})
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    path = tmp_path / "plan.yaml"
+    path.write_text(PLAN)
+    return path
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def test_each_benchmark_trains_on_its_own_data_and_is_scored_on_its_own_test_set(plan):
+    found = study.load(plan)
+    assert [b.name for b in found.benchmarks] == ["tiny-test", "tiny-40"]
+    assert [(j.split.id, j.size) for j in found.trainings] == [
+        ("tiny-train", None), ("tiny-train", None), ("tiny-train", 40), ("tiny-train", 40)]
+    assert all([t.id for t in found.testsets_for(j)] == ["tiny-test"]
+               for j in found.trainings)
+    assert found.cells == 4 * 2 and found.selection == "first"
+
+
+def test_draws_come_from_the_search_space_keep_the_fixed_values_and_repeat_exactly(plan):
+    approach = bundles.get("logreg-rajpurkar")
+    search = approach.hyperparameters["search"]
+    made = study.draws(approach, {"epochs": 1}, 5, [{"epochs": 1}])
+    assert made == study.draws(approach, {"epochs": 1}, 5, [{"epochs": 1}])
+    assert len({tuple(sorted(d.items())) for d in made}) == 5
+    for draw in made:
+        assert draw["epochs"] == 1
+        assert all(draw[k] in search[k] for k in draw if k != "epochs")
+        assert set(draw) == set(search)
+    found = study.load(plan)
+    assert found.trainings[0].overrides == {"epochs": 1}
+    assert found.trainings[1].overrides == {"epochs": 1, **{
+        k: v for k, v in made[0].items() if k != "epochs"}}
+
+
+@pytest.mark.parametrize("original, broken, says", [
+    ("  - tiny-test\n", "  - tiny-untrained\n", "has no training split"),
+    ("selection: first", "selection: best", "selection"),
+    ("selection: first", "selection: first\nsplit: tiny-train", "either benchmarks"),
+    ("draws: 1}", "draws: 1, sizes: [10]}", "train sizes from the benchmarks"),
+    ("  - tiny-test\n", "  - tiny-test\n  - tiny-test\n", "benchmark twice"),
+])
+def test_a_bad_approach_level_plan_is_one_line(plan, original, broken, says):
+    plan.write_text(PLAN.replace(original, broken))
+    result = invoke("study", "status", str(plan))
+    assert result.exit_code == 1, result.output
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("error:") and says in line
+
+
+def test_the_matrix_follows_the_recorded_rule_and_feeds_the_concurrence_report(plan, tmp_path):
+    out, runs = tmp_path / "m.csv", tmp_path / "runs.csv"
+    early = invoke("study", "matrix", str(plan), "--out", str(out))
+    assert early.exit_code == 1 and "no approach has a score on every benchmark" in \
+        early.output and not out.exists()
+
+    done = invoke("study", "run", str(plan), "--runner", "local")
+    assert done.exit_code == 0, done.output
+    assert "trained 4, training failed 0 | evaluated 4, evaluation failed 0 | 0 cells" in \
+        done.output
+
+    made = invoke("study", "matrix", str(plan), "--out", str(out), "--runs", str(runs))
+    assert made.exit_code == 0, made.output
+    with open(runs, newline="") as handle:
+        recorded = list(csv.DictReader(handle))
+    assert len(recorded) == 4 and {r["selection"] for r in recorded} == {"first"}
+    em = {(r["benchmark"], r["system"]): float(r["em"]) for r in recorded}
+    picked = {r["benchmark"]: r["system"] for r in recorded if r["selected"] == "True"}
+    order = [job.system_id for job in study.load(plan).trainings]
+    assert picked == {"tiny-test": order[0], "tiny-40": order[2]}
+
+    scores = approach_concurrence.read_scores(out)
+    assert scores.mode == "approach-level"
+    assert scores.scores.loc["logreg-rajpurkar", "tiny-test"] == pytest.approx(
+        em[("tiny-test", order[0])], abs=0.005)
+    assert scores.scores.loc["logreg-rajpurkar", "tiny-40"] == pytest.approx(
+        em[("tiny-40", order[2])], abs=0.005)
+
+    plan.write_text(PLAN.replace("selection: first", "selection: max"))
+    again = invoke("study", "matrix", str(plan), "--out", str(out))
+    assert again.exit_code == 0, again.output
+    best = approach_concurrence.read_scores(out).scores.loc["logreg-rajpurkar", "tiny-test"]
+    assert best == pytest.approx(max(em[("tiny-test", s)] for s in order[:2]), abs=0.005)
