@@ -233,6 +233,31 @@ def versus_reference(m: ScoreMatrix, reference: str = SQUAD, which=("all", *GROU
     return pd.DataFrame(rows)
 
 
+def side_by_side(m: ScoreMatrix, paper_of: dict[str, str], reference: str,
+                 variant: str = "b") -> pd.DataFrame:
+    """Each benchmark of `m` that names a column of the paper's tables of the same kind
+    (`paper_of`), its concurrence with `reference` beside the paper's with SQuAD: r and tau
+    over all approaches, tau per group."""
+    pub = published()
+    unknown = sorted(set(paper_of.values()) - set(pub.scores.columns))
+    if unknown:
+        raise ValueError(f"unknown column of Liu et al.'s tables: {unknown[0]!r}")
+    rows = []
+    for ours, theirs in paper_of.items():
+        if ours == reference or ours not in m.scores.columns:
+            continue
+        row = {"benchmark": ours, "paper's benchmark": theirs}
+        for w in ("all", *GROUPS):
+            here, there = concur(m, reference, ours, w, variant), concur(pub, SQUAD, theirs, w,
+                                                                         variant)
+            if w == "all":
+                row["r here"], row["r paper"] = here["r"], there["r"]
+            row[f"tau here ({w})"], row[f"tau paper ({w})"] = here["tau"], there["tau"]
+            row[f"n here ({w})"] = here["n"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def all_pairs(m: ScoreMatrix, columns: Sequence[str], rows: Sequence[str] | None = None,
               statistic: str = "tau", which="all", variant: str = "b") -> pd.DataFrame:
     """rows x columns matrix of r or tau (the paper's views: vs SQuAD, vs each human set)."""

@@ -9,6 +9,7 @@ import click
 
 from evaluator.cli.base import Command
 from evaluator.core import console
+from evaluator.core.folders import read_yaml
 from evaluator.data import testsets
 from evaluator.store.store import Store
 
@@ -245,8 +246,12 @@ def population_command(table_path, data_dir, out, bootstrap, seed, markdown):
                                                          path_type=Path), default=None,
               help="A score table instead of the paper's: approach, [group], [mode], then "
                    "one column per benchmark (docs/analysis.md).")
+@click.option("--paper", "plan", type=click.Path(dir_okay=False, exists=True,
+                                                path_type=Path), default=None,
+              help="With --scores: an approach-level study plan whose benchmarks name the "
+                   "paper's columns of the same kind; prints ours beside the paper's.")
 def concurrence_command(reference, subsets, variant, versus, threshold, bootstrap, seed,
-                        knee, layout, scores_path):
+                        knee, layout, scores_path, plan):
     """Approach-level concurrence (Liu et al.) from the paper's own score tables."""
     from analysis import approach_concurrence as ac  # lazy: pandas; fast --help
 
@@ -291,6 +296,18 @@ def concurrence_command(reference, subsets, variant, versus, threshold, bootstra
                                   variant)
             click.echo(f"\n{statistic} ({label}) vs {', '.join(versus)}\n"
                        + matrix.to_string(float_format="%.2f", na_rep="n/a"))
+    if plan is not None:
+        if not scores_path:
+            raise click.ClickException("--paper compares a score table (--scores) with the "
+                                       "paper's; give both")
+        paper_of = {e["name"]: e["paper"] for e in read_yaml(plan).get("benchmarks") or []
+                    if isinstance(e, dict) and e.get("paper")}
+        try:
+            sides = ac.side_by_side(m, paper_of, reference, variant)
+        except ValueError as exc:
+            raise click.ClickException(f"{plan}: {exc}") from None
+        click.echo(f"\nbeside Liu et al. (theirs vs {ac.SQUAD}, 20 approaches)\n"
+                   + sides.to_string(index=False, float_format="%.2f", na_rep="n/a"))
     if knee:
         found = ac.knee(m, *knee)
         click.echo(f"\nleast squares of {knee[1]} on {knee[0]}")

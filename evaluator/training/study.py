@@ -122,8 +122,8 @@ class Study:
         sets of the benchmarks it was trained for in an approach-level one."""
         if not self.benchmarks:
             return self.testsets
-        return tuple(dict.fromkeys(b.test for b in self.benchmarks
-                                   if b.train.id == job.split.id and b.size == job.size))
+        return tuple({b.test.id: b.test for b in self.benchmarks
+                      if b.train.id == job.split.id and b.size == job.size}.values())
 
     @property
     def cells(self) -> int:
@@ -170,9 +170,9 @@ def load(path: Path) -> Study:
     if len({b.name for b in benchmarks}) != len(benchmarks):
         raise UserError(f"{path}: the plan names a benchmark twice")
     if benchmarks:
-        splits = tuple(dict.fromkeys(b.train for b in benchmarks))
-        sets = tuple(dict.fromkeys(b.test for b in benchmarks))
-        targets = list(dict.fromkeys((b.train, b.size) for b in benchmarks))
+        splits = tuple({b.train.id: b.train for b in benchmarks}.values())
+        sets = tuple({b.test.id: b.test for b in benchmarks}.values())
+        targets = list({(b.train.id, b.size): (b.train, b.size) for b in benchmarks}.values())
     else:
         names = spec.split if isinstance(spec.split, list) else [spec.split]
         if not names or len(set(names)) != len(names):
@@ -217,8 +217,10 @@ class StudyStatus:
     pending: int = 0
 
     def line(self, study: Study) -> str:
-        return (f"{study.id}: {len(study.trainings)} systems x {len(study.testsets)} test "
-                f"sets | trained {self.trained}, training failed {self.training_failed} | "
+        scored = (f"{len(study.benchmarks)} benchmarks" if study.benchmarks
+                  else f"{len(study.testsets)} test sets")
+        return (f"{study.id}: {len(study.trainings)} systems x {scored} | trained "
+                f"{self.trained}, training failed {self.training_failed} | "
                 f"evaluated {self.evaluated}, evaluation failed {self.evaluation_failed} | "
                 f"{self.pending} cells to go")
 

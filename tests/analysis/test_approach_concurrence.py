@@ -236,3 +236,47 @@ def test_a_bad_score_table_is_one_line(m, tmp_path, edit, mode, message):
     assert result.exit_code == 1
     [line] = result.stderr.strip().splitlines()
     assert message in line and str(path) in line
+
+
+def test_a_study_plan_puts_its_benchmarks_beside_the_papers_of_the_same_kind(m, tmp_path):
+    """`--paper PLAN`: each benchmark that names a paper column gets its own concurrence
+    with the reference beside the paper's with SQuAD (fuzzy over non-pretrained: 0.78)."""
+    import csv
+
+    from click.testing import CliRunner
+    from scipy.stats import kendalltau
+
+    from evaluator.cli.main import main
+
+    rows = [("a", "non-pretrained", 60, 20, 50), ("b", "non-pretrained", 40, 30, 45),
+            ("c", "non-pretrained", 30, 10, 20), ("d", "pre-trained", 80, 60, 40),
+            ("e", "pre-trained", 85, 70, 90)]
+    table = tmp_path / "mine.csv"
+    with open(table, "w", newline="") as handle:
+        out = csv.writer(handle)
+        out.writerow(["approach", "group", "squad", "fuzzy-uniform", "babi-1"])
+        out.writerows(rows)
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("benchmarks:\n"
+                    "  - {name: squad, train: x, test: y, paper: \"SQuAD 1.1 — All\"}\n"
+                    "  - {name: fuzzy-uniform, train: x, test: y, paper: \"Synthetic Fuzzy "
+                    "Pattern-Matching\"}\n  - babi-1\n")
+    sides = ac.side_by_side(ac.read_scores(table), {"squad": ac.SQUAD, "fuzzy-uniform":
+                                                    "Synthetic Fuzzy Pattern-Matching"},
+                            "squad")
+    [row] = sides.to_dict("records")
+    assert row["paper's benchmark"] == "Synthetic Fuzzy Pattern-Matching"
+    assert round(row["tau paper (non-pretrained)"], 2) == 0.78
+    assert row["tau here (all)"] == pytest.approx(
+        kendalltau([r[2] for r in rows], [r[3] for r in rows]).statistic)
+    assert row["n here (pre-trained)"] == 2
+
+    report = CliRunner().invoke(main, ["concurrence", "--scores", str(table), "--paper",
+                                       str(plan)])
+    assert report.exit_code == 0, report.output
+    assert "beside Liu et al." in report.stdout and "Synthetic Fuzzy" in report.stdout
+    plan.write_text("benchmarks:\n  - {name: babi-1, train: x, test: y, paper: \"bAbI 99\"}\n")
+    bad = CliRunner().invoke(main, ["concurrence", "--scores", str(table), "--paper",
+                                    str(plan)])
+    assert bad.exit_code == 1 and "unknown column of Liu et al.'s tables: 'bAbI 99'" in \
+        bad.stderr and len(bad.stderr.strip().splitlines()) == 1

@@ -14,9 +14,10 @@ exchanged) and replaces the unmasked entity by one of its hypernyms. `aliases: f
 realises every entity and relation by its label only (the paper's ablation).
 
 The test part's seeds and the training part's are disjoint: the ranked seeds are shuffled
-with `split_seed` (the same for both parts) and the first `test_share` of them belong to the test part. Questions
-per passage: `questions` in all over `passages`, at least one each and at most five (the
-paper's evaluation part has five per passage; its training part 10,000 over 8,376 passages).
+with `split_seed` (the same for both parts) and the first `test_share` of them belong to the
+test part. Questions per passage: `questions` in all over `passages`, at least one each and
+at most five (the paper's evaluation part has five per passage; its training part 10,000
+over 8,376 passages).
 """
 
 from __future__ import annotations
