@@ -144,11 +144,14 @@ def _benchmark(entry: str | BenchmarkPair, path: Path) -> Benchmark:
 def draws(approach: Bundle, base: dict, count: int, taken: list[dict]) -> list[dict]:
     """`count` settings drawn from the approach's search space over `base` (its fixed
     values stay), each from a generator seeded by the approach id and the draw's number; a
-    draw equal to a setting already taken is drawn again."""
+    draw that trains the same as a setting already taken (the defaults included) is drawn
+    again."""
     search = {k: v for k, v in sorted((approach.hyperparameters.get("search") or {}).items())
               if k not in base}
     if count and not search:
         raise UserError(f"{approach.id} has no search space to draw settings from")
+    defaults = approach.hyperparameters.get("defaults") or {}
+    seen = [{**defaults, **setting} for setting in taken]
     out, number = [], 0
     while len(out) < count:
         if number >= 50 * count:
@@ -157,7 +160,8 @@ def draws(approach: Bundle, base: dict, count: int, taken: list[dict]) -> list[d
         rng = random.Random(f"{approach.id}|draw|{number}")
         number += 1
         setting = {**base, **{k: rng.choice(values) for k, values in search.items()}}
-        if setting not in taken and setting not in out:
+        if {**defaults, **setting} not in seen:
+            seen.append({**defaults, **setting})
             out.append(setting)
     return out
 

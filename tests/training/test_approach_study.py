@@ -130,3 +130,24 @@ def test_the_matrix_follows_the_recorded_rule_and_feeds_the_concurrence_report(p
     assert again.exit_code == 0, again.output
     best = approach_concurrence.read_scores(out).scores.loc["logreg-rajpurkar", "tiny-test"]
     assert best == pytest.approx(max(em[("tiny-test", s)] for s in order[:2]), abs=0.005)
+
+
+def test_the_shipped_plan_with_the_papers_six_runs_per_cell_names_every_run(tmp_path):
+    """Liu et al.'s bookkeeping (F8): the defaults and five random draws per approach and
+    benchmark; the shipped plan (12 approaches x 26 benchmarks) then names 1,872 runs, and
+    the selection rule is part of the plan, not of the runs."""
+    text = (REPO / "studies" / "approach-level.yaml").read_text()
+    plan = tmp_path / "six.yaml"
+    plan.write_text(text.replace("settings: [{epochs: 4}]}", "settings: [{epochs: 4}], "
+                                 "draws: 5}").replace(": {}\n", ": {draws: 5}\n").replace(
+        "settings: [{layers: 2}]}", "settings: [{layers: 2}], draws: 5}"))
+    found = study.load(plan)
+    assert len(found.benchmarks) == 26
+    assert len({job.approach.id for job in found.trainings}) == 12
+    assert len(found.trainings) == 12 * 26 * 6
+    per_cell = {}
+    for job in found.trainings:
+        per_cell.setdefault((job.approach.id, job.split.id, job.size), set()).add(
+            job.system_id)
+    assert set(map(len, per_cell.values())) == {6}
+    assert found.selection == "first"
