@@ -7,7 +7,6 @@ one approach x benchmark matrix, which the concurrence report reads."""
 from __future__ import annotations
 
 import csv
-import shutil
 
 import pytest
 from click.testing import CliRunner
@@ -17,6 +16,7 @@ from evaluator.bundles import spec as bundles
 from evaluator.cli.main import main
 from evaluator.training import study
 from tests.conftest import REPO, write_testset
+from tests.training.tiny import tiny_folders
 
 PLAN = """\
 id: tiny-approach-level
@@ -32,21 +32,11 @@ approaches:
 
 @pytest.fixture
 def plan(tmp_path, dev_raw, monkeypatch, workspace):
-    subs, sets = tmp_path / "subs", tmp_path / "sets"
-    shutil.copytree(REPO / "submissions" / "logreg-rajpurkar", subs / "logreg-rajpurkar")
-    first, second = dev_raw["data"][0], dev_raw["data"][1]
-    folder = write_testset(sets, "tiny-train", {"version": "1.1", "data": [
-        dict(first, paragraphs=first["paragraphs"][:15])]})
-    (folder / "testset.yaml").write_text((folder / "testset.yaml").read_text().replace(
-        "kind: derived", "kind: training"))
-    folder = write_testset(sets, "tiny-test", {"version": "1.1", "data": [
-        dict(second, paragraphs=second["paragraphs"][:8])]})
-    (folder / "testset.yaml").write_text((folder / "testset.yaml").read_text()
-                                         + "train: tiny-train\n")
+    sets = tiny_folders(tmp_path, dev_raw, monkeypatch, train_paragraphs=15,
+                        test_paragraphs=8, test_trains_on_split=True)
+    second = dev_raw["data"][1]
     write_testset(sets, "tiny-untrained", {"version": "1.1", "data": [
         dict(second, paragraphs=second["paragraphs"][8:10])]})
-    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
-    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
     path = tmp_path / "plan.yaml"
     path.write_text(PLAN)
     return path

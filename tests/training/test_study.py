@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import os
 import random
-import shutil
 import signal
 import subprocess
 import time
@@ -16,7 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from evaluator.cli.main import main
-from tests.conftest import REPO, write_testset
+from tests.conftest import write_testset
+from tests.training.tiny import tiny_folders
 
 PLAN = """\
 id: tiny-population
@@ -33,17 +33,7 @@ VOLATILE = ("wall_s", "train_wall_s", "runner")  # how long and where, not what
 
 @pytest.fixture
 def plan(tmp_path, dev_raw, monkeypatch, workspace):
-    subs, sets = tmp_path / "subs", tmp_path / "sets"
-    shutil.copytree(REPO / "submissions" / "logreg-rajpurkar", subs / "logreg-rajpurkar")
-    first, second = dev_raw["data"][0], dev_raw["data"][1]
-    folder = write_testset(sets, "tiny-train", {"version": "1.1", "data": [
-        dict(first, paragraphs=first["paragraphs"][:20])]})
-    (folder / "testset.yaml").write_text((folder / "testset.yaml").read_text().replace(
-        "kind: derived", "kind: training"))
-    write_testset(sets, "tiny-test", {"version": "1.1", "data": [
-        dict(second, paragraphs=second["paragraphs"][:10])]})
-    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
-    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    tiny_folders(tmp_path, dev_raw, monkeypatch, train_paragraphs=20, test_paragraphs=10)
     path = tmp_path / "plan.yaml"
     path.write_text(PLAN)
     return path
