@@ -342,20 +342,22 @@ def approach_matrix(study: Study, store: Store) -> ApproachMatrix:
     runs, scores = [], {}
     for benchmark in study.benchmarks:
         for approach in groups:
-            mine = [job for job in study.trainings if job.approach.id == approach
-                    and job.split.id == benchmark.train.id and job.size == benchmark.size]
-            for job in mine:
+            mine = []
+            for job in study.trainings:
+                if (job.approach.id, job.split.id, job.size) != (approach, benchmark.train.id,
+                                                                 benchmark.size):
+                    continue
                 system = stored(job, store)
                 result = None if system is None else store.get(
                     Job(system.bundle, benchmark.test).key)
-                runs.append({"approach": approach, "benchmark": benchmark.name,
+                mine.append({"approach": approach, "benchmark": benchmark.name,
                              "system": job.system_id, "seed": job.seed,
                              "hyperparameters": job.hyperparameters,
                              "em": None if result is None else result["em"],
                              "f1": None if result is None else result["f1"],
                              "selected": False})
-            mine_runs = runs[len(runs) - len(mine):]
-            decide = mine_runs[:1] if study.selection == "first" else mine_runs
+            runs += mine
+            decide = mine[:1] if study.selection == "first" else mine
             if not decide or any(r["em"] is None for r in decide):
                 continue
             ems = [r["em"] for r in decide]

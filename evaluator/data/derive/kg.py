@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -87,6 +87,7 @@ class Query:
 class Graph:
     names: dict[str, tuple[str, ...]]  # entity -> (label, *aliases)
     edges: dict[str, tuple[tuple[str, str], ...]]  # entity -> ((relation, entity), ...)
+    rankings: dict = field(default_factory=dict, compare=False, repr=False)  # seed rankings
 
     def triples(self, entity: str) -> list[Triple]:
         return [Triple(entity, rel, obj) for rel, obj in self.edges.get(entity, ())]
@@ -147,10 +148,8 @@ def load_graph(root: str | None = None) -> Graph:
             n, e = parse(f)
         names.update(n)
         edges.update(e)
-    graph = Graph(names, {k: tuple((r, o) for r, o in v if o in names)
-                          for k, v in edges.items()})
-    _loaded[id(graph)] = graph  # the loaded graph's seed rankings are kept (ranking costs 10 s)
-    return graph
+    return Graph(names, {k: tuple((r, o) for r, o in v if o in names)
+                         for k, v in edges.items()})
 
 
 @cache
@@ -171,17 +170,11 @@ def neighbourhood(graph: Graph, seed: str) -> list[Triple]:
 
 def ranked_seeds(graph: Graph, count: int, need: int) -> list[str]:
     """The `count` entities of highest degree (ties by key, so the order is fixed) among
-    those with at least `need` triples around them."""
-    return list(_ranked(id(graph), count, need)) if graph is _loaded.get(id(graph)) else \
-        list(_rank(graph, count, need))
-
-
-_loaded: dict[int, Graph] = {}
-
-
-@cache
-def _ranked(graph_id: int, count: int, need: int) -> tuple[str, ...]:
-    return _rank(_loaded[graph_id], count, need)
+    those with at least `need` triples around them (kept with the graph: ranking takes
+    seconds and every folder of a process asks for it)."""
+    if (count, need) not in graph.rankings:
+        graph.rankings[count, need] = _rank(graph, count, need)
+    return list(graph.rankings[count, need])
 
 
 def _rank(graph: Graph, count: int, need: int) -> tuple[str, ...]:
