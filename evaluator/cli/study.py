@@ -30,35 +30,45 @@ def study_group() -> None:
 @click.option("--device", default="auto", show_default=True,
               type=click.Choice(["auto", "cpu", "gpu"]))
 @click.option("--table", "table_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="write the study's results table (CSV) after every system")
+              default=None, help="the study's results table (CSV): systems it holds in full "
+              "are not trained again; rewritten after every system")
+@click.option("--only", multiple=True, metavar="PATTERN",
+              help="run only the systems whose name matches this shell pattern (repeatable), "
+                   "e.g. '*~250/*'")
 @settings_options
-def run_command(plan, runner, device, table_path, data_dir, workspace) -> None:
-    """Train and evaluate what the plan lists and the store lacks (resumes where it stopped)."""
+def run_command(plan, runner, device, table_path, only, data_dir, workspace) -> None:
+    """Train and evaluate what the plan lists and neither the store nor the table holds
+    (resumes where it stopped)."""
     configure(data_dir, workspace)
     found = study.load(plan)
     store = Store.open_default()
-    console.say(study.status(found, store).line(found))
+    earlier = table.read(table_path) if table_path is not None else []
+    console.say(study.status(found, store, earlier).line(found))
     dispatcher = Dispatcher(runner, warn=console.warn)
 
     def say(line: str) -> None:
         console.say(line)
         if table_path is not None:
-            table.write(study.rows(found, store), table_path)
+            table.write(study.rows(found, store, earlier), table_path)
 
-    final = study.run(found, dispatcher, store, device=device, say=say)
+    final = study.run(found, dispatcher, store, device=device, earlier=earlier,
+                      only=tuple(only), say=say)
     if table_path is not None:
-        table.write(study.rows(found, store), table_path)
+        table.write(study.rows(found, store, earlier), table_path)
     click.echo(final.line(found))
 
 
 @study_group.command("status")
 @click.argument("plan", type=PLAN)
+@click.option("--table", "table_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="also count the systems this results table holds in full")
 @settings_options
-def status_command(plan, data_dir, workspace) -> None:
-    """Trained, evaluated and failed cells of the plan, from the store."""
+def status_command(plan, table_path, data_dir, workspace) -> None:
+    """Trained, evaluated and failed cells of the plan, from the store (and a table)."""
     configure(data_dir, workspace)
     found = study.load(plan)
-    click.echo(study.status(found, Store.open_default()).line(found))
+    earlier = table.read(table_path) if table_path is not None else []
+    click.echo(study.status(found, Store.open_default(), earlier).line(found))
 
 
 @study_group.command("table")
@@ -67,10 +77,11 @@ def status_command(plan, data_dir, workspace) -> None:
               help="the CSV to write (one row per system x test set x metric)")
 @settings_options
 def table_command(plan, out, data_dir, workspace) -> None:
-    """Write the study's results table from the store (nothing is run)."""
+    """Write the study's results table from the store (nothing is run); systems the store
+    lacks keep their rows from the file already at --out."""
     configure(data_dir, workspace)
     found = study.load(plan)
-    rows = study.rows(found, Store.open_default())
+    rows = study.rows(found, Store.open_default(), table.read(out))
     table.write(rows, out)
     click.echo(f"wrote {len(rows)} rows to {out}")
 

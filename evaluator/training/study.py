@@ -34,6 +34,7 @@ recorded rule that picks which run's score enters the approach x benchmark matri
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
 import random
 import time
@@ -219,27 +220,58 @@ class StudyStatus:
     evaluated: int = 0
     evaluation_failed: int = 0
     pending: int = 0
+    recorded: int = 0  # systems whose store entries are absent, kept from an earlier table
 
     def line(self, study: Study) -> str:
         scored = (f"{len(study.benchmarks)} benchmarks" if study.benchmarks
                   else f"{len(study.testsets)} test sets")
+        kept = f" (from the table: {self.recorded})" if self.recorded else ""
         return (f"{study.id}: {len(study.trainings)} systems x {scored} | trained "
-                f"{self.trained}, training failed {self.training_failed} | "
+                f"{self.trained}{kept}, training failed {self.training_failed} | "
                 f"evaluated {self.evaluated}, evaluation failed {self.evaluation_failed} | "
                 f"{self.pending} cells to go")
 
 
-def status(study: Study, store: Store) -> StudyStatus:
-    """What is stored: trained systems, scored cells, and failures not yet made good."""
+Rows = list[dict]
+
+
+def recorded(study: Study, earlier: Rows) -> dict[str, Rows]:
+    """The systems an earlier results table holds in full for the plan as it is now: system
+    -> its rows, only where every row's train key is the plan's (same approach code, split,
+    size, hyperparameters, seed), its test set's bytes are today's, and the table has EM and
+    F1 on every test set the plan scores it on. Such a system need not be trained again when
+    the store that made the table is gone (a study that spans machines)."""
+    by_system: dict[str, Rows] = {}
+    for row in earlier:
+        by_system.setdefault(row["model"], []).append(row)
+    out = {}
+    for job in study.trainings:
+        mine = by_system.get(job.system_id, [])
+        wanted = {(t.id, t.sha256, m) for t in study.testsets_for(job) for m in ("em", "f1")}
+        have = {(r["testset"], r["testset_sha256"], r["metric"]) for r in mine
+                if r["train_key"] == job.key}
+        if wanted and wanted <= have and len({r["weights_digest"] for r in mine}) == 1:
+            keep = {(t, m) for t, _, m in wanted}
+            out[job.system_id] = [r for r in mine if (r["testset"], r["metric"]) in keep]
+    return out
+
+
+def status(study: Study, store: Store, earlier: Rows = ()) -> StudyStatus:
+    """What is stored: trained systems, scored cells, and failures not yet made good; a
+    system the store lacks but an earlier table holds in full counts as done."""
     out = StudyStatus()
-    if not store.exists():
-        out.pending = study.cells
-        return out
-    failures = store.failures()
+    kept = recorded(study, list(earlier))
+    has_store = store.exists()
+    failures = store.failures() if has_store else []
     failed = {(f["key"], f["testset"]) for f in failures}
     failed_bundles = {(f["bundle"], f["testset"]) for f in failures}
     for job in study.trainings:
-        system = stored(job, store)
+        system = stored(job, store) if has_store else None
+        if system is None and job.system_id in kept:
+            out.trained += 1
+            out.recorded += 1
+            out.evaluated += len(study.testsets_for(job))
+            continue
         if system is None:
             if (job.key, job.split.id) in failed:
                 out.training_failed += 1
@@ -262,13 +294,22 @@ Say = Callable[[str], None]
 
 
 def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
+        earlier: Rows = (), only: tuple[str, ...] = (),
         say: Say = lambda _: None) -> StudyStatus:
-    """Train and evaluate every system of the plan that is not stored yet, one system at a
-    time (its training, then its test sets); report progress with counts and an ETA."""
+    """Train and evaluate every system of the plan that is neither stored nor held in full by
+    an `earlier` table, one system at a time (its training, then its test sets); report
+    progress with counts and an ETA. `only`: shell patterns of system names, to run a part of
+    the plan first (e.g. `*~250/*`, the small train sizes)."""
     started, done_here = time.monotonic(), 0
-    todo = status(study, store).pending
+    todo = status(study, store, earlier).pending
+    kept = recorded(study, list(earlier))
     for number, job in enumerate(study.trainings, 1):
         head = f"[{number}/{len(study.trainings)}] {job.system_id}"
+        if only and not any(fnmatch.fnmatchcase(job.system_id, p) for p in only):
+            continue
+        if job.system_id in kept and stored(job, store) is None:
+            say(f"{head}: in the table from an earlier run")
+            continue
         try:
             system = train(job, runner, store, device=device)
         except RunFailure as failure:
@@ -293,13 +334,14 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
             f"{len(jobs) - len(failed)}/{len(jobs)} test sets"
             + (f", failed: {', '.join(failed)}" if failed else "")
             + f" | {left} cells to go{eta}")
-    return status(study, store)
+    return status(study, store, earlier)
 
 
-def rows(study: Study, store: Store) -> list[dict]:
+def rows(study: Study, store: Store, earlier: Rows = ()) -> Rows:
     """The results table restricted to the study's systems as the plan makes them now (a
     system trained from an earlier version of its approach is not one of them) and to its
-    test sets."""
+    test sets; a system the store lacks keeps its rows from an `earlier` table that holds
+    it in full."""
     current = {job.system_id: hit.row["weights_digest"] for job in study.trainings
                if (hit := stored(job, store)) is not None}
     wanted = {t.id for t in study.testsets}
@@ -307,8 +349,11 @@ def rows(study: Study, store: Store) -> list[dict]:
                 for job in study.trainings}
     references = {t.id: t.reference for t in study.testsets}
     trains = {t.id: t.train for t in study.testsets}
-    return [r for r in table.rows(store, references, families, trains)
-            if current.get(r["model"]) == r["weights_digest"] and r["testset"] in wanted]
+    fresh = [r for r in table.rows(store, references, families, trains)
+             if current.get(r["model"]) == r["weights_digest"] and r["testset"] in wanted]
+    kept = [r for name, found in recorded(study, list(earlier)).items()
+            if name not in current for r in found]
+    return sorted(fresh + kept, key=lambda r: (r["model"], r["testset"], r["metric"]))
 
 
 @dataclass(frozen=True)

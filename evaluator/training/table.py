@@ -3,19 +3,24 @@ form the analysis' CSV importer reads, with everything needed to trace a number 
 
 `mode` says what a score measures (Liu et al.'s distinction): `approach-level` when the
 system was trained on the test set's own training split (its `train:`, at any train size),
-`system-level` when a frozen system meets a set it was not trained for."""
+`system-level` when a frozen system meets a set it was not trained for. `train_key` is the
+train cell's key (approach code, split bytes, size, hyperparameters, seed): a row of a table
+written earlier counts for a plan's system only while that key is the same."""
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
+from evaluator.core.errors import UserError
 from evaluator.core.files import write_csv_atomic
 from evaluator.store.queries import latest_by_cell
 from evaluator.store.store import Store
 from evaluator.training.systems import current_digest
 
 COLUMNS = ("model", "testset", "metric", "value", "lo", "hi", "n", "reference", "mode", "family",
-           "approach", "train_split", "train_size", "seed", "hyperparameters", "weights_digest",
+           "approach", "train_split", "train_size", "seed", "hyperparameters", "train_key",
+           "weights_digest",
            "bundle_digest", "testset_sha256", "scorer_version", "train_device", "train_wall_s",
            "wall_s", "runner")
 
@@ -45,7 +50,7 @@ def rows(store: Store, references: dict[str, str | None], families: dict[str, st
                 "family": families.get(system["approach"]) or "",
                 "approach": system["approach"], "train_split": system["split"],
                 "train_size": system["train_size"] or "", "seed": system["seed"],
-                "hyperparameters": system["hyperparameters"],
+                "hyperparameters": system["hyperparameters"], "train_key": system["key"],
                 "weights_digest": system["weights_digest"],
                 "bundle_digest": row["bundle_digest"], "testset_sha256": row["testset_sha256"],
                 "scorer_version": row["scorer_version"], "train_device": system["device"],
@@ -56,3 +61,16 @@ def rows(store: Store, references: dict[str, str | None], families: dict[str, st
 
 def write(table: list[dict], path: Path) -> None:
     write_csv_atomic(path, COLUMNS, table)
+
+
+def read(path: Path) -> list[dict]:
+    """A table written earlier (none if there is no file); one line if it is not one."""
+    if not path.is_file():
+        return []
+    with path.open(newline="") as handle:
+        found = list(csv.DictReader(handle))
+    missing = sorted(set(COLUMNS) - set(found[0] if found else COLUMNS))
+    if missing:
+        raise UserError(f"{path}: not a results table of trained systems (no column "
+                        f"{missing[0]})")
+    return found

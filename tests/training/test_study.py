@@ -163,3 +163,54 @@ def test_the_table_leaves_out_systems_of_an_earlier_version_of_their_approach(pl
     again = study("table", str(plan), "--out", str(tmp_path / "b.csv"),
                   workspace=tmp_path / "ws")
     assert again.returncode == 0 and table(tmp_path / "b.csv") == []
+
+
+def test_a_table_from_an_earlier_run_spares_training_its_systems_again(plan, tmp_path):
+    """A study that spans machines: the committed table stands for the systems it holds in
+    full while their train keys and test sets are unchanged; the rest is trained again."""
+    plan.write_text(PLAN.replace("settings: [{epochs: 1}, {epochs: 1, l2: 0.001}]",
+                                 "settings: [{epochs: 1}]"))
+    path = tmp_path / "t.csv"
+    first = study("run", str(plan), "--runner", "local", "--table", str(path),
+                  workspace=tmp_path / "one")
+    assert first.returncode == 0, first.stderr
+    written = path.read_text()
+    assert len(table(path)) == 2 * 2 * 2
+
+    elsewhere = study("run", str(plan), "--runner", "local", "--table", str(path),
+                      workspace=tmp_path / "two")  # an empty store
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    assert elsewhere.stderr.count("in the table from an earlier run") == 2
+    assert "trained;" not in elsewhere.stderr and path.read_text() == written
+    status = study("status", str(plan), "--table", str(path), workspace=tmp_path / "two")
+    assert "trained 2 (from the table: 2)" in status.stdout and "0 cells to go" in status.stdout
+
+    rows = list(csv.DictReader(written.splitlines()))
+    gone = [r for r in rows if not ("/s1" in r["model"] and r["testset"] == "tiny-test")]
+    with open(path, "w", newline="") as handle:  # one system is no longer held in full
+        out = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        out.writeheader()
+        out.writerows(gone)
+    partial = study("status", str(plan), "--table", str(path), workspace=tmp_path / "two")
+    assert "trained 1 (from the table: 1)" in partial.stdout and "3 cells to go" in partial.stdout
+
+    code = tmp_path / "subs" / "logreg-rajpurkar" / "approach.py"
+    code.write_text(code.read_text() + "\n# a changed approach is another approach\n")
+    changed = study("status", str(plan), "--table", str(path), workspace=tmp_path / "two")
+    assert "trained 0," in changed.stdout and "6 cells to go" in changed.stdout
+
+
+def test_only_runs_the_systems_whose_names_match(plan, tmp_path):
+    done = study("run", str(plan), "--runner", "local", "--only", "*/s1", "--only", "*/s1/h*",
+                 workspace=tmp_path / "ws")
+    assert done.returncode == 0, done.stderr
+    assert "trained 2," in done.stdout and "6 cells to go" in done.stdout
+    assert "/s0" not in done.stderr
+
+
+def test_a_file_that_is_not_a_results_table_is_one_line(plan, tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("model,testset\nx,y\n")
+    result = study("status", str(plan), "--table", str(path), workspace=tmp_path / "ws")
+    assert result.returncode == 1 and result.stderr.strip().count("\n") == 0
+    assert "not a results table" in result.stderr and "Traceback" not in result.stderr
