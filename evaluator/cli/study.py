@@ -97,13 +97,18 @@ RUN_COLUMNS = ("approach", "benchmark", "system", "seed", "hyperparameters", "em
                    "--scores` reads)")
 @click.option("--runs", "runs_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="also every run behind it, the selected ones marked")
+@click.option("--table", "table_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="the study's results table: systems the store lacks are "
+                                 "scored from it")
 @settings_options
-def matrix_command(plan, out, runs_path, data_dir, workspace) -> None:
-    """Write an approach-level study's score matrix from the store (nothing is run): the
-    approaches scored on every benchmark, by the plan's selection rule."""
+def matrix_command(plan, out, runs_path, table_path, data_dir, workspace) -> None:
+    """Write an approach-level study's score matrix from the store and the study's table
+    (nothing is run): the approaches scored on every benchmark, by the plan's selection
+    rule."""
     configure(data_dir, workspace)
     found = study.load(plan)
-    made = study.approach_matrix(found, Store.open_default())
+    earlier = table.read(table_path) if table_path is not None else []
+    made = study.approach_matrix(found, study.rows(found, Store.open_default(), earlier))
     complete = made.complete()
     if not complete:
         raise click.ClickException(f"{plan}: no approach has a score on every benchmark yet "

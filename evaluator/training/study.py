@@ -344,13 +344,14 @@ def rows(study: Study, store: Store, earlier: Rows = ()) -> Rows:
     it in full."""
     current = {job.system_id: hit.row["weights_digest"] for job in study.trainings
                if (hit := stored(job, store)) is not None}
-    wanted = {t.id for t in study.testsets}
+    wanted = {(job.system_id, t.id) for job in study.trainings for t in study.testsets_for(job)}
     families = {job.approach.id: job.approach.metadata.get("family")
                 for job in study.trainings}
     references = {t.id: t.reference for t in study.testsets}
     trains = {t.id: t.train for t in study.testsets}
     fresh = [r for r in table.rows(store, references, families, trains)
-             if current.get(r["model"]) == r["weights_digest"] and r["testset"] in wanted]
+             if current.get(r["model"]) == r["weights_digest"]
+             and (r["model"], r["testset"]) in wanted]
     kept = [r for name, found in recorded(study, list(earlier)).items()
             if name not in current for r in found]
     return sorted(fresh + kept, key=lambda r: (r["model"], r["testset"], r["metric"]))
@@ -373,34 +374,31 @@ class ApproachMatrix:
         return [a for a in self.groups if len(self.scores.get(a, {})) == len(self.benchmarks)]
 
 
-def approach_matrix(study: Study, store: Store) -> ApproachMatrix:
+def approach_matrix(study: Study, table_rows: Rows) -> ApproachMatrix:
     """Score every approach on every benchmark by the plan's selection rule over its runs
-    (settings x seeds, in plan order): `first`, the first run (the defaults where the plan
-    lists them first); `max` and `mean` over all runs. A cell whose deciding runs are not all
-    stored stays empty: a rule is never applied to a part of its runs."""
+    (settings x seeds, in plan order), from the study's table rows (`rows`): `first`, the
+    first run (the defaults where the plan lists them first); `max` and `mean` over all runs.
+    A cell whose deciding runs are not all scored stays empty: a rule is never applied to a
+    part of its runs."""
     if not study.benchmarks:
         raise UserError(f"{study.path}: names no benchmarks: an approach x benchmark matrix "
                         f"needs an approach-level plan")
     groups = {job.approach.id: ("pre-trained" if job.approach.metadata.get("family")
                                 == "pretrained" else "non-pretrained")
               for job in study.trainings}
+    scored = {(r["model"], r["testset"], r["metric"]): float(r["value"]) for r in table_rows}
     runs, scores = [], {}
     for benchmark in study.benchmarks:
         for approach in groups:
-            mine = []
-            for job in study.trainings:
-                if (job.approach.id, job.split.id, job.size) != (approach, benchmark.train.id,
-                                                                 benchmark.size):
-                    continue
-                system = stored(job, store)
-                result = None if system is None else store.get(
-                    Job(system.bundle, benchmark.test).key)
-                mine.append({"approach": approach, "benchmark": benchmark.name,
-                             "system": job.system_id, "seed": job.seed,
-                             "hyperparameters": job.hyperparameters,
-                             "em": None if result is None else result["em"],
-                             "f1": None if result is None else result["f1"],
-                             "selected": False})
+            mine = [{"approach": approach, "benchmark": benchmark.name,
+                     "system": job.system_id, "seed": job.seed,
+                     "hyperparameters": job.hyperparameters,
+                     "em": scored.get((job.system_id, benchmark.test.id, "em")),
+                     "f1": scored.get((job.system_id, benchmark.test.id, "f1")),
+                     "selected": False}
+                    for job in study.trainings
+                    if (job.approach.id, job.split.id, job.size)
+                    == (approach, benchmark.train.id, benchmark.size)]
             runs += mine
             decide = mine[:1] if study.selection == "first" else mine
             if not decide or any(r["em"] is None for r in decide):

@@ -121,6 +121,16 @@ def test_the_matrix_follows_the_recorded_rule_and_feeds_the_concurrence_report(p
     best = approach_concurrence.read_scores(out).scores.loc["logreg-rajpurkar", "tiny-test"]
     assert best == pytest.approx(max(em[("tiny-test", s)] for s in order[:2]), abs=0.005)
 
+    # where the store is gone, the study's committed table gives the same matrix
+    ledger, elsewhere = tmp_path / "t.csv", tmp_path / "m2.csv"
+    assert invoke("study", "table", str(plan), "--out", str(ledger)).exit_code == 0
+    empty = ["--workspace", str(tmp_path / "empty")]
+    assert invoke("study", "matrix", str(plan), "--out", str(elsewhere), *empty).exit_code == 1
+    moved = invoke("study", "matrix", str(plan), "--out", str(elsewhere), "--table",
+                   str(ledger), *empty)
+    assert moved.exit_code == 0, moved.output
+    assert elsewhere.read_text() == out.read_text()
+
 
 def test_the_shipped_plan_with_the_papers_six_runs_per_cell_names_every_run(tmp_path):
     """Liu et al.'s bookkeeping (F8): the defaults and five random draws per approach and
