@@ -4,7 +4,6 @@ Errors are UserErrors: the command prints them in one line."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -17,11 +16,10 @@ from analysis.site import RunInfo
 from evaluator.bundles import spec as bundles
 from evaluator.core.errors import UserError
 from evaluator.data import testsets
-from evaluator.store.queries import latest_by_cell
+from evaluator.store.queries import latest_full
 from evaluator.store.store import Store
 from evaluator.store.units import load_units
 from evaluator.training import systems
-from evaluator.training.job import parse_system_id
 
 SOURCES = ("store", "squadshifts-published")
 
@@ -88,31 +86,10 @@ def store_records_of(store: Store) -> list[dict]:
     return out
 
 
-def current_digests(rows: list[dict], bundle_folders: dict, store: Store) -> dict[str, str]:
-    """The digest each bundle id of `rows` names today: its folder's, or for a trained system
-    the one its approach's current folder and defaults give; an id with neither (its folder
-    gone) takes the digest of its newest row. Runs of any other digest are superseded."""
-    found = {}
-    for row in sorted(rows, key=lambda r: r["created_at"]):
-        found[row["bundle"]] = row["bundle_digest"]  # the newest, unless a folder says more
-    for bundle_id in sorted(found):
-        try:
-            if bundle_id in bundle_folders:
-                found[bundle_id] = bundles.from_folder(bundle_folders[bundle_id]).digest
-            elif parse_system_id(bundle_id) is not None:
-                found[bundle_id] = systems.current_digest(bundle_id, store) or found[bundle_id]
-        except Exception:  # a broken folder: its newest runs stand
-            continue
-    return found
-
-
 def latest_full_results(store: Store, bundle_folders: dict | None = None) -> list[dict]:
-    """The newest full result of every cell, of each bundle's current digest: what every
-    analysis of the store reads (a --limit sample is never mixed with full results)."""
-    full = [r for r in store.results() if "limit" not in json.loads(r["options"])]
-    folders = bundles.available() if bundle_folders is None else bundle_folders
-    return list(latest_by_cell(full, bundle_digests=current_digests(full, folders,
-                                                                    store)).values())
+    """The newest full result of every cell, of each bundle's current digest
+    (`store.queries.latest_full`): what every analysis of the store reads."""
+    return latest_full(store.results(), systems.digest_today(store, bundle_folders))
 
 
 def per_question_scores(store: Store) -> list[SystemScores]:

@@ -14,7 +14,6 @@ that fails is a row with its `failure_class` and `message`, not an exception; ba
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 import pandas as pd
@@ -24,7 +23,7 @@ from evaluator.data import testsets
 from evaluator.jobs.plan import plan
 from evaluator.pipeline import matrix
 from evaluator.runners.dispatch import Dispatcher
-from evaluator.store.queries import latest_by_cell
+from evaluator.store.queries import latest_full
 from evaluator.store.store import Store
 from evaluator.training import systems
 
@@ -74,9 +73,9 @@ def results(bundle: str | None = None, testset: str | None = None, *,
     with settings.override(workspace=workspace):
         store = Store.open_default()
         rows = store.results(bundle, testset) if store.exists() else []
-    full = [r for r in rows if "limit" not in json.loads(r["options"])]
+        latest = latest_full(rows, systems.digest_today(store))
     out = []
-    for r in latest_by_cell(full).values():
+    for r in latest:
         out.append({k: r.get(k) for k in ("bundle", "testset", "n", "missing", "em", "em_lo",
                                           "em_hi", "f1", "f1_lo", "f1_hi", "level", "runner",
                                           "device", "key")})

@@ -8,7 +8,8 @@ is the newest of those by creation time.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import json
+from collections.abc import Callable, Iterable, Mapping
 
 from evaluator.store.store import Store
 
@@ -32,6 +33,20 @@ def latest_by_cell(rows: Iterable[dict], *, bundle_digests: Mapping[str, str] | 
         if cell not in latest or row["created_at"] > latest[cell]["created_at"]:
             latest[cell] = row
     return latest
+
+
+def latest_full(rows: Iterable[dict],
+                digest_today: Callable[[str], str | None] = lambda _: None) -> list[dict]:
+    """The newest full result of every cell (a `--limit` sample is never mixed in), of the
+    digest each bundle id names today: `digest_today(id)`, or where that names none (a
+    folder gone or broken) the digest of the id's newest row. Runs of any other digest are
+    superseded. What every reader of the store's results (analysis, API) means by them."""
+    full = sorted((r for r in rows if "limit" not in json.loads(r["options"])),
+                  key=lambda r: r["created_at"])
+    digests = {row["bundle"]: row["bundle_digest"] for row in full}  # the newest of each id
+    for bundle_id in sorted(digests):
+        digests[bundle_id] = digest_today(bundle_id) or digests[bundle_id]
+    return list(latest_by_cell(full, bundle_digests=digests).values())
 
 
 def latest_result(store: Store, bundle: str, testset: str, *, bundle_digest: str | None = None,

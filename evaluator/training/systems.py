@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from evaluator.bundles import spec as bundles
 from evaluator.bundles.spec import Bundle
@@ -53,6 +54,24 @@ def current_digest(system_id: str, store: Store) -> str | None:
         return resolve(system_id, store).digest
     except UserError:
         return None
+
+
+def digest_today(store: Store, bundle_folders: dict | None = None
+                 ) -> Callable[[str], str | None]:
+    """The digest a bundle id names today: its folder's, or for a trained system the one its
+    approach's current folder and defaults give; None for an id with neither (its folder gone
+    or broken: its newest runs stand). `store.queries.latest_full` takes it."""
+    folders = bundles.available() if bundle_folders is None else bundle_folders
+
+    def of(bundle_id: str) -> str | None:
+        if bundle_id in folders:
+            try:
+                return bundles.from_folder(folders[bundle_id]).digest
+            except UserError:
+                return None
+        return current_digest(bundle_id, store) if parse_system_id(bundle_id) else None
+
+    return of
 
 
 def resolve_bundles(names: list[str], store: Store) -> list[Bundle]:

@@ -31,6 +31,12 @@ def test_evaluate_matrix_rows_failures_and_stored_results(tmp_path, monkeypatch,
     assert bool(again.at[0, "cached"]) and again.at[0, "f1"] == ok["f1"]
     stored = evaluator.results(testset="tiny")
     assert list(stored["bundle"]) == ["sliding-window"] and stored.at[0, "f1"] == ok["f1"]
+    # an edited bundle is another system: its earlier runs are superseded, as in the analysis
+    code = next((subs / "sliding-window").glob("*.py"))
+    code.write_text(code.read_text() + "\n# edited\n")
+    assert evaluator.results(testset="tiny").empty
+    evaluator.evaluate("sliding-window", "tiny", runner="local")
+    assert list(evaluator.results(testset="tiny")["bundle"]) == ["sliding-window"]
 
 
 def readme_example() -> str:
