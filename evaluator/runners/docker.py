@@ -439,8 +439,9 @@ class DockerRunner:
         return image.id, ref, pinned or (repo_digests[0] if repo_digests else image.id)
 
     def _local_or_pull(self, bundle: Bundle, ref: str):
+        client = self.client  # connecting (and reaping orphans) fails on its own terms
         try:
-            return self.client.images.get(ref)
+            return client.images.get(ref)
         except docker.errors.ImageNotFound:
             pass
         except docker.errors.APIError as exc:
@@ -682,13 +683,22 @@ def _read_record(path: Path) -> dict:
 
 def reap_orphans(client) -> list[str]:
     """Remove containers of controllers on this host that died without cleaning up (their
-    watchdog does this too; this catches any a watchdog could not): what was removed."""
+    watchdog does this too; this catches any a watchdog could not): the names removed.
+
+    One listing call and no per-container inspect: other controllers remove their containers
+    while this runs, and a container gone between listing and looking is simply not an
+    orphan any more. Best effort: a daemon error leaves the rest for the next reap.
+    """
     removed = []
-    for found in client.containers.list(all=True, filters={"label": LABEL}):
-        owner = found.labels.get("qashift.owner")
+    try:
+        listed = client.api.containers(all=True, filters={"label": LABEL})
+    except docker.errors.DockerException:
+        return removed
+    for found in listed:
+        owner = (found.get("Labels") or {}).get("qashift.owner")
         if owner and not owner_alive(owner):
-            _remove(client, found.id)
-            removed.append(found.name)
+            _remove(client, found["Id"])
+            removed.append(",".join(name.lstrip("/") for name in found.get("Names") or ()))
     return removed
 
 

@@ -156,6 +156,54 @@ def test_a_timed_out_container_is_gone_and_the_failure_is_stored(toy, client, tm
     assert "sleeping" in store.get_object(failure["log_sha256"]).decode()
 
 
+def test_controllers_reaping_orphans_at_once_each_carry_on(client):
+    """Several controllers start together (a Slurm array): each reaps the containers of dead
+    controllers while the others remove the same ones; none may fail on a container that
+    vanished between listing and removing, and every orphan ends up gone."""
+    import socket
+    import threading
+
+    import docker as docker_sdk
+
+    from evaluator.runners.docker import LABEL, reap_orphans
+
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    dead_owner = f"{socket.gethostname()}:{finished.pid}"
+    created = [client.containers.create(images.PYTHON_TAG, ["true"], labels={
+        LABEL: "1", "qashift.owner": dead_owner}, name=f"orphan-{i}-{os.getpid()}").name
+        for i in range(40)]
+    removed, errors = [], []
+
+    def reaper():
+        own = docker_sdk.from_env(timeout=60)
+        try:
+            removed.extend(reap_orphans(own))
+        except Exception as exc:  # noqa: BLE001 - the assertion below names it
+            errors.append(repr(exc))
+        finally:
+            own.close()
+
+    def other_controller():  # removes the same containers, oldest first
+        own = docker_sdk.from_env(timeout=60)
+        for name in created:
+            try:
+                own.api.remove_container(name, force=True)
+            except docker_sdk.errors.APIError:  # gone, or being removed by a reaper
+                pass
+        own.close()
+
+    threads = [threading.Thread(target=other_controller),
+               *(threading.Thread(target=reaper) for _ in range(3))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == []
+    left = {c.name for c in client.containers.list(all=True, filters={"label": LABEL})}
+    assert not set(created) & left
+
+
 # -- images: pinned, resolved, built once, missing ------------------------------------------
 def test_an_unpinned_name_and_a_bare_id_resolve_to_the_same_recorded_image(tmp_path, small_dev,
                                                                            client, workspace):
