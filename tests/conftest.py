@@ -10,6 +10,7 @@ import pytest
 pytest_plugins = ["tests.docker_kit"]  # the Docker fixtures (client, toy, ...)
 
 REPO = Path(__file__).resolve().parents[1]
+SLIDING_WINDOW = REPO / "submissions" / "sliding-window"  # the reference baseline bundle
 SHARED_DATA = Path(os.environ.get("QASHIFT_DATA_DIR", REPO.parent / "shared" / "data"))
 
 
@@ -65,6 +66,35 @@ def write_command_bundle(root: Path, bundle_id: str, program: str, *, timeout: i
         f"command: python3 program.py {{input}} {{output}}\n"
         f"resources: {{timeout: {timeout}}}\n")
     return folder
+
+
+FIRST_WORD = """import json, sys
+doc = json.load(open(sys.argv[1]))
+json.dump({q["id"]: p["context"].split()[0] for a in doc["data"] for p in a["paragraphs"]
+           for q in p["qas"]}, open(sys.argv[2], "w"))
+"""  # a command bundle's program: every question answered by its paragraph's first word
+
+
+def tiny_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, testsets: dict[str, dict],
+                  bundles: dict[str, str | Path]) -> tuple[Path, Path]:
+    """Test-set and submission roots under tmp_path holding these folders, with the
+    environment pointing at them: (sets, subs). A bundle is a program (written as a command
+    bundle) or a folder (copied, e.g. one of submissions/)."""
+    import shutil
+
+    sets, subs = tmp_path / "sets", tmp_path / "subs"
+    sets.mkdir(exist_ok=True)
+    subs.mkdir(exist_ok=True)
+    for set_id, raw in testsets.items():
+        write_testset(sets, set_id, raw)
+    for bundle_id, source in bundles.items():
+        if isinstance(source, Path):
+            shutil.copytree(source, subs / bundle_id)
+        else:
+            write_command_bundle(subs, bundle_id, source)
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    return sets, subs
 
 
 @pytest.fixture(scope="session")

@@ -5,22 +5,17 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 
 import evaluator
-from tests.conftest import REPO, write_command_bundle, write_testset
+from tests.conftest import REPO, SLIDING_WINDOW, tiny_registry
 
 
 def test_evaluate_matrix_rows_failures_and_stored_results(tmp_path, monkeypatch, workspace,
                                                           small_dev):
-    sets, subs = tmp_path / "sets", tmp_path / "subs"
-    write_testset(sets, "tiny", small_dev)
-    shutil.copytree(REPO / "submissions" / "sliding-window", subs / "sliding-window")
-    write_command_bundle(subs, "crasher", "import sys\nsys.exit('no')\n")
-    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
-    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    sets, subs = tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev}, {
+        "sliding-window": SLIDING_WINDOW, "crasher": "import sys\nsys.exit('no')\n"})
     cells = evaluator.evaluate_matrix(["sliding-window", "crasher"], ["tiny"], runner="local")
     assert list(cells["bundle"]) == ["sliding-window", "crasher"]
     ok, bad = cells.iloc[0], cells.iloc[1]

@@ -9,24 +9,13 @@ import pytest
 from click.testing import CliRunner
 
 from evaluator.cli.main import evaluate_cmd, main
-from tests.conftest import write_command_bundle, write_testset
-
-ECHO_FIRST_WORD = """
-import json, sys
-doc = json.load(open(sys.argv[1]))
-json.dump({q["id"]: p["context"].split()[0] for a in doc["data"] for p in a["paragraphs"]
-           for q in p["qas"]}, open(sys.argv[2], "w"))
-"""
+from tests.conftest import FIRST_WORD, tiny_registry
 
 
 @pytest.fixture
 def two_cells(tmp_path, monkeypatch, workspace, small_dev):
-    sets, subs = tmp_path / "sets", tmp_path / "subs"
-    write_testset(sets, "tiny", small_dev)
-    write_command_bundle(subs, "first-word", ECHO_FIRST_WORD)
-    write_command_bundle(subs, "first-word-too", ECHO_FIRST_WORD)
-    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
-    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev},
+                  {"first-word": FIRST_WORD, "first-word-too": FIRST_WORD})
     return ["-b", "first-word", "-b", "first-word-too", "-t", "tiny", "--runner", "local"]
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -16,14 +15,14 @@ import pytest
 from click.testing import CliRunner
 
 from evaluator.cli.main import evaluate_cmd, main
-from tests.conftest import REPO, write_command_bundle, write_testset
-
-ANSWER_ALL = """
-import json, sys
-doc = json.load(open(sys.argv[1]))
-json.dump({q["id"]: p["context"].split()[0] for a in doc["data"] for p in a["paragraphs"]
-           for q in p["qas"]}, open(sys.argv[2], "w"))
-"""
+from tests.conftest import (
+    FIRST_WORD,
+    REPO,
+    SLIDING_WINDOW,
+    tiny_registry,
+    write_command_bundle,
+    write_testset,
+)
 
 
 def run_evaluate(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -127,7 +126,7 @@ def test_hash_mismatch_is_one_line_and_stores_nothing(workspace, tmp_path):
 
 
 def test_nyt_offline_is_a_clear_error_not_a_traceback(workspace, tmp_path):
-    write_command_bundle(tmp_path / "subs", "answers-all", ANSWER_ALL)
+    write_command_bundle(tmp_path / "subs", "answers-all", FIRST_WORD)
     proc = run_evaluate("-b", "answers-all", "-t", "nyt", "--runner", "local",
                         env={"QASHIFT_SUBMISSIONS": str(tmp_path / "subs")})
     assert proc.returncode == 1
@@ -156,8 +155,8 @@ def toy_registry(tmp_path, small_dev, monkeypatch):
     write_testset(sets, "small", small_dev)
     for name, (program, _, _) in HOSTILE.items():
         write_command_bundle(subs, name, program, timeout=2)
-    write_command_bundle(subs, "answers-all", ANSWER_ALL)
-    write_command_bundle(subs, "answers-half", ANSWER_ALL.replace(
+    write_command_bundle(subs, "answers-all", FIRST_WORD)
+    write_command_bundle(subs, "answers-half", FIRST_WORD.replace(
         "for q in p[\"qas\"]}", "for q in p[\"qas\"][:1]}"))
     env = {"QASHIFT_SUBMISSIONS": str(subs), "QASHIFT_TESTSETS": str(sets)}
     for key, value in env.items():
@@ -337,12 +336,8 @@ CRASH = "import sys\nsys.exit('this submission always crashes')\n"
 
 def test_check_runs_a_few_questions_and_says_what_would_fail(tmp_path, monkeypatch, workspace,
                                                              small_dev):
-    sets, subs = tmp_path / "sets", tmp_path / "subs"
-    write_testset(sets, "tiny", small_dev)
-    write_command_bundle(subs, "crasher", CRASH)
-    shutil.copytree(REPO / "submissions" / "sliding-window", subs / "sliding-window")
-    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
-    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev},
+                  {"crasher": CRASH, "sliding-window": REPO / "submissions" / "sliding-window"})
     bad = CliRunner().invoke(main, ["check", "-b", "crasher", "-t", "tiny", "--runner", "local"])
     assert bad.exit_code == 1
     assert "crasher would fail on tiny: nonzero-exit" in bad.stderr
@@ -358,11 +353,7 @@ def test_log_samples_carry_the_strata_once_computed(tmp_path, monkeypatch, works
     from analysis import strata
     from evaluator.data import testsets
 
-    sets, subs = tmp_path / "sets", tmp_path / "subs"
-    write_testset(sets, "tiny", small_dev)
-    shutil.copytree(REPO / "submissions" / "sliding-window", subs / "sliding-window")
-    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
-    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev}, {"sliding-window": SLIDING_WINDOW})
     argv = ["evaluate", "-b", "sliding-window", "-t", "tiny", "--runner", "local"]
     before = CliRunner().invoke(main, [*argv, "--log-samples", str(tmp_path / "a")])
     assert before.exit_code == 0, before.output
@@ -379,17 +370,10 @@ def test_log_samples_carry_the_strata_once_computed(tmp_path, monkeypatch, works
 
 def test_a_study_file_runs_with_qashift_run_and_flags_win(tmp_path, monkeypatch, workspace,
                                                           small_dev):
-    sets, subs = tmp_path / "sets", tmp_path / "subs"
-    write_testset(sets, "tiny", small_dev)
+    sets, _ = tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev},
+                            {"sliding-window": SLIDING_WINDOW, "first-word": FIRST_WORD})
     write_testset(sets, "tiny-shift", {"version": "1.1", "data": small_dev["data"][:1]},
                   reference="tiny")
-    shutil.copytree(REPO / "submissions" / "sliding-window", subs / "sliding-window")
-    write_command_bundle(subs, "first-word", "import json, sys\n"
-                         "d = json.load(open(sys.argv[1]))\n"
-                         "json.dump({q['id']: p['context'].split()[0] for a in d['data'] for p "
-                         "in a['paragraphs'] for q in p['qas']}, open(sys.argv[2], 'w'))\n")
-    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
-    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
     study = tmp_path / "study" / "study.yaml"
     study.parent.mkdir()
     study.write_text("bundles: [sliding-window, first-word]\ntestsets: [tiny, tiny-shift]\n"
@@ -414,12 +398,9 @@ def test_a_study_file_runs_with_qashift_run_and_flags_win(tmp_path, monkeypatch,
 
 def test_results_samples_writes_the_per_question_logs_of_stored_cells(tmp_path, monkeypatch,
                                                                       workspace, small_dev):
-    sets, subs = tmp_path / "sets", tmp_path / "subs"
-    write_testset(sets, "tiny", small_dev)
-    shutil.copytree(REPO / "submissions" / "sliding-window", subs / "sliding-window")
-    write_command_bundle(subs, "empty", "import json, sys\njson.dump({}, open(sys.argv[2], 'w'))\n")
-    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
-    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev}, {
+        "sliding-window": SLIDING_WINDOW,
+        "empty": "import json, sys\njson.dump({}, open(sys.argv[2], 'w'))\n"})
     ran = CliRunner().invoke(main, ["evaluate", "-b", "all", "-t", "tiny", "--runner", "local",
                                     "--log-samples", str(tmp_path / "live")])
     assert ran.exit_code == 0, ran.output

@@ -18,24 +18,13 @@ from click.testing import CliRunner
 from evaluator.cli import derive as cli_derive
 from evaluator.core.errors import ConfigError
 from evaluator.data import derive, testsets
-from tests.conftest import write_command_bundle, write_testset
-
-FIRST_WORD = """
-import json, sys
-doc = json.load(open(sys.argv[1]))
-json.dump({q["id"]: p["context"].split()[0] for a in doc["data"] for p in a["paragraphs"]
-           for q in p["qas"]}, open(sys.argv[2], "w"))
-"""
+from tests.conftest import FIRST_WORD, tiny_registry, write_testset
 
 
 @pytest.fixture
 def roots(tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch, small_dev: dict):
     """A test-set root with a plain parent folder, and a submissions root with one bundle."""
-    sets, subs = tmp_path / "testsets", tmp_path / "submissions"
-    write_testset(sets, "tiny", small_dev)
-    write_command_bundle(subs, "first-word", FIRST_WORD)
-    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
-    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    sets, _ = tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev}, {"first-word": FIRST_WORD})
     return sets
 
 

@@ -12,8 +12,7 @@ from evaluator.cli.main import evaluate_cmd
 from evaluator.pipeline import cell
 from evaluator.scoring.predictions import MAX_ANSWER_CHARS
 from evaluator.store.store import Store
-from tests.conftest import write_command_bundle, write_testset
-from tests.hostile.test_folders import HONEST
+from tests.conftest import FIRST_WORD, tiny_registry, write_command_bundle
 
 NESTED = """import sys
 open(sys.argv[2], "w").write("[" * 200_000 + "]" * 200_000)
@@ -29,11 +28,7 @@ json.dump(answers, open(sys.argv[2], "w"))
 
 @pytest.fixture
 def registry(tmp_path, small_dev, monkeypatch, workspace):
-    subs, sets = tmp_path / "subs", tmp_path / "sets"
-    write_testset(sets, "toy", small_dev)
-    write_command_bundle(subs, "honest", HONEST)
-    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
-    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    _, subs = tiny_registry(tmp_path, monkeypatch, {"toy": small_dev}, {"honest": FIRST_WORD})
     return {"subs": subs, "workspace": workspace}
 
 
@@ -56,7 +51,7 @@ def test_deeply_nested_predictions_fail_their_cell_and_the_matrix_goes_on(regist
 
 
 def test_a_bug_in_the_evaluator_is_that_cells_recorded_internal_error(registry, monkeypatch):
-    write_command_bundle(registry["subs"], "unlucky", HONEST.replace("split()[0]",
+    write_command_bundle(registry["subs"], "unlucky", FIRST_WORD.replace("split()[0]",
                                                                      "split()[1]"))
     real = cell.score
     calls = []

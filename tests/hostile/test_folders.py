@@ -19,29 +19,18 @@ from evaluator.cli.main import evaluate_cmd, main
 from evaluator.core.errors import ConfigError, DataError
 from evaluator.data import testsets
 from evaluator.store.store import Store
-from tests.conftest import write_command_bundle, write_testset
-
-HONEST = """import json, sys
-doc = json.load(open(sys.argv[1]))
-json.dump({q["id"]: p["context"].split()[0] for a in doc["data"] for p in a["paragraphs"]
-           for q in p["qas"]}, open(sys.argv[2], "w"))
-"""
+from tests.conftest import FIRST_WORD, tiny_registry, write_command_bundle, write_testset
 
 
 @pytest.fixture
 def registry(tmp_path, small_dev, monkeypatch, workspace):
-    subs, sets = tmp_path / "subs", tmp_path / "sets"
-    subs.mkdir()
-    write_testset(sets, "toy", small_dev)
-    write_command_bundle(subs, "honest", HONEST)
-    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
-    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    sets, subs = tiny_registry(tmp_path, monkeypatch, {"toy": small_dev}, {"honest": FIRST_WORD})
     return {"subs": subs, "sets": sets, "workspace": workspace}
 
 
 def bundle_yaml(folder: Path, extra: str, kind: str = "command") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "program.py").write_text(HONEST)
+    (folder / "program.py").write_text(FIRST_WORD)
     (folder / "bundle.yaml").write_text(
         f"id: {folder.name}\nname: {folder.name}\nkind: {kind}\n"
         f"command: python3 program.py {{input}} {{output}}\n{extra}")
@@ -117,7 +106,7 @@ def test_a_model_path_outside_the_bundle_or_the_model_store_is_refused(tmp_path,
 
 
 def test_a_link_to_the_host_root_is_refused_before_any_copy(tmp_path, registry):
-    folder = write_command_bundle(registry["subs"], "hostroot", HONEST)
+    folder = write_command_bundle(registry["subs"], "hostroot", FIRST_WORD)
     (folder / "hostroot").symlink_to("/")
     before = set(Path("/tmp").glob("qashift-*"))
     started = time.monotonic()
@@ -237,7 +226,7 @@ def test_completing_a_leaderboard_bundle_refuses_a_link_to_gold_answers(tmp_path
                                         "status: awaiting-program\n")
     program = tmp_path / "codalab-bundle"
     program.mkdir()
-    (program / "predict.py").write_text(HONEST)
+    (program / "predict.py").write_text(FIRST_WORD)
     (program / "gold.json").symlink_to(registry["sets"] / "toy" / "data.json")
     result = CliRunner().invoke(main, ["bundles", "complete", "lb-sneaky", str(program),
                                        "--command", "python3 predict.py {input} {output}"])

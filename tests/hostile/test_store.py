@@ -14,20 +14,15 @@ from click.testing import CliRunner
 
 from evaluator.cli.main import evaluate_cmd, main
 from evaluator.store.store import Store
-from tests.conftest import write_command_bundle, write_testset
-from tests.hostile.test_folders import HONEST
+from tests.conftest import FIRST_WORD, tiny_registry
 
 needs_mounts = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
 
 
 @pytest.fixture
 def registry(tmp_path, small_dev, monkeypatch, workspace):
-    subs, sets = tmp_path / "subs", tmp_path / "sets"
-    write_testset(sets, "toy", small_dev)
-    write_command_bundle(subs, "honest", HONEST)
-    write_command_bundle(subs, "second", HONEST.replace("split()[0]", "split()[-1]"))
-    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
-    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    tiny_registry(tmp_path, monkeypatch, {"toy": small_dev}, {
+        "honest": FIRST_WORD, "second": FIRST_WORD.replace("split()[0]", "split()[-1]")})
     return {"workspace": workspace}
 
 
