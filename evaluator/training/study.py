@@ -235,24 +235,35 @@ class StudyStatus:
 Rows = list[dict]
 
 
-def recorded(study: Study, earlier: Rows) -> dict[str, Rows]:
-    """The systems an earlier results table holds in full for the plan as it is now: system
-    -> its rows, only where every row's train key is the plan's (same approach code, split,
-    size, hyperparameters, seed), its test set's bytes are today's, and the table has EM and
-    F1 on every test set the plan scores it on. Such a system need not be trained again when
-    the store that made the table is gone (a study that spans machines)."""
+def _current(study: Study, earlier: Rows) -> dict[str, Rows]:
+    """An earlier table's rows that still describe the plan: system -> its rows on the plan's
+    test sets, where the row's train key is the plan's (same approach code, split, size,
+    hyperparameters, seed) and its test set's bytes are today's, for systems whose rows
+    name one weights digest."""
     by_system: dict[str, Rows] = {}
     for row in earlier:
         by_system.setdefault(row["model"], []).append(row)
     out = {}
     for job in study.trainings:
-        mine = by_system.get(job.system_id, [])
-        wanted = {(t.id, t.sha256, m) for t in study.testsets_for(job) for m in ("em", "f1")}
-        have = {(r["testset"], r["testset_sha256"], r["metric"]) for r in mine
-                if r["train_key"] == job.key}
-        if wanted and wanted <= have and len({r["weights_digest"] for r in mine}) == 1:
-            keep = {(t, m) for t, _, m in wanted}
-            out[job.system_id] = [r for r in mine if (r["testset"], r["metric"]) in keep]
+        today = {t.id: t.sha256 for t in study.testsets_for(job)}
+        mine = [r for r in by_system.get(job.system_id, [])
+                if r["train_key"] == job.key and today.get(r["testset"]) == r["testset_sha256"]]
+        if mine and len({r["weights_digest"] for r in mine}) == 1:
+            out[job.system_id] = mine
+    return out
+
+
+def recorded(study: Study, earlier: Rows) -> dict[str, Rows]:
+    """The systems an earlier results table holds in full for the plan as it is now (see
+    `_current`), with EM and F1 on every test set the plan scores them on: system -> its
+    rows. Such a system need not be trained again when the store that made the table is
+    gone (a study that spans machines)."""
+    out, current = {}, _current(study, earlier)
+    for job in study.trainings:
+        mine = current.get(job.system_id, [])
+        wanted = {(t.id, m) for t in study.testsets_for(job) for m in ("em", "f1")}
+        if wanted and wanted <= {(r["testset"], r["metric"]) for r in mine}:
+            out[job.system_id] = mine
     return out
 
 
@@ -340,8 +351,10 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
 def rows(study: Study, store: Store, earlier: Rows = ()) -> Rows:
     """The results table restricted to the study's systems as the plan makes them now (a
     system trained from an earlier version of its approach is not one of them) and to its
-    test sets; a system the store lacks keeps its rows from an `earlier` table that holds
-    it in full."""
+    test sets; a system the store lacks keeps the rows an `earlier` table holds of it as
+    the plan makes it now (all of them, a part of its test sets included: they are results
+    honestly obtained, and the system is trained and scored again only where it is not held
+    in full)."""
     current = {job.system_id: hit.row["weights_digest"] for job in study.trainings
                if (hit := stored(job, store)) is not None}
     wanted = {(job.system_id, t.id) for job in study.trainings for t in study.testsets_for(job)}
@@ -352,7 +365,7 @@ def rows(study: Study, store: Store, earlier: Rows = ()) -> Rows:
     fresh = [r for r in table.rows(store, references, families, trains)
              if current.get(r["model"]) == r["weights_digest"]
              and (r["model"], r["testset"]) in wanted]
-    kept = [r for name, found in recorded(study, list(earlier)).items()
+    kept = [r for name, found in _current(study, list(earlier)).items()
             if name not in current for r in found]
     return sorted(fresh + kept, key=lambda r: (r["model"], r["testset"], r["metric"]))
 

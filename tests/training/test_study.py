@@ -193,6 +193,10 @@ def test_a_table_from_an_earlier_run_spares_training_its_systems_again(plan, tmp
         out.writerows(gone)
     partial = study("status", str(plan), "--table", str(path), workspace=tmp_path / "two")
     assert "trained 1 (from the table: 1)" in partial.stdout and "3 cells to go" in partial.stdout
+    rewritten = study("table", str(plan), "--out", str(path), workspace=tmp_path / "two")
+    assert rewritten.returncode == 0, rewritten.stderr  # the part it holds is kept, not dropped
+    assert [(r["model"], r["testset"], r["metric"]) for r in table(path)] == [
+        (r["model"], r["testset"], r["metric"]) for r in gone]
 
     code = tmp_path / "subs" / "logreg-rajpurkar" / "approach.py"
     code.write_text(code.read_text() + "\n# a changed approach is another approach\n")
