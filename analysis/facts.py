@@ -24,7 +24,7 @@ def _folders() -> dict:
 def _scan(root: Path) -> dict:
     """The valid folders under one test-set root, read once per root (a test, or a user's
     --data-dir, may point the registry elsewhere mid-process)."""
-    good, _ = testsets.scan()  # a broken folder is someone else's problem here
+    good, _ = testsets.scan(root)  # a broken folder is someone else's problem here
     return good
 
 
