@@ -35,8 +35,11 @@ def study_group() -> None:
 @click.option("--only", multiple=True, metavar="PATTERN",
               help="run only the systems whose name matches this shell pattern (repeatable), "
                    "e.g. '*~250/*'")
+@click.option("--jobs", "-j", "parallel", type=click.IntRange(1, 64), default=1,
+              show_default=True, help="a system's test sets to score at once (training "
+              "stays one system at a time)")
 @settings_options
-def run_command(plan, runner, device, table_path, only, data_dir, workspace) -> None:
+def run_command(plan, runner, device, table_path, only, parallel, data_dir, workspace) -> None:
     """Train and evaluate what the plan lists and neither the store nor the table holds
     (resumes where it stopped)."""
     configure(data_dir, workspace)
@@ -52,7 +55,7 @@ def run_command(plan, runner, device, table_path, only, data_dir, workspace) -> 
             table.write(study.rows(found, store, earlier), table_path)
 
     final = study.run(found, dispatcher, store, device=device, earlier=earlier,
-                      only=tuple(only), say=say)
+                      only=tuple(only), parallel=parallel, say=say)
     if table_path is not None:
         table.write(study.rows(found, store, earlier), table_path)
     click.echo(final.line(found))

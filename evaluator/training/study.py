@@ -305,12 +305,13 @@ Say = Callable[[str], None]
 
 
 def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
-        earlier: Rows = (), only: tuple[str, ...] = (),
+        earlier: Rows = (), only: tuple[str, ...] = (), parallel: int = 1,
         say: Say = lambda _: None) -> StudyStatus:
     """Train and evaluate every system of the plan that is neither stored nor held in full by
     an `earlier` table, one system at a time (its training, then its test sets); report
     progress with counts and an ETA. `only`: shell patterns of system names, to run a part of
-    the plan first (e.g. `*~250/*`, the small train sizes)."""
+    the plan first (e.g. `*~250/*`, the small train sizes); `parallel`: test sets of a system
+    scored at once."""
     started, done_here = time.monotonic(), 0
     todo = status(study, store, earlier).pending
     kept = recorded(study, list(earlier))
@@ -335,7 +336,7 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
         if not system.cached:
             done_here += 1
         jobs = [Job(system.bundle, testset) for testset in study.testsets_for(job)]
-        report = matrix.run(jobs, runner, store)
+        report = matrix.run(jobs, runner, store, parallel=parallel)
         done_here += sum(1 for o in report.outcomes if o.result and not o.result.cached)
         failed = [f"{o.job.testset.id} ({o.failure_class})" for o in report.failed]
         elapsed = time.monotonic() - started

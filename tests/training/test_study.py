@@ -57,7 +57,7 @@ def test_an_interrupted_study_ends_with_the_same_table_and_reruns_nothing(plan, 
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     started = time.monotonic()
     done = study("run", str(plan), "--runner", "local", "--table", str(tmp_path / "a.csv"),
-                 workspace=whole)
+                 "--jobs", "2", workspace=whole)  # the same table as the one-at-a-time run
     duration = time.monotonic() - started
     assert done.returncode == 0, done.stderr
     assert "trained 4, training failed 0 | evaluated 8, evaluation failed 0 | 0 cells" in \
