@@ -115,8 +115,9 @@ class Heartbeat:
 
 def evaluate(job: Job, runner: Runner, store: Store, *, level: float = intervals.DEFAULT_LEVEL,
              cluster: str | None = None, rerun: bool = False, device: str = "auto",
-             mirrors: list[Path] | None = None) -> CellResult:
-    """The stored result of `job`, running it first if needed (or if `rerun`).
+             mirrors: list[Path] | None = None, cpus: tuple[int, ...] = ()) -> CellResult:
+    """The stored result of `job`, running it first if needed (or if `rerun`), on `cpus` of
+    this host where given (a parallel matrix's share; runners on other hosts ignore it).
 
     Raises CellBusy when another live controller is running the same cell.
     """
@@ -131,7 +132,8 @@ def evaluate(job: Job, runner: Runner, store: Store, *, level: float = intervals
     try:
         with Heartbeat(store, job.key):
             try:
-                return _run_and_score(job, runner, store, level, cluster, device, mirrors)
+                return _run_and_score(job, runner, store, level, cluster, device, mirrors,
+                                      cpus)
             except (UserError, KeyboardInterrupt, SystemExit):
                 raise
             except Exception as exc:  # noqa: BLE001 - a bug or a hostile input: this cell fails
@@ -145,7 +147,8 @@ def evaluate(job: Job, runner: Runner, store: Store, *, level: float = intervals
 
 
 def _run_and_score(job: Job, runner: Runner, store: Store, level: float, cluster: str | None,
-                   device: str, mirrors: list[Path] | None) -> CellResult:
+                   device: str, mirrors: list[Path] | None,
+                   cpus: tuple[int, ...] = ()) -> CellResult:
     started = time.time()
     dataset = job.dataset(mirrors)  # the test set, or its --limit sample (another key)
     try:
@@ -156,7 +159,8 @@ def _run_and_score(job: Job, runner: Runner, store: Store, level: float, cluster
             input_path = input_dir / "input.json"
             input_path.write_bytes(canonical_json(input_document(dataset.raw)))
             input_path.chmod(0o444)
-            request = RunRequest(job.bundle, input_path, output_dir, job.testset.id, device)
+            request = RunRequest(job.bundle, input_path, output_dir, job.testset.id, device,
+                                 cpus)
             record = runner.run(request)
             predictions = load_predictions(request.output_path)
             predictions_bytes = request.output_path.read_bytes()

@@ -6,6 +6,7 @@ applicable. One cell's failure never stops the others.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -57,28 +58,48 @@ def _attempt(job: Job, runner: Dispatcher, store: Store, options: dict) -> Outco
     return outcome
 
 
+def cpu_slots(parallel: int) -> list[tuple[int, ...]]:
+    """The cores of this host's share that each of `parallel` cells at once may use: disjoint
+    equal slices of this process's CPUs (shared round-robin when cells outnumber cores), so
+    that predictors which start a thread per visible core do not oversubscribe the machine.
+    None ([]) for one cell at a time: it may use them all."""
+    cores = sorted(os.sched_getaffinity(0))
+    if parallel <= 1:
+        return []
+    width = max(1, len(cores) // parallel)
+    return [tuple(cores[(slot * width + i) % len(cores)] for i in range(width))
+            for slot in range(parallel)]
+
+
 def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
         progress: Callable[[str], None] = lambda _: None, poll_seconds: float = 1.0,
         **options) -> MatrixReport:
-    """Run every cell, `parallel` at a time; cells busy in another controller are retried
-    until that controller finishes them (or dies and its lease lapses)."""
+    """Run every cell, `parallel` at a time, each on its own slice of this host's cores
+    (`cpu_slots`); cells busy in another controller are retried until that controller
+    finishes them (or dies and its lease lapses)."""
     report = MatrixReport()
     for job in jobs:  # made here, in the main thread, where runners install signal handlers
         runner.runner_for(job.bundle)
     pending = list(jobs)
     running: dict[Future, Job] = {}
+    slots = cpu_slots(parallel)
+    holding: dict[Future, int] = {}  # the slot of cores each running cell holds
     start = time.perf_counter()
     pool = ThreadPoolExecutor(max_workers=max(1, parallel))
     try:
         while pending or running:
             while pending and len(running) < max(1, parallel):
                 job = pending.pop(0)
-                running[pool.submit(_attempt, job, runner, store, options)] = job
+                slot = min(set(range(len(slots))) - set(holding.values()), default=0)
+                cell_options = {**options, "cpus": slots[slot]} if slots else options
+                future = pool.submit(_attempt, job, runner, store, cell_options)
+                running[future], holding[future] = job, slot
             # a timeout keeps the main thread responsive to Ctrl-C while cells run
             finished, _ = wait(running, timeout=1.0, return_when=FIRST_COMPLETED)
             busy = []
             for future in finished:
                 job = running.pop(future)
+                holding.pop(future)
                 outcome = future.result()
                 if outcome is None:
                     busy.append(job)

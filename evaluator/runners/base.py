@@ -20,6 +20,7 @@ class RunRequest:
     output_dir: Path  # empty; the submission writes output_dir/predictions.json
     testset_id: str
     device: str = "auto"  # auto | cpu | gpu
+    cpus: tuple[int, ...] = ()  # the CPUs of this host it may use; empty: all of them
 
     @property
     def output_path(self) -> Path:

@@ -397,6 +397,9 @@ class DockerRunner:
             log_config=LogConfig(type="none"),
             stdin_open=False, tty=False, detach=True,
         )
+        if request.cpus:  # its share of a parallel matrix: these cores, not a time slice
+            kwargs["cpuset_cpus"] = ",".join(map(str, request.cpus))
+            kwargs["nano_cpus"] = int(min(cpus, len(request.cpus)) * 1e9)
         if gpus:
             kwargs["device_requests"] = [DeviceRequest(count=gpus, capabilities=[["gpu"]])]
         return kwargs
@@ -727,6 +730,7 @@ def _quietly(call) -> None:
 
 def _limits_summary(kwargs: dict) -> dict:
     return {"memory": kwargs["mem_limit"], "cpus": kwargs["nano_cpus"] / 1e9,
+            "cpuset": kwargs.get("cpuset_cpus"),
             "pids": kwargs["pids_limit"], "network": kwargs["network_mode"],
             "read_only_root": kwargs["read_only"], "user": kwargs["user"]}
 

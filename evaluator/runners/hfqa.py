@@ -138,7 +138,7 @@ class HFQARunner:
                         "PYTHONPATH": str(settings.REPO_ROOT)})
             log_path = Path(tmp) / "log.txt"
             exit_code, wall, peak, timed_out = run_with_limit(
-                shlex.join(argv), Path(tmp), env, log_path, bundle.timeout)
+                shlex.join(argv), Path(tmp), env, log_path, bundle.timeout, cpus=request.cpus)
             log = read_tail(log_path)
             details = json.loads(record_path.read_text()) if record_path.is_file() else {}
         if timed_out:

@@ -25,12 +25,15 @@ def cancel_all() -> int:
 
 
 def run_with_limit(command: str, cwd: Path, env: dict, log_path: Path, timeout: float,
-                   pid_file: Path | None = None) -> tuple[int, float, int | None, bool]:
-    """(exit code, wall seconds, peak RSS bytes, timed out) of `/bin/sh -c command`."""
+                   pid_file: Path | None = None, cpus: tuple[int, ...] = ()
+                   ) -> tuple[int, float, int | None, bool]:
+    """(exit code, wall seconds, peak RSS bytes, timed out) of `/bin/sh -c command`, held to
+    `cpus` (its CPU affinity, which its children inherit) where given."""
     timed_out = threading.Event()
+    pinned = ["taskset", "-c", ",".join(map(str, cpus))] if cpus else []
     with open(log_path, "wb") as log:
         start = time.perf_counter()
-        proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, env=env, stdout=log,
+        proc = subprocess.Popen([*pinned, "/bin/sh", "-c", command], cwd=cwd, env=env, stdout=log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
 

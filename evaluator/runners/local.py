@@ -38,8 +38,8 @@ class LocalRunner:
 
     def run(self, request: RunRequest) -> RunRecord:
         bundle = request.bundle
-        return self._execute(bundle, bundle.command, bundle.id, None, input=str(request.input_path),
-                             output=str(request.output_path),
+        return self._execute(bundle, bundle.command, bundle.id, None, request.cpus,
+                             input=str(request.input_path), output=str(request.output_path),
                              model=str(bundle.model.get("path", "")))
 
     def train(self, request: TrainRequest) -> RunRecord:
@@ -47,13 +47,14 @@ class LocalRunner:
         for folder in (request.model_dir, request.checkpoint_dir):
             folder.mkdir(parents=True, exist_ok=True)
         return self._execute(request.approach, request.approach.train_command, request.label,
-                             request.pid_file, train=str(request.train_path),
+                             request.pid_file, (), train=str(request.train_path),
                              config=str(request.config_path), model=str(request.model_dir),
                              checkpoints=str(request.checkpoint_dir))
 
     def _execute(self, bundle: Bundle, command: str, label: str, pid_file: Path | None = None,
-                 **paths: str) -> RunRecord:
-        """`command` with its placeholders filled, in a private copy of the bundle folder."""
+                 cpus: tuple[int, ...] = (), **paths: str) -> RunRecord:
+        """`command` with its placeholders filled, in a private copy of the bundle folder, on
+        `cpus` where given."""
         with run_tempdir("local") as tmp:
             workdir = Path(tmp) / "bundle"
             shutil.copytree(bundle.folder, workdir, symlinks=True,  # links were checked on load
@@ -73,11 +74,12 @@ class LocalRunner:
                 env["VIRTUAL_ENV"] = str(venv)
             log_path = Path(tmp) / "log.txt"
             exit_code, wall, peak, timed_out = run_with_limit(
-                fill_command(command, **paths), workdir, env, log_path, bundle.timeout, pid_file)
+                fill_command(command, **paths), workdir, env, log_path, bundle.timeout, pid_file,
+                cpus)
             log = read_tail(log_path)
         record = RunRecord(runner=self.name, wall_s=wall, exit_code=exit_code, log=log,
                            peak_memory_bytes=peak, device="cpu",
-                           details={"isolated": False})
+                           details={"isolated": False, "cpus": list(cpus) or None})
         if timed_out:
             raise RunFailure("timeout", f"{label} ran past its {bundle.timeout:g} s time "
                              f"limit and was killed", log)

@@ -53,8 +53,8 @@ def test_containers_run_as_the_policy_says(toy, tmp_path):
     assert [r["bundle"] for r in doc["results"]] == ["well_behaved"]
     [row] = Store(toy["workspace"]).results()
     limits = json.loads(row["run_record"])["details"]["container_limits"]
-    assert limits == {"memory": 256 << 20, "cpus": 1.0, "pids": 512, "network": "none",
-                      "read_only_root": True, "user": "65534:65534"}
+    assert limits == {"memory": 256 << 20, "cpus": 1.0, "cpuset": None, "pids": 512,
+                      "network": "none", "read_only_root": True, "user": "65534:65534"}
 
 
 def test_a_killed_controller_leaves_no_container_past_its_limit(toy, client, tmp_path):

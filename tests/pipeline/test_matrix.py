@@ -1,0 +1,59 @@
+"""A parallel matrix gives each cell running at once its own slice of this host's cores, so
+that predictors which start a thread per visible core do not oversubscribe the machine; one
+cell at a time may use them all."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from evaluator.cli.main import evaluate_cmd
+from evaluator.pipeline import matrix
+from evaluator.runners.docker import daemon_available
+from tests.conftest import tiny_registry
+
+SEES_CORES = """import json, os, sys
+doc = json.load(open(sys.argv[1]))
+cores = ",".join(map(str, sorted(os.sched_getaffinity(0))))
+json.dump({q["id"]: cores for a in doc["data"] for p in a["paragraphs"] for q in p["qas"]},
+          open(sys.argv[2], "w"))
+"""  # answers every question with the cores it may run on
+
+CORES = sorted(os.sched_getaffinity(0))
+
+
+def test_cpu_slots_are_equal_disjoint_slices_of_this_process_cores():
+    assert matrix.cpu_slots(1) == []
+    two = matrix.cpu_slots(2)
+    assert len(two) == 2 and all(len(s) == max(1, len(CORES) // 2) for s in two)
+    if len(CORES) >= 2:
+        assert not set(two[0]) & set(two[1])
+    many = matrix.cpu_slots(len(CORES) + 1)  # more cells than cores: shared round-robin
+    assert len(many) == len(CORES) + 1 and all(len(s) == 1 for s in many)
+    assert {s[0] for s in many} == set(CORES)
+
+
+@pytest.mark.parametrize("runner", [
+    "local",
+    pytest.param("docker", marks=pytest.mark.skipif(not daemon_available(),
+                                                    reason="no Docker daemon answers")),
+])
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_cells_at_once_each_see_only_their_own_cores(runner, jobs, tmp_path, monkeypatch,
+                                                     workspace, small_dev):
+    tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev, "tiny-too": small_dev},
+                  {"cores": SEES_CORES})
+    result = CliRunner().invoke(evaluate_cmd, ["-b", "cores", "-t", "tiny", "-t", "tiny-too",
+                                               "--runner", runner, "--jobs", str(jobs),
+                                               "--json"])
+    assert result.exit_code == 0, result.output
+    seen = sorted(set(json.loads(Path(row["predictions"]).read_text()).values()).pop()
+                  for row in json.loads(result.stdout)["results"])
+    everything = CORES if runner == "local" else range(os.cpu_count())  # a container: the host's
+    expected = [",".join(map(str, s)) for s in matrix.cpu_slots(jobs)] or \
+        [",".join(map(str, everything))] * 2
+    assert seen == sorted(expected)
