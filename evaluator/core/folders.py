@@ -5,7 +5,9 @@ Discovery is a directory listing; there is no registration code to keep in sync.
 
 from __future__ import annotations
 
+import copy
 import difflib
+import os
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -37,21 +39,29 @@ class _NoAliases(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
+_PARSED: dict[tuple, dict] = {}
+
+
 def read_yaml(path: Path) -> dict:
-    """A folder's YAML file as a mapping: at most MAX_YAML_BYTES, UTF-8, no aliases."""
+    """A folder's YAML file as a mapping: at most MAX_YAML_BYTES, UTF-8, no aliases. Parsed
+    once per process while the file's size, modification and change times stay the same (a
+    study resolves each derived set's parent for every row); each caller gets its own copy."""
     try:
-        size = path.stat().st_size
-        if size > MAX_YAML_BYTES:
-            raise ConfigError(f"{path}: {size:,} bytes is over the {MAX_YAML_BYTES >> 10} KiB "
-                              f"limit for folder files")
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_NoAliases)  # noqa: S506
+        info = path.stat()
+        if info.st_size > MAX_YAML_BYTES:
+            raise ConfigError(f"{path}: {info.st_size:,} bytes is over the "
+                              f"{MAX_YAML_BYTES >> 10} KiB limit for folder files")
+        key = (os.fspath(path), info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        if key not in _PARSED:
+            data = yaml.load(path.read_text(encoding="utf-8"), Loader=_NoAliases)  # noqa: S506
+            if not isinstance(data, dict):
+                raise ConfigError(f"{path}: expected a mapping at the top level")
+            _PARSED[key] = data
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     except (UnicodeDecodeError, OSError) as exc:
         raise ConfigError(f"{path}: cannot be read as UTF-8 text ({exc})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    return data
+    return copy.deepcopy(_PARSED[key])
 
 
 LIST_COMMANDS = {"bundle": "qashift bundles list", "test set": "qashift testsets list"}
@@ -100,10 +110,10 @@ class FolderRegistry(Generic[T]):
         return discover(root or self.default_root(), self.filename)
 
     def get(self, name: str, root: Path | None = None) -> T:
-        folders = self.available(root)
-        if name not in folders:
-            raise unknown_name(self.kind, name, folders)
-        return self.load(folders[name])
+        folder = (root or self.default_root()) / name
+        if "/" in name or name in ("", ".", "..") or not (folder / self.filename).is_file():
+            raise unknown_name(self.kind, name, self.available(root))
+        return self.load(folder)
 
     def resolve(self, names: list[str], root: Path | None = None,
                 on_broken: Callable[[str, ConfigError], None] | None = None) -> list[T]:

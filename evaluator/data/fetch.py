@@ -21,7 +21,7 @@ from pathlib import Path
 from evaluator.core import console, settings
 from evaluator.core.errors import DataError
 from evaluator.core.files import atomic_file
-from evaluator.core.hashing import CHUNK, sha256_of
+from evaluator.core.hashing import CHUNK, file_sha256, sha256_of
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def fetch(source: Source, what: str, mirrors: list[Path] | None = None) -> Path:
     """Return a verified local path for `source`; `what` names it in error messages."""
     target = cached_path(source.sha256)
     if target.exists():
-        if sha256_of(target) == source.sha256:
+        if file_sha256(target) == source.sha256:
             return target
         target.unlink()  # a corrupted cache entry is recomputed, never trusted
     tried: list[str] = []

@@ -17,11 +17,11 @@ from pathlib import Path
 from evaluator.core import folders as registry
 from evaluator.core import settings
 from evaluator.core.errors import ConfigError, DataError
-from evaluator.core.hashing import sha256_bytes
+from evaluator.core.hashing import file_sha256, sha256_bytes
 from evaluator.core.schema import validate
 from evaluator.data import derive as derive_mod
 from evaluator.data.derive import DeriveSpec
-from evaluator.data.fetch import Source, fetch, sha256_of
+from evaluator.data.fetch import Source, fetch
 from evaluator.data.schema import TestSetFile
 
 
@@ -96,7 +96,7 @@ class TestSet:
             return self.source.sha256
         if self.derive is not None:
             return self.derived().sha256
-        return _file_hash(self.folder / self.data_file)
+        return file_sha256(self.folder / self.data_file)
 
     def local_path(self, mirrors: list[Path] | None = None) -> Path:
         if self.source is not None:
@@ -127,12 +127,7 @@ class TestSet:
 
     def load(self, mirrors: list[Path] | None = None) -> Dataset:
         path = self.local_path(mirrors)
-        return _load_dataset(str(path), self.id, self.questions, self.cluster, sha256_of(path))
-
-
-@cache
-def _file_hash(path: Path) -> str:
-    return sha256_of(path)
+        return _load_dataset(str(path), self.id, self.questions, self.cluster, file_sha256(path))
 
 
 @cache

@@ -135,6 +135,29 @@ def test_folder_file_hash_is_the_identity(tmp_path, small_dev):
     assert isinstance(Path(ts.local_path()), Path)
 
 
+def test_a_folder_edited_while_the_process_runs_is_read_anew(tmp_path, small_dev):
+    """Hashes and parsed yaml are kept per process only while the file stays the same."""
+    folder = write_testset(tmp_path, "my-set", small_dev)
+    first = testsets.get("my-set", tmp_path).sha256
+    assert testsets.get("my-set", tmp_path).sha256 == first  # unchanged: the same identity
+    smaller = {**small_dev, "data": small_dev["data"][:1]}
+    (folder / "data.json").write_text(json.dumps(smaller))
+    count = sum(len(p["qas"]) for a in smaller["data"] for p in a["paragraphs"])
+    text = (folder / "testset.yaml").read_text()
+    old = next(line for line in text.splitlines() if line.startswith("questions:"))
+    (folder / "testset.yaml").write_text(text.replace(old, f"questions: {count}"))
+    again = testsets.get("my-set", tmp_path)
+    assert again.questions == count and again.sha256 != first
+    assert len(again.load().questions) == count
+
+
+@pytest.mark.parametrize("name", ["../my-set", "my-set/..", ".", ""])
+def test_a_name_with_path_parts_is_unknown(tmp_path, small_dev, name):
+    write_testset(tmp_path / "inner", "my-set", small_dev)
+    with pytest.raises(UnknownNameError):
+        testsets.get(name, tmp_path / "inner")
+
+
 def test_an_unknown_name_among_few_choices_lists_them_all(tmp_path, small_dev):
     for name in ("alpha", "beta"):
         write_testset(tmp_path, name, small_dev)
