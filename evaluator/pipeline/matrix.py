@@ -31,6 +31,7 @@ class Outcome:
 class MatrixReport:
     outcomes: list[Outcome] = field(default_factory=list)
     not_applicable: list[tuple[str, str, str]] = field(default_factory=list)
+    busy: list[Job] = field(default_factory=list)  # left to the controller running them
 
     @property
     def failed(self) -> list[Outcome]:
@@ -73,10 +74,11 @@ def cpu_slots(parallel: int) -> list[tuple[int, ...]]:
 
 def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
         progress: Callable[[str], None] = lambda _: None, poll_seconds: float = 1.0,
-        **options) -> MatrixReport:
+        wait_for_busy: bool = True, **options) -> MatrixReport:
     """Run every cell, `parallel` at a time, each on its own slice of this host's cores
     (`cpu_slots`); cells busy in another controller are retried until that controller
-    finishes them (or dies and its lease lapses)."""
+    finishes them (or dies and its lease lapses), or with `wait_for_busy=False` left to it
+    (listed in `busy`)."""
     report = MatrixReport()
     for job in jobs:  # made here, in the main thread, where runners install signal handlers
         runner.runner_for(job.bundle)
@@ -113,7 +115,9 @@ def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
                          f"{len(running)}, failed {len(report.failed)}, eta {eta:.0f} s")
                 if outcome.result is None:
                     progress(f"    {outcome.message}")
-            if busy:
+            if busy and not wait_for_busy:
+                report.busy.extend(busy)
+            elif busy:
                 pending.extend(busy)
                 if not running and len(busy) == len(pending):
                     time.sleep(poll_seconds)  # everything left is held elsewhere: wait

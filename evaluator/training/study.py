@@ -336,14 +336,17 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
         if not system.cached:
             done_here += 1
         jobs = [Job(system.bundle, testset) for testset in study.testsets_for(job)]
-        report = matrix.run(jobs, runner, store, parallel=parallel)
+        # cells another controller is scoring are its to finish: go on to the next system
+        report = matrix.run(jobs, runner, store, parallel=parallel, wait_for_busy=False)
         done_here += sum(1 for o in report.outcomes if o.result and not o.result.cached)
         failed = [f"{o.job.testset.id} ({o.failure_class})" for o in report.failed]
+        elsewhere = f", {len(report.busy)} being scored by another controller" \
+            if report.busy else ""
         elapsed = time.monotonic() - started
         left = max(0, todo - done_here)
         eta = f", eta {elapsed / done_here * left:.0f} s" if done_here else ""
         say(f"{head}: {'stored earlier' if system.cached else 'trained'}; scored on "
-            f"{len(jobs) - len(failed)}/{len(jobs)} test sets"
+            f"{len(jobs) - len(failed) - len(report.busy)}/{len(jobs)} test sets{elsewhere}"
             + (f", failed: {', '.join(failed)}" if failed else "")
             + f" | {left} cells to go{eta}")
     return status(study, store, earlier)

@@ -11,10 +11,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from evaluator.bundles import spec as bundles
 from evaluator.cli.main import evaluate_cmd
+from evaluator.data import testsets
+from evaluator.jobs.job import Job
 from evaluator.pipeline import matrix
+from evaluator.runners.dispatch import Dispatcher
 from evaluator.runners.docker import daemon_available
-from tests.conftest import tiny_registry
+from evaluator.store.store import Store
+from tests.conftest import FIRST_WORD, tiny_registry
 
 SEES_CORES = """import json, os, sys
 doc = json.load(open(sys.argv[1]))
@@ -57,3 +62,22 @@ def test_cells_at_once_each_see_only_their_own_cores(runner, jobs, tmp_path, mon
     expected = [",".join(map(str, s)) for s in matrix.cpu_slots(jobs)] or \
         [",".join(map(str, everything))] * 2
     assert seen == sorted(expected)
+
+
+def test_a_cell_another_live_controller_holds_is_left_to_it_when_asked(
+        tmp_path, monkeypatch, workspace, small_dev):
+    """A study goes on to its next system instead of waiting for cells another controller is
+    scoring; the matrix lists them as busy and runs the rest."""
+    other = {**small_dev, "data": small_dev["data"][:1]}  # other data: another cell
+    tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev, "tiny-too": other},
+                  {"first": FIRST_WORD})
+    store = Store.open_default()
+    held, free = (Job(bundles.get("first"), testsets.get(t)) for t in ("tiny", "tiny-too"))
+    assert store.acquire(held.key, "first", "tiny", owner="another-host:1")
+    report = matrix.run([held, free], Dispatcher("local"), store, wait_for_busy=False)
+    assert report.busy == [held] and [o.job for o in report.outcomes] == [free]
+    assert store.get(held.key) is None and store.get(free.key) is not None
+    store.release(held.key, owner="another-host:1")
+    again = matrix.run([held, free], Dispatcher("local"), store, wait_for_busy=False)
+    assert again.busy == [] and all(o.result for o in again.outcomes)
+    assert [o.result.cached for o in again.outcomes] == [False, True]
