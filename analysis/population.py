@@ -31,6 +31,45 @@ TABLE, KEY = "population-fits.csv", "population-fits.key"
 CODE = [Path(__file__), Path(fits.__file__), Path(figures.__file__), Path(paper.__file__)]
 
 
+def census(table_path: Path, reference: str = "squad-dev-heldout", above: float = 50.0
+           ) -> dict:
+    """What the table holds: its systems, those scored on every one of its test sets in EM
+    and F1 ("complete"), their approaches, the spread of the complete systems' EM on the
+    reference set, each approach's best reference F1, and the approaches above `above`."""
+    df = pd.read_csv(table_path)
+    if "approach" not in df:
+        df["approach"] = df["model"].str.split("@").str[0]
+    sets = sorted(df["testset"].unique())
+    needed = {(t, m) for t in sets for m in ("em", "f1")}
+    held = df.groupby("model")[["testset", "metric"]].apply(
+        lambda g: set(zip(g["testset"], g["metric"], strict=True)))
+    complete = sorted(m for m, pairs in held.items() if needed <= pairs)
+    ref = df[(df["testset"] == reference) & df["model"].isin(complete)]
+    em = ref[ref["metric"] == "em"]["value"]
+    best = ref[ref["metric"] == "f1"].groupby("approach")["value"].max().sort_values(
+        ascending=False)
+    return {"systems": int(df["model"].nunique()), "complete": len(complete),
+            "testsets": sets, "approaches": int(df[df["model"].isin(complete)]
+                                                ["approach"].nunique()),
+            "em_low": float(em.min()) if len(em) else None,
+            "em_high": float(em.max()) if len(em) else None,
+            "reference": reference, "best_f1": {a: round(float(v), 2) for a, v in best.items()},
+            "above": [a for a, v in best.items() if v > above], "threshold": above}
+
+
+def census_line(facts: dict) -> str:
+    """`census` in two lines of prose."""
+    spread = ("" if facts["em_low"] is None else
+              f"; {facts['reference']} EM {facts['em_low']:.1f} to {facts['em_high']:.1f} (spread "
+              f"{facts['em_high'] - facts['em_low']:.1f})")
+    best = ", ".join(f"{a} {v:.1f}" for a, v in facts["best_f1"].items())
+    return (f"{facts['systems']} systems, {facts['complete']} of them scored on all "
+            f"{len(facts['testsets'])} test sets, from {facts['approaches']} approach"
+            f"{'' if facts['approaches'] == 1 else 'es'}"
+            f"{spread}\nbest {facts['reference']} F1 per approach: {best or 'none'}; above "
+            f"{facts['threshold']:g}: {len(facts['above'])} ({', '.join(facts['above']) or '-'})")
+
+
 def _fit(df: pd.DataFrame, testset: str, metric: str, scale: str) -> fits.Fit | None:
     try:
         return fits.fit_panel(df, testset, metric, scale, n_boot=0)

@@ -216,6 +216,7 @@ def population_command(table_path, data_dir, out, bootstrap, seed, markdown):
         table, written = population.write(own, _load("squadshifts-published", data_dir, False),
                                           out, key, bootstrap, seed)
         click.echo(f"wrote {len(written)} files to {out}", err=True)
+    click.echo(population.census_line(population.census(table_path)) + "\n")
     if markdown:
         click.echo(population.markdown(table), nl=False)
     else:

@@ -13,7 +13,7 @@ import statsmodels.api as sm
 from click.testing import CliRunner
 from scipy.stats import norm
 
-from analysis import paper
+from analysis import paper, population
 from evaluator.cli.main import main
 
 X = [25.0, 31.0, 38.5, 47.0, 55.0, 61.5]  # held-out F1 of six made-up systems
@@ -114,3 +114,19 @@ def test_a_missing_table_is_one_line(tmp_path):
     [line] = result.stderr.strip().splitlines()
     assert "no such table" in line and "qashift study run" in line
     assert not (tmp_path / "out").exists()
+
+
+def test_the_census_counts_complete_systems_the_em_spread_and_strong_approaches(table):
+    rows = table.read_text().splitlines()
+    partial = "other@squad-dev-train/s0"  # scored on the held-out half only
+    rows += [f"{partial},squad-dev-heldout,f1,70.0,5453,squad-dev,non-pretrained",
+             f"{partial},squad-dev-heldout,em,60.0,5453,squad-dev,non-pretrained"]
+    table.write_text("\n".join(rows) + "\n")
+    facts = population.census(table)
+    assert facts["systems"] == 7 and facts["complete"] == 6 and facts["approaches"] == 1
+    assert (facts["em_low"], facts["em_high"]) == (min(X) - 10, max(X) - 10)
+    assert facts["best_f1"] == {"toy": max(X)} and facts["above"] == ["toy"]
+    result = run("--table", str(table), "--out", str(table.parent / "out"), "--bootstrap", "0")
+    assert "7 systems, 6 of them scored on all 5 test sets, from 1 approach;" in result.stdout
+    assert "squad-dev-heldout EM 15.0 to 51.5 (spread 36.5)" in result.stdout
+    assert "above 50: 1 (toy)" in result.stdout
