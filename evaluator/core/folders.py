@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import difflib
-import os
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import Generic, TypeVar
 import yaml
 
 from evaluator.core.errors import ConfigError, UnknownNameError
+from evaluator.core.hashing import stat_key
 
 
 def discover(root: Path, filename: str) -> dict[str, Path]:
@@ -44,24 +44,26 @@ _PARSED: dict[tuple, dict] = {}
 
 def read_yaml(path: Path) -> dict:
     """A folder's YAML file as a mapping: at most MAX_YAML_BYTES, UTF-8, no aliases. Parsed
-    once per process while the file's size, modification and change times stay the same (a
-    study resolves each derived set's parent for every row); each caller gets its own copy."""
+    once per process while its `stat_key` stays the same (a study resolves each derived
+    set's parent for every row); each caller gets its own copy."""
     try:
-        info = path.stat()
-        if info.st_size > MAX_YAML_BYTES:
-            raise ConfigError(f"{path}: {info.st_size:,} bytes is over the "
-                              f"{MAX_YAML_BYTES >> 10} KiB limit for folder files")
-        key = (os.fspath(path), info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-        if key not in _PARSED:
+        size = path.stat().st_size
+        if size > MAX_YAML_BYTES:
+            raise ConfigError(f"{path}: {size:,} bytes is over the {MAX_YAML_BYTES >> 10} KiB "
+                              f"limit for folder files")
+        key = stat_key(path)  # None for a file changed just now: parsed every time
+        data = _PARSED.get(key) if key else None
+        if data is None:
             data = yaml.load(path.read_text(encoding="utf-8"), Loader=_NoAliases)  # noqa: S506
             if not isinstance(data, dict):
                 raise ConfigError(f"{path}: expected a mapping at the top level")
-            _PARSED[key] = data
+            if key:
+                _PARSED[key] = data
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     except (UnicodeDecodeError, OSError) as exc:
         raise ConfigError(f"{path}: cannot be read as UTF-8 text ({exc})") from None
-    return copy.deepcopy(_PARSED[key])
+    return copy.deepcopy(data)
 
 
 LIST_COMMANDS = {"bundle": "qashift bundles list", "test set": "qashift testsets list"}

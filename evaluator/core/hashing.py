@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
@@ -36,15 +37,28 @@ def sha256_of(path: Path) -> str:
 
 
 _SEEN: dict[tuple, str] = {}
+SETTLED_NS = 2_000_000_000  # file times tick coarsely: a file changed this recently may
+# change again under the same (size, mtime, ctime), so it is not remembered yet
+
+
+def stat_key(path: Path) -> tuple | None:
+    """What identifies a file's content without reading it, as long as it stays the same
+    file: path, device, inode, size, modification and change times (the change time cannot
+    be set back by hand). None for a file changed in the last two seconds."""
+    info = os.stat(path)
+    if time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) < SETTLED_NS:
+        return None
+    return (os.fspath(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns,
+            info.st_ctime_ns)
 
 
 def file_sha256(path: Path) -> str:
-    """sha256 of a file, hashed once per process while it stays the same file with the same
-    size, modification and change times: a study reads each test set for every cell and table
-    row, and re-hashing tens of megabytes each time cost most of a resumed run's time."""
-    info = os.stat(path)
-    key = (os.fspath(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns,
-           info.st_ctime_ns)
+    """sha256 of a file, hashed once per process while its `stat_key` stays the same: a study
+    reads each test set for every cell and table row, and re-hashing tens of megabytes each
+    time cost most of a resumed run's time."""
+    key = stat_key(path)
+    if key is None:
+        return sha256_of(path)
     if (digest := _SEEN.get(key)) is None:
         digest = _SEEN[key] = sha256_of(path)
     return digest
