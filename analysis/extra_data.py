@@ -91,3 +91,20 @@ def table(df: pd.DataFrame, base: str = "squad-dev-train", metric: str = "f1",
                          "off_trend": bool(er - z * se > 0 or er + z * se < 0),
                          "n_population": len(population)})
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def with_counterparts(table: pd.DataFrame, base: str = "squad-dev-train") -> pd.DataFrame:
+    """The rows of systems trained with extra data and of their counterparts on `base` (the
+    same approach, size, seed and hyperparameters): the comparison section 6.2 makes, out of
+    a table that also holds the whole population."""
+    def same_but_split(system: str) -> tuple | None:
+        parts = parse_system_id(system)
+        return None if parts is None else (parts["approach"], parts["size"], parts["seed"],
+                                           parts["hp"])
+
+    extra = table[table["split"] != base]
+    wanted = {same_but_split(s) for s in extra["system"]}
+    base_rows = table[(table["split"] == base)
+                      & table["system"].map(lambda s: same_but_split(s) in wanted)]
+    return pd.concat([base_rows, extra]).sort_values(["testset", "system"]).reset_index(
+        drop=True)

@@ -58,6 +58,22 @@ def load_source(source: str, data_dir: Path | str | None = None,
                     f"existing .csv file")
 
 
+def load_tables(paths: Iterable[Path], reference: str) -> pd.DataFrame:
+    """One tidy frame from several study tables (`qashift study run --table`), e.g. the
+    population's and the extra-data study's: a system in two tables is kept once, and two
+    tables that give it different scores are an error (they were made from different runs)."""
+    frames = [load_source(str(path), reference=reference) for path in paths]
+    df = pd.concat(frames, ignore_index=True)
+    key = ["model", "testset", "metric"]
+    values = df.groupby(key, sort=False)["value"].agg(["min", "max"])
+    clash = values[values["min"] != values["max"]]
+    if not clash.empty:
+        (model, testset, metric), row = next(iter(clash.iterrows()))
+        raise UserError(f"{model} on {testset}: the tables disagree on {metric} "
+                        f"({row['min']:g} vs {row['max']:g}); give tables of the same runs")
+    return df.drop_duplicates(key).reset_index(drop=True)
+
+
 def store_records_of(store: Store) -> list[dict]:
     """Result rows joined with their bundles' names and metadata and their test sets'
     reference: what the analysis reads from a store."""

@@ -392,19 +392,33 @@ def strata_command(out, testset_names):
 @click.option("--metric", type=click.Choice(["em", "f1"]), default="f1", show_default=True)
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the table as CSV.")
-def extra_data_command(base, metric, csv_path):
+@click.option("--table", "table_paths", multiple=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Read these study tables (repeatable, e.g. results/population.csv and "
+                   "results/extra-data.csv) instead of the results store.")
+@click.option("--reference", default="squad-dev-heldout", show_default=True,
+              help="With --table: the tables' original-set test set.")
+@click.option("--all", "show_all", is_flag=True,
+              help="Print every system's row, not only those trained with extra data and "
+                   "their counterparts on --base (the CSV always has every row).")
+def extra_data_command(base, metric, csv_path, table_paths, reference, show_all):
     """Does extra training data move systems off the trend? Effective robustness (with a 95%
     interval) of every trained system against the trend of the systems trained on --base
     (Miller et al. 2020, section 6.2)."""
     from analysis import extra_data  # lazy: pandas; fast --help
-    from analysis.sources import load_source, store_inputs  # lazy: pandas; fast --help
+    from analysis.sources import load_source, load_tables, store_inputs  # lazy: pandas
 
-    records, _, _ = store_inputs()
-    found = extra_data.table(load_source("store", store_records=records), base, metric)
+    if table_paths:
+        scores = load_tables(table_paths, reference)
+    else:
+        records, _, _ = store_inputs()
+        scores = load_source("store", store_records=records)
+    found = extra_data.table(scores, base, metric)
     if found.empty:
         raise click.ClickException(f"no new test set has 3 or more systems trained on {base} "
                                    f"with a reference score: train and evaluate them first")
-    shown = found.drop(columns=["approach", "reference"])
+    shown = found if show_all else extra_data.with_counterparts(found, base)
+    shown = shown.drop(columns=["approach", "reference"])
     click.echo(shown.to_string(index=False, float_format="%.2f"))
     if csv_path:
         found.to_csv(csv_path, index=False, float_format="%.6g")

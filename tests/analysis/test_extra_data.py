@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import statsmodels.api as sm
 from scipy.stats import norm
@@ -61,3 +62,63 @@ def test_the_command_says_what_is_missing_in_one_line(workspace):
     result = CliRunner().invoke(main, ["extra-data"])
     assert result.exit_code == 1 and len(result.stderr.strip().splitlines()) == 1
     assert "no results store" in result.stderr
+
+
+def study_table(path, systems):
+    """A study table (the long form `qashift study run --table` writes) of (model, x, y)."""
+    rows = ["model,testset,metric,value,lo,hi,reference"]
+    for model, x, y in systems:
+        rows += [f"{model},squad-dev-heldout,f1,{x},{x - 1},{x + 1},",
+                 f"{model},reddit-test,f1,{y},{y - 1},{y + 1},squad-dev-heldout"]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_two_study_tables_make_one_population_and_a_shared_system_counts_once(tmp_path):
+    from analysis.sources import load_tables
+
+    population = study_table(tmp_path / "population.csv",
+                             [(f"a@squad-dev-train/s{i}", x, y) for i, (_, x, y) in
+                              enumerate(BASE)])
+    extra = study_table(tmp_path / "extra.csv", [("a@squad-dev-train/s0", 30, 25),
+                                                 ("a@squad-dev-train-plus-reddit/s0", 35, 40)])
+    table = extra_data.table(load_tables([population, extra], "squad-dev-heldout"))
+    assert (table["n_population"] == 4).all()
+    assert set(table["system"]) == {f"a@squad-dev-train/s{i}" for i in range(4)} | {
+        "a@squad-dev-train-plus-reddit/s0"}
+
+
+def test_tables_that_disagree_on_a_system_are_refused_in_one_line(tmp_path):
+    from analysis.sources import load_tables
+    from evaluator.core.errors import UserError
+
+    one = study_table(tmp_path / "one.csv", [("a@squad-dev-train/s0", 30, 25)])
+    two = study_table(tmp_path / "two.csv", [("a@squad-dev-train/s0", 30, 26)])
+    with pytest.raises(UserError, match=r"a@squad-dev-train/s0 on reddit-test: the tables "
+                                        r"disagree on f1 \(25 vs 26\)"):
+        load_tables([one, two], "squad-dev-heldout")
+
+
+def test_the_printed_comparison_keeps_extra_data_systems_and_their_base_counterparts(tmp_path):
+    extra = [("a+squad-dev-train-plus-reddit", 35, 40)]
+    table = extra_data.table(frame(tmp_path, extra))
+    shown = extra_data.with_counterparts(table)
+    assert set(shown["system"]) == {"a@squad-dev-train/s0", "a@squad-dev-train-plus-reddit/s0"}
+    assert len(table) == 5 and len(shown) == 2
+
+
+def test_the_command_reads_study_tables_without_a_store(workspace, tmp_path):
+    from click.testing import CliRunner
+
+    from evaluator.cli.main import main
+
+    population = study_table(tmp_path / "population.csv",
+                             [(f"b@squad-dev-train/s{i}", x, y) for i, (_, x, y) in
+                              enumerate(BASE)] + [("b@squad-dev-train-plus-amazon/s0", 50, 48)])
+    result = CliRunner().invoke(main, ["extra-data", "--table", str(population),
+                                       "--csv", str(tmp_path / "er.csv")])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert any(line.split()[0] == "b@squad-dev-train-plus-amazon/s0" for line in lines[1:])
+    assert not any(line.split()[0] == "b@squad-dev-train/s1" for line in lines[1:-1])
+    assert len(pd.read_csv(tmp_path / "er.csv")) == 5
