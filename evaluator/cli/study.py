@@ -32,6 +32,10 @@ def study_group() -> None:
 @click.option("--table", "table_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="the study's results table (CSV): systems it holds in full "
               "are not trained again; rewritten after every system")
+@click.option("--ledger", "ledgers", multiple=True, metavar="TABLE",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="another study's table (repeatable): systems both plans list that it holds "
+                   "in full are not trained again, and their rows join this table")
 @click.option("--only", multiple=True, metavar="PATTERN",
               help="run only the systems whose name matches this shell pattern (repeatable), "
                    "e.g. '*~250/*'")
@@ -39,13 +43,14 @@ def study_group() -> None:
               show_default=True, help="a system's test sets to score at once (training "
               "stays one system at a time)")
 @settings_options
-def run_command(plan, runner, device, table_path, only, parallel, data_dir, workspace) -> None:
+def run_command(plan, runner, device, table_path, ledgers, only, parallel, data_dir,
+                workspace) -> None:
     """Train and evaluate what the plan lists and neither the store nor the table holds
     (resumes where it stopped)."""
     configure(data_dir, workspace)
     found = study.load(plan)
     store = Store.open_default()
-    earlier = table.read(table_path) if table_path is not None else []
+    earlier = table.ledger(table_path, ledgers)
     console.say(study.status(found, store, earlier).line(found))
     dispatcher = Dispatcher(runner, warn=console.warn)
 
@@ -65,12 +70,15 @@ def run_command(plan, runner, device, table_path, only, parallel, data_dir, work
 @click.argument("plan", type=PLAN)
 @click.option("--table", "table_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="also count the systems this results table holds in full")
+@click.option("--ledger", "ledgers", multiple=True, metavar="TABLE",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="and those another study's table holds in full (repeatable)")
 @settings_options
-def status_command(plan, table_path, data_dir, workspace) -> None:
+def status_command(plan, table_path, ledgers, data_dir, workspace) -> None:
     """Trained, evaluated and failed cells of the plan, from the store (and a table)."""
     configure(data_dir, workspace)
     found = study.load(plan)
-    earlier = table.read(table_path) if table_path is not None else []
+    earlier = table.ledger(table_path, ledgers)
     click.echo(study.status(found, Store.open_default(), earlier).line(found))
 
 

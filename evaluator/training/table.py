@@ -74,3 +74,18 @@ def read(path: Path) -> list[dict]:
         raise UserError(f"{path}: not a results table of trained systems (no column "
                         f"{missing[0]})")
     return found
+
+
+def ledger(own: Path | None, others: tuple[Path, ...] = ()) -> list[dict]:
+    """The rows a study may take as done: its own table's, then those of other studies'
+    tables (`--ledger`) for cells its own does not hold, so a system two plans share is
+    trained once (a row is a system x test set x metric)."""
+    out = read(own) if own is not None else []
+    seen = {(r["model"], r["testset"], r["metric"]) for r in out}
+    for path in others:
+        for row in read(path):
+            cell = (row["model"], row["testset"], row["metric"])
+            if cell not in seen:
+                seen.add(cell)
+                out.append(row)
+    return out

@@ -218,3 +218,35 @@ def test_a_file_that_is_not_a_results_table_is_one_line(plan, tmp_path):
     result = study("status", str(plan), "--table", str(path), workspace=tmp_path / "ws")
     assert result.returncode == 1 and result.stderr.strip().count("\n") == 0
     assert "not a results table" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_system_another_study_holds_in_full_is_not_trained_again(plan, tmp_path):
+    """`--ledger`: a plan sharing a system with another study's table takes its rows (on its
+    own test sets) instead of training it again, and trains the rest."""
+    plan.write_text(PLAN.replace("settings: [{epochs: 1}, {epochs: 1, l2: 0.001}]",
+                                 "settings: [{epochs: 1}]").replace("seeds: [0, 1]", "seeds: [0]"))
+    population = tmp_path / "population.csv"
+    first = study("run", str(plan), "--runner", "local", "--table", str(population),
+                  workspace=tmp_path / "one")
+    assert first.returncode == 0, first.stderr
+    other = tmp_path / "other.yaml"
+    other.write_text(PLAN.replace("tiny-population", "other").replace(
+        "testsets: [tiny-test, tiny-train]", "testsets: [tiny-test]").replace(
+        "settings: [{epochs: 1}, {epochs: 1, l2: 0.001}]", "settings: [{epochs: 1}]"))
+    mine = tmp_path / "other.csv"
+    status = study("status", str(other), "--table", str(mine), "--ledger", str(population),
+                   workspace=tmp_path / "two")
+    assert "trained 1 (from the table: 1)" in status.stdout, status.stdout + status.stderr
+    done = study("run", str(other), "--runner", "local", "--table", str(mine),
+                 "--ledger", str(population), workspace=tmp_path / "two")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("in the table from an earlier run") == 1
+    assert done.stderr.count("trained;") == 1 and "/s1" in done.stderr
+    shared = [r for r in table(population) if r["testset"] == "tiny-test"]
+    rows = table(mine)
+    assert {(r["model"], r["testset"]) for r in rows} == {
+        (shared[0]["model"], "tiny-test"), (shared[0]["model"].replace("/s0", "/s1"), "tiny-test")}
+    assert [r for r in rows if "/s0" in r["model"]] == shared
+    missing = study("status", str(other), "--ledger", str(tmp_path / "none.csv"),
+                    workspace=tmp_path / "two")
+    assert missing.returncode == 2 and "none.csv" in missing.stderr
