@@ -121,7 +121,7 @@ def comparison_row(sources: Sequence[tuple], testset: str | None, metric: str,
             shown = own[0] if own else testset
             fit = fit_panel(df, shown, metric, scale, n_boot=n_boot, seed=seed)
             scatter_panel(ax, df, shown, metric, scale, fit=fit,
-                          title=f"{name}: {_label(shown)}, {METRIC_LABEL[metric]} ({scale})")
+                          title=f"{name}\n{_label(shown)}, {METRIC_LABEL[metric]} ({scale})")
         fig.tight_layout()
     return fig
 
