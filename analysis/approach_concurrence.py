@@ -30,7 +30,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from analysis import cache, figures
 from analysis.concurrence import _pearson, _tau_b
+from evaluator.core.files import write_atomic
 
 DATA = Path(__file__).with_name("data") / "liu-et-al"
 MODES = ("approach-level", "system-level")
@@ -285,3 +287,81 @@ def knee(m: ScoreMatrix, b1: str, b2: str, top: int = 2) -> dict:
     residual = s[b2] - (overall["intercept"] + overall["slope"] * s[b1])
     order = residual.abs().sort_values(ascending=False).index[:top]
     return {"lines": lines, "largest_residuals": [(a, float(residual[a])) for a in order]}
+
+
+# ------------------------------------------------------------------------------- report
+
+REPORT_KEY = "approach-concurrence.key"
+REPORT_CODE = [Path(__file__), Path(figures.__file__), Path(cache.__file__)]
+
+
+def versus_table(m: ScoreMatrix, reference: str, chosen: Sequence[tuple[str, object]],
+                 variant: str = "b", n_boot: int = 0, seed: int = 0,
+                 threshold: float = 0.8) -> pd.DataFrame:
+    """Every other benchmark against `reference`, one row per benchmark and subset
+    (`chosen`: (label, what `ScoreMatrix.subset` takes)): n, r and tau (with the bootstrap
+    interval when n_boot > 0) and whether they concur (tau above the threshold)."""
+    rows = []
+    for b in m.scores.columns:
+        if b == reference:
+            continue
+        for label, which in chosen:
+            c = concur(m, reference, b, which, variant, n_boot, seed)
+            rows.append({"benchmark": b, "subset": label, "n": c["n"], "r": c["r"],
+                         "r_lo": c.get("r_lo"), "r_hi": c.get("r_hi"), "tau": c["tau"],
+                         "tau_lo": c.get("tau_lo"), "tau_hi": c.get("tau_hi"),
+                         "concurs": concurs(c["tau"], threshold)})
+    return pd.DataFrame(rows)
+
+
+def knee_table(m: ScoreMatrix, reference: str, top: int = 2) -> tuple[pd.DataFrame, dict]:
+    """`knee` of every benchmark on the reference: one row per benchmark and line (overall,
+    per group) with the largest residuals of the overall line, and the knees themselves."""
+    knees, rows = {}, []
+    for b in m.scores.columns:
+        if b == reference or m.scores[[reference, b]].dropna().shape[0] < 2:
+            continue
+        knees[b] = found = knee(m, reference, b, top)
+        named = "; ".join(f"{a} {r:+.2f}" for a, r in found["largest_residuals"])
+        for line, fit in found["lines"].items():
+            rows.append({"benchmark": b, "line": line, **fit, "largest_residuals": named})
+    return pd.DataFrame(rows), knees
+
+
+def write_report(m: ScoreMatrix, out: Path, key: str, reference: str,
+                 chosen: Sequence[tuple[str, object]], variant: str = "b",
+                 threshold: float = 0.8, n_boot: int = 0, seed: int = 0,
+                 paper_of: dict[str, str] | None = None) -> list[Path]:
+    """The concurrence report of a score matrix as files: the vs-reference table, the knee
+    lines with a panel per benchmark, a tau figure, and beside the paper's values when
+    `paper_of` names the paper's column of each benchmark; the key last (analysis.cache)."""
+    cache.unseal(out, REPORT_KEY)
+    written = []
+
+    def table(frame: pd.DataFrame, name: str) -> None:
+        write_atomic(out / name, frame.to_csv(index=False, float_format="%.4f").encode())
+        written.append(out / name)
+
+    versus = versus_table(m, reference, chosen, variant, n_boot, seed, threshold)
+    versus.insert(0, "mode", m.mode)
+    table(versus, "versus-reference.csv")
+    lines, knees = knee_table(m, reference)
+    table(lines, "knee.csv")
+    written += figures.save(figures.knee_grid(m.scores, m.groups, reference, list(knees),
+                                              knees), out / "knee", ("png",))
+    wide = versus.pivot(index="benchmark", columns="subset", values="tau").reindex(
+        [b for b in m.scores.columns if b != reference])
+    series = {label: f"tau ({label})" for label, _ in chosen}
+    dots = wide.rename(columns=series).reset_index()
+    if paper_of:
+        sides = side_by_side(m, paper_of, reference, variant)
+        table(sides, "side-by-side.csv")
+        dots = sides.rename(columns={"tau here (all)": "here", "tau paper (all)": "paper"})
+        series = {"here": "here (all approaches)", "paper": "Liu et al. (20 approaches)"}
+    else:
+        series = {v: v for v in series.values()}
+    written += figures.save(figures.tau_dots(dots, series, threshold,
+                                             f"{m.mode} concurrence with {reference}"),
+                            out / "tau", ("png",))
+    cache.seal(out, REPORT_KEY, key)
+    return written

@@ -208,6 +208,73 @@ def xy_by_testset(points: pd.DataFrame, xlabel: str, ylabel: str, title: str,
     return fig
 
 
+GROUP_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd")
+
+
+def knee_grid(scores: pd.DataFrame, groups: pd.Series, reference: str,
+              benchmarks: Sequence[str], knees: dict[str, dict], ncols: int = 4,
+              panel_size: float = 3.3):
+    """One panel per benchmark: each approach's score against its score on `reference`,
+    coloured by group, with the least-squares line overall (solid) and per group (dashed)
+    and the approaches furthest from the overall line named (Liu et al.'s "knee" reading)."""
+    names = list(dict.fromkeys(groups))
+    with plt.rc_context(STYLE):
+        nrows = int(np.ceil(len(benchmarks) / ncols))
+        fig, axes = plt.subplots(nrows, ncols, figsize=(panel_size * ncols, panel_size * nrows),
+                                 squeeze=False)
+        for ax, b in zip(axes.flat, benchmarks):
+            both = scores[[reference, b]].dropna()
+            for color, g in zip(GROUP_COLORS, names):
+                sub = both[groups.reindex(both.index) == g]
+                ax.scatter(sub[reference], sub[b], s=16, color=color, zorder=3,
+                           edgecolor="white", linewidth=0.4, label=f"{g} ({len(sub)})")
+            found = knees[b]
+            xs = np.array([both[reference].min(), both[reference].max()])
+            for name, line in found["lines"].items():
+                color = FIT_COLOR if name == "all" else GROUP_COLORS[names.index(name)]
+                ax.plot(xs, line["intercept"] + line["slope"] * xs, color=color, lw=1,
+                        ls="-" if name == "all" else "--")
+            for approach, residual in found["largest_residuals"]:
+                ax.annotate(f"{approach} ({residual:+.1f})",
+                            (both.at[approach, reference], both.at[approach, b]),
+                            fontsize=6, xytext=(3, 3), textcoords="offset points")
+            for limits, values in ((ax.set_xlim, both[reference]), (ax.set_ylim, both[b])):
+                pad = max(1.0, 0.06 * float(values.max() - values.min()))
+                limits(float(values.min()) - pad, float(values.max()) + pad)
+            ax.set_title(b, fontsize=8)
+            ax.set_xlabel(reference, fontsize=7)
+            ax.set_ylabel("EM", fontsize=7)
+            ax.grid(True, lw=0.3, color="0.85")
+        for ax in axes.flat[len(benchmarks):]:
+            ax.set_visible(False)
+        if len(benchmarks):
+            axes.flat[0].legend(fontsize=6, frameon=False, loc="upper left")
+        fig.tight_layout()
+    return fig
+
+
+def tau_dots(rows: pd.DataFrame, columns: dict[str, str], threshold: float, title: str):
+    """Kendall tau per benchmark (one row each, `benchmark` column) as dots, one series per
+    entry of `columns` (column -> legend label), with the concurrence threshold dashed; an
+    undefined tau is left out."""
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(6.5, 0.22 * len(rows) + 1.4))
+        y = np.arange(len(rows))[::-1]
+        for (column, label), color, marker in zip(columns.items(), GROUP_COLORS, "osD^"):
+            values = pd.to_numeric(rows[column], errors="coerce").to_numpy(float)
+            ax.scatter(values, y, s=18, color=color, marker=marker, label=label, zorder=3)
+        ax.axvline(threshold, ls="--", color="0.5", lw=1, label=f"threshold {threshold:g}")
+        ax.axvline(0, color="0.7", lw=0.6)
+        ax.set_yticks(y, labels=list(rows["benchmark"]), fontsize=7)
+        ax.set_xlim(-1.05, 1.05)
+        ax.set_xlabel("Kendall τ with the reference")
+        ax.set_title(title)
+        ax.grid(True, axis="x", lw=0.3, color="0.85")
+        ax.legend(fontsize=7, frameon=False, loc="lower left")
+        fig.tight_layout()
+    return fig
+
+
 def save(fig, stem: Path | str, formats: Sequence[str] = FORMATS) -> list[Path]:
     """Write fig as stem.png/.pdf/.svg without timestamps, then close it."""
     stem = Path(stem)

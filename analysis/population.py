@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import figures, fits, paper
+from analysis import cache, figures, fits, paper
 from evaluator.core.files import write_atomic
-from evaluator.core.hashing import canonical_json, sha256_bytes
 
 # the study's name of a shift -> the set the own population is scored on
 SHIFTS = {"new-wiki": "new-wiki-test", "reddit": "reddit-test", "amazon": "amazon-test",
@@ -106,25 +105,19 @@ def comparison(own: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
 
 def inputs_key(paths: list[Path], settings: dict) -> str:
     """The digest of everything the result depends on: input files, settings, code."""
-    parts = [[str(p.name), sha256_bytes(p.read_bytes())] for p in [*paths, *CODE]]
-    return sha256_bytes(canonical_json({"files": parts, "settings": settings}))
+    return cache.inputs_key(paths, settings, CODE)
 
 
 def cached(out: Path, key: str) -> pd.DataFrame | None:
-    try:
-        if (out / KEY).read_text().strip() == key:
-            return pd.read_csv(out / TABLE)
-    except OSError:
-        return None
-    return None
+    """The table kept in `out` for these inputs, if it is there."""
+    return pd.read_csv(out / TABLE) if cache.is_current(out, KEY, key) else None
 
 
 def write(own: pd.DataFrame, published: pd.DataFrame, out: Path, key: str, n_boot: int,
           seed: int) -> tuple[pd.DataFrame, list[Path]]:
     """The comparison table and one figure per shift and metric (own systems beside the
     leaderboard's, linear and probit); the key last, so a killed run is recomputed."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / KEY).unlink(missing_ok=True)
+    cache.unseal(out, KEY)
     table = comparison(own, published)
     written = []
     for shift, own_set in SHIFTS.items():
@@ -140,7 +133,7 @@ def write(own: pd.DataFrame, published: pd.DataFrame, out: Path, key: str, n_boo
                                         ("png",))
     write_atomic(out / TABLE, table.to_csv(index=False).encode())
     written.append(out / TABLE)
-    write_atomic(out / KEY, (key + "\n").encode())
+    cache.seal(out, KEY, key)
     return table, written
 
 

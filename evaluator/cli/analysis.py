@@ -251,8 +251,11 @@ def population_command(table_path, data_dir, out, bootstrap, seed, markdown):
                                                 path_type=Path), default=None,
               help="With --scores: an approach-level study plan whose benchmarks name the "
                    "paper's columns of the same kind; prints ours beside the paper's.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Also write the report here (tables as CSV, the knee and tau figures); "
+                   "kept while no input changes.")
 def concurrence_command(reference, subsets, variant, versus, threshold, bootstrap, seed,
-                        knee, layout, scores_path, plan):
+                        knee, layout, scores_path, plan, out):
     """Approach-level concurrence (Liu et al.) from the paper's own score tables."""
     from analysis import approach_concurrence as ac  # lazy: pandas; fast --help
 
@@ -272,18 +275,15 @@ def concurrence_command(reference, subsets, variant, versus, threshold, bootstra
     source = scores_path or "Liu et al.'s tables"
     click.echo(f"mode: {m.mode} ({source}); Kendall tau-{variant}; concurrence: tau > "
                f"{threshold:g}")
+    versus_rows = ac.versus_table(m, reference, chosen, variant, bootstrap, seed, threshold)
     rows = []
-    for b in m.scores.columns:
-        if b == reference:
-            continue
+    for b, part in versus_rows.groupby("benchmark", sort=False):
         row = {"benchmark": b}
-        for label, which in chosen:
-            c = ac.concur(m, reference, b, which, variant, bootstrap, seed)
-            row[f"n ({label})"] = c["n"]
-            row[f"r ({label})"] = _number(c["r"], c.get("r_lo"), c.get("r_hi"))
-            row[f"tau ({label})"] = _number(c["tau"], c.get("tau_lo"), c.get("tau_hi"))
-            row[f"concurs ({label})"] = {True: "yes", False: "no", None: "n/a"}[
-                ac.concurs(c["tau"], threshold)]
+        for c in part.itertuples(index=False):
+            row[f"n ({c.subset})"] = c.n
+            row[f"r ({c.subset})"] = _number(c.r, _known(c.r_lo), _known(c.r_hi))
+            row[f"tau ({c.subset})"] = _number(c.tau, _known(c.tau_lo), _known(c.tau_hi))
+            row[f"concurs ({c.subset})"] = {True: "yes", False: "no", None: "n/a"}[c.concurs]
         rows.append(row)
     import pandas as pd  # lazy: fast --help
 
@@ -297,6 +297,7 @@ def concurrence_command(reference, subsets, variant, versus, threshold, bootstra
                                   variant)
             click.echo(f"\n{statistic} ({label}) vs {', '.join(versus)}\n"
                        + matrix.to_string(float_format="%.2f", na_rep="n/a"))
+    paper_of = None
     if plan is not None:
         if not scores_path:
             raise click.ClickException("--paper compares a score table (--scores) with the "
@@ -317,6 +318,23 @@ def concurrence_command(reference, subsets, variant, versus, threshold, bootstra
                        f"{line['intercept']:.2f} (n={line['n']})")
         for approach, residual in found["largest_residuals"]:
             click.echo(f"  largest residual: {approach} {residual:+.2f} EM")
+    if out is not None:
+        inputs = [scores_path] if scores_path else sorted(ac.DATA.glob("*"))
+        key = ac.cache.inputs_key([*inputs, *([plan] if plan else [])], {
+            "reference": reference, "subsets": [label for label, _ in chosen],
+            "kendall": variant, "threshold": threshold, "bootstrap": bootstrap, "seed": seed},
+            ac.REPORT_CODE)
+        if ac.cache.is_current(out, ac.REPORT_KEY, key):
+            click.echo(f"\ninputs unchanged: the report in {out} is current", err=True)
+        else:
+            written = ac.write_report(m, out, key, reference, chosen, variant, threshold,
+                                      bootstrap, seed, paper_of)
+            click.echo(f"\nwrote {len(written)} files to {out}", err=True)
+
+
+def _known(value):
+    """A bootstrap bound, or None where there is none (no bootstrap, or a NaN bound)."""
+    return None if value is None or value != value else value
 
 
 def _subset(m, text: str):
@@ -339,7 +357,7 @@ def _subset(m, text: str):
 
 
 def _number(value, lo=None, hi=None) -> str:
-    if value is None:
+    if value is None or value != value:  # undefined (None, or NaN in a frame)
         return "n/a"
     return f"{value:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None else "")
 

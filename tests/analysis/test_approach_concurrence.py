@@ -280,3 +280,62 @@ def test_a_study_plan_puts_its_benchmarks_beside_the_papers_of_the_same_kind(m, 
                                     str(plan)])
     assert bad.exit_code == 1 and "unknown column of Liu et al.'s tables: 'bAbI 99'" in \
         bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_the_report_is_written_once_and_kept_while_its_inputs_do_not_change(tmp_path):
+    """`--out DIR`: the vs-reference table (with its mode), the knee lines and residuals, a
+    panel per benchmark and the tau figure; the same inputs again rewrite nothing."""
+    from click.testing import CliRunner
+
+    from evaluator.cli.main import main
+
+    out = tmp_path / "report"
+    first = CliRunner().invoke(main, ["concurrence", "--out", str(out)])
+    assert first.exit_code == 0, first.output
+    names = {"versus-reference.csv", "knee.csv", "knee.png", "tau.png", ac.REPORT_KEY}
+    assert {p.name for p in out.iterdir()} == names
+    versus = pd.read_csv(out / "versus-reference.csv")
+    assert set(versus["mode"]) == {"approach-level"}
+    fuzzy = versus[(versus["benchmark"] == "Synthetic Fuzzy Pattern-Matching")
+                   & (versus["subset"] == "non-pretrained")].iloc[0]
+    assert (round(fuzzy["r"], 2), round(fuzzy["tau"], 2), fuzzy["concurs"]) == (0.95, 0.78,
+                                                                               False)
+    knee = pd.read_csv(out / "knee.csv")
+    cnn = knee[(knee["benchmark"] == "CNN (100K Examples)") & (knee["line"] == "all")].iloc[0]
+    assert cnn["largest_residuals"].startswith("DocumentReader (no external features) -3.81")
+    assert set(knee.loc[knee["benchmark"] == "MRQA DROP", "line"]) == {"all", *ac.GROUPS}
+
+    times = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    again = CliRunner().invoke(main, ["concurrence", "--out", str(out)])
+    assert again.exit_code == 0 and "is current" in again.stderr
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == times
+    other = CliRunner().invoke(main, ["concurrence", "--kendall", "a", "--out", str(out)])
+    assert other.exit_code == 0 and "wrote" in other.stderr
+    assert (out / "versus-reference.csv").stat().st_mtime_ns != times["versus-reference.csv"]
+
+
+def test_a_study_report_puts_the_paper_beside_it_and_a_bad_table_writes_nothing(m, tmp_path):
+    from click.testing import CliRunner
+
+    from evaluator.cli.main import main
+
+    columns = [ac.SQUAD, "Synthetic Fuzzy Pattern-Matching", "bAbI QA #1"]
+    table = _table(tmp_path / "s.csv", m, columns)
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("benchmarks:\n" + "".join(
+        f"  - {{name: \"{c}\", train: x, test: y, paper: \"{c}\"}}\n" for c in columns))
+    out = tmp_path / "report"
+    done = CliRunner().invoke(main, ["concurrence", "--scores", str(table), "--paper",
+                                     str(plan), "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    sides = pd.read_csv(out / "side-by-side.csv").set_index("benchmark")
+    assert sides.at["Synthetic Fuzzy Pattern-Matching", "tau here (non-pretrained)"] == \
+        pytest.approx(sides.at["Synthetic Fuzzy Pattern-Matching", "tau paper (non-pretrained)"],
+                      abs=0.01)
+    assert math.isnan(sides.at["bAbI QA #1", "tau here (non-pretrained)"])  # constant: undefined
+
+    bad = _table(tmp_path / "bad.csv", m, columns, edit=(3, "lots"))
+    refused = CliRunner().invoke(main, ["concurrence", "--scores", str(bad), "--out",
+                                        str(tmp_path / "nothing")])
+    assert refused.exit_code == 1 and len(refused.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "nothing").exists()
