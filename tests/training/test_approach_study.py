@@ -79,12 +79,17 @@ def test_draws_come_from_the_search_space_keep_the_fixed_values_and_repeat_exact
     ("draws: 1}", "draws: 1, sizes: [10]}", "train sizes from the benchmarks"),
     ("  - tiny-test\n", "  - tiny-test\n  - tiny-test\n", "benchmark twice"),
 ])
-def test_a_bad_approach_level_plan_is_one_line(plan, original, broken, says):
+def test_a_bad_approach_level_plan_is_one_line(plan, original, broken, says, tmp_path,
+                                              workspace):
     plan.write_text(PLAN.replace(original, broken))
     result = invoke("study", "status", str(plan))
     assert result.exit_code == 1, result.output
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("error:") and says in line
+    table = tmp_path / "t.csv"
+    run = invoke("study", "run", str(plan), "--runner", "local", "--table", str(table))
+    assert run.exit_code == 1 and len(run.stderr.strip().splitlines()) == 1
+    assert not table.exists() and not list(workspace.rglob("*.sqlite*"))  # nothing written
 
 
 def test_the_matrix_follows_the_recorded_rule_and_feeds_the_concurrence_report(plan, tmp_path):
@@ -120,6 +125,10 @@ def test_the_matrix_follows_the_recorded_rule_and_feeds_the_concurrence_report(p
     assert again.exit_code == 0, again.output
     best = approach_concurrence.read_scores(out).scores.loc["logreg-rajpurkar", "tiny-test"]
     assert best == pytest.approx(max(em[("tiny-test", s)] for s in order[:2]), abs=0.005)
+    plan.write_text(PLAN.replace("selection: first", "selection: mean"))
+    assert invoke("study", "matrix", str(plan), "--out", str(out)).exit_code == 0
+    mean = approach_concurrence.read_scores(out).scores.loc["logreg-rajpurkar", "tiny-40"]
+    assert mean == pytest.approx(sum(em[("tiny-40", s)] for s in order[2:]) / 2, abs=0.005)
 
     # where the store is gone, the study's committed table gives the same matrix
     ledger, elsewhere = tmp_path / "t.csv", tmp_path / "m2.csv"
