@@ -30,6 +30,20 @@ def test_the_query_blanks_a_word_the_passage_holds_and_the_answer_is_its_first_o
     assert n["question"] == "The XXXXX slept until noon."
 
 
+def test_whitespace_after_the_last_sentence_is_not_the_query():
+    """New-Wiki's paragraphs end in a newline: the query is still the last real sentence."""
+    [n] = cloze.questions([DOGS + "\n"], "cn", random.Random(0), 3)
+    assert n["question"] == "The XXXXX slept until noon." and n["answer"] == "dog"
+
+
+def test_every_source_of_passages_has_both_kinds_with_a_training_part(workspace):
+    for source in ("squad", "new-wiki", "reddit", "amazon"):
+        for kind in cloze.KINDS:
+            folder = testsets.get(f"cloze-{kind}-{source}")
+            assert folder.train == f"cloze-{kind}-{source}-train"
+            assert testsets.get(folder.train).kind == "training"
+
+
 def test_short_paragraphs_and_queries_without_a_candidate_give_nothing():
     assert cloze.questions(["One sentence. Two sentences."], "cn", random.Random(0), 3) == []
     assert cloze.questions(["The sky is blue. Grass is green. Nothing repeats here."], "ne",

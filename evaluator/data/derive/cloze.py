@@ -18,7 +18,7 @@ import re
 from evaluator.data.derive import register
 from evaluator.data.derive.ablations import MODEL_PACKAGE, spacy_versions
 
-GENERATOR_VERSION = "cloze-1"
+GENERATOR_VERSION = "cloze-2"  # 2: whitespace after the last sentence is no sentence
 MASK = "XXXXX"
 KINDS = ("ne", "cn")
 
@@ -51,7 +51,7 @@ def questions(paragraphs: list[str], kind: str, rng: random.Random, min_sentence
     nlp = nlp or _pipeline()
     out = []
     for k, doc in enumerate(nlp.pipe(paragraphs, batch_size=64)):
-        sentences = list(doc.sents)
+        sentences = [s for s in doc.sents if s.text.strip()]  # New-Wiki's end in a newline
         if len(sentences) < min_sentences:
             continue
         query = sentences[-1]
