@@ -81,9 +81,11 @@ def train_command(approach, split_id, seed, size, overrides, runner, device, rer
 
 @click.command("systems")
 @click.option("--table", "table_path", type=click.Path(dir_okay=False), default=None,
-              help="also write the results table of every trained system to this CSV")
+              help="also write the results table of every trained system to this CSV "
+                   "(rows it already holds of systems this store lacks are kept)")
 def systems_command(table_path) -> None:
     """The trained systems in the store, and optionally their results table (CSV)."""
+    earlier = table.read(Path(table_path)) if table_path else []  # not a table: one line
     store = Store.open_default()
     found = store.systems() if store.exists() else []
     width = max([len(s["system"]) for s in found] + [6])
@@ -97,5 +99,10 @@ def systems_command(table_path) -> None:
         rows = table.rows(store, {k: t.reference for k, t in good.items()},
                           {k: b.metadata.get("family") for k, b in approaches.items()},
                           {k: t.train for k, t in good.items()})
-        table.write(rows, Path(table_path))
-        click.echo(f"wrote {len(rows)} rows to {table_path}")
+        mine = {r["model"] for r in rows}
+        kept = [r for r in earlier if r["model"] not in mine]  # results of another store
+        table.write(sorted(rows + kept, key=lambda r: (r["model"], r["testset"], r["metric"])),
+                    Path(table_path))
+        click.echo(f"wrote {len(rows) + len(kept)} rows to {table_path}"
+                   + (f" ({len(kept)} kept from the file: systems this store lacks)"
+                      if kept else ""))

@@ -283,3 +283,26 @@ def test_the_table_never_gives_a_retrained_system_its_predecessors_runs(registry
     assert (name, "tiny-test", "f1") not in rows()  # trained, not yet evaluated
     f1_of(name, "tiny-test")
     assert rows()[(name, "tiny-test", "f1")]["bundle_digest"] == new.bundle.digest
+
+
+def test_the_systems_table_keeps_what_another_store_wrote(registry, tmp_path):
+    """`systems --table FILE` on a machine whose store lacks some systems keeps their rows
+    (a committed table is never cut down to one store's systems); a file that is not such
+    a table is refused in one line and left as it was."""
+    train(TrainJob(bundles.get("logreg-rajpurkar"), testsets.get("tiny-train")),
+          Dispatcher("local"), Store.open_default())
+    f1_of("logreg-rajpurkar@tiny-train/s0", "tiny-test")
+    path = tmp_path / "t.csv"
+    assert qashift("systems", "--table", str(path)).returncode == 0
+    written = table.read(path)
+    other = [dict(r, model="bidaf@elsewhere/s0") for r in written]
+    table.write(written + other, path)
+    again = qashift("systems", "--table", str(path))
+    assert again.returncode == 0 and "2 kept from the file" in again.stdout
+    assert sorted(r["model"] for r in table.read(path)) == sorted(
+        r["model"] for r in written + other)
+    old = tmp_path / "old.csv"
+    old.write_text("model,testset\nx,y\n")
+    refused = qashift("systems", "--table", str(old))
+    assert refused.returncode == 1 and "not a results table" in refused.stderr
+    assert old.read_text() == "model,testset\nx,y\n"
