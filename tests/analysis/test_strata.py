@@ -29,6 +29,7 @@ def span(nlp, text, answer):
     ("The tower was built to protect the city.", "to protect the city", "verb phrase"),
     ("The tower fell because the river flooded the town.",
      "because the river flooded the town", "clause"),
+    ("He ran very quickly.", "very quickly", "other"),  # an adverb phrase fits no category
 ])
 def test_answer_types(nlp, text, answer, expected):
     assert strata.answer_type(span(nlp, text, answer)) == expected
