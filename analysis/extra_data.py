@@ -108,3 +108,30 @@ def with_counterparts(table: pd.DataFrame, base: str = "squad-dev-train") -> pd.
                       & table["system"].map(lambda s: same_but_split(s) in wanted)]
     return pd.concat([base_rows, extra]).sort_values(["testset", "system"]).reset_index(
         drop=True)
+
+
+def summary(table: pd.DataFrame, base: str = "squad-dev-train") -> pd.DataFrame:
+    """Whether extra data moves systems off the trend, per kind of extra data and new set:
+    systems, how many sit above / on / below the trend (their interval excludes 0 above,
+    holds it, excludes it below), the mean effective robustness, and the mean change from
+    the counterpart trained on `base` alone (same approach, size, seed and settings)."""
+    def counterpart(system: str) -> tuple | None:
+        parts = parse_system_id(system)
+        return None if parts is None else (parts["approach"], parts["size"], parts["seed"],
+                                           parts["hp"])
+
+    base_er = {(counterpart(r.system), r.testset): r.effective_robustness
+               for r in table[table["split"] == base].itertuples()}
+    rows = []
+    for (extra, testset), part in table[table["split"] != base].groupby(["extra", "testset"]):
+        change = [r.effective_robustness - base_er[key] for r in part.itertuples()
+                  if (key := (counterpart(r.system), r.testset)) in base_er]
+        rows.append({"extra": extra, "testset": testset, "systems": len(part),
+                     "above": int((part["er_lo"] > 0).sum()),
+                     "on": int(((part["er_lo"] <= 0) & (part["er_hi"] >= 0)).sum()),
+                     "below": int((part["er_hi"] < 0).sum()),
+                     "mean_er": float(part["effective_robustness"].mean()),
+                     "with_counterpart": len(change),
+                     "mean_change": float(np.mean(change)) if change else math.nan})
+    return pd.DataFrame(rows, columns=["extra", "testset", "systems", "above", "on", "below",
+                                       "mean_er", "with_counterpart", "mean_change"])

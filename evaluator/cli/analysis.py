@@ -438,6 +438,12 @@ def extra_data_command(base, metric, csv_path, table_paths, reference, show_all)
     shown = found if show_all else extra_data.with_counterparts(found, base)
     shown = shown.drop(columns=["approach", "reference"])
     click.echo(shown.to_string(index=False, float_format="%.2f"))
+    moved = extra_data.summary(found, base)
+    if not moved.empty:
+        click.echo("\nOff the trend? Systems trained with extra data, per kind and new set "
+                   "(above / on / below: their 95% interval; change: from the counterpart "
+                   f"trained on {base} alone)\n"
+                   + moved.to_string(index=False, float_format="%.2f"))
     if csv_path:
         found.to_csv(csv_path, index=False, float_format="%.6g")
         click.echo(f"wrote {csv_path}")

@@ -118,7 +118,28 @@ def test_the_command_reads_study_tables_without_a_store(workspace, tmp_path):
     result = CliRunner().invoke(main, ["extra-data", "--table", str(population),
                                        "--csv", str(tmp_path / "er.csv")])
     assert result.exit_code == 0, result.output
-    lines = result.stdout.splitlines()
+    table_block, _, summary_block = result.stdout.partition("\n\n")
+    lines = table_block.splitlines()
     assert any(line.split()[0] == "b@squad-dev-train-plus-amazon/s0" for line in lines[1:])
-    assert not any(line.split()[0] == "b@squad-dev-train/s1" for line in lines[1:-1])
+    assert not any(line.split()[0] == "b@squad-dev-train/s1" for line in lines[1:])
+    assert summary_block.startswith("Off the trend?") and "shifted" in summary_block
     assert len(pd.read_csv(tmp_path / "er.csv")) == 5
+
+
+def test_the_summary_counts_systems_above_on_and_below_the_trend_and_the_change(tmp_path):
+    extra = [("a+squad-dev-train-plus-reddit", 35, 40),     # far above the trend
+             ("b+squad-dev-train-plus-amazon", 45, 37.5),    # on it
+             ("c+squad-dev-train-plus-new-wiki", 50, 30)]    # far below
+    table = extra_data.table(frame(tmp_path, extra))
+    moved = extra_data.summary(table).set_index(["extra", "testset"])
+    shifted = moved.loc[("shifted", "reddit-test")]
+    assert (shifted["systems"], shifted["above"], shifted["on"], shifted["below"]) == (2, 1, 1,
+                                                                                       0)
+    er = table.set_index("system")["effective_robustness"]
+    assert shifted["mean_er"] == pytest.approx(
+        (er["a@squad-dev-train-plus-reddit/s0"] + er["b@squad-dev-train-plus-amazon/s0"]) / 2)
+    assert shifted["mean_change"] == pytest.approx(
+        (er["a@squad-dev-train-plus-reddit/s0"] - er["a@squad-dev-train/s0"]
+         + er["b@squad-dev-train-plus-amazon/s0"] - er["b@squad-dev-train/s0"]) / 2)
+    indist = moved.loc[("in-distribution", "reddit-test")]
+    assert (indist["systems"], indist["below"], indist["with_counterpart"]) == (1, 1, 1)
