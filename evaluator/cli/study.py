@@ -111,23 +111,38 @@ RUN_COLUMNS = ("approach", "benchmark", "system", "seed", "hyperparameters", "em
 @click.option("--table", "table_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="the study's results table: systems the store lacks are "
                                  "scored from it")
+@click.option("--ledger", "ledgers", multiple=True, metavar="TABLE",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="another study's table (repeatable) for the systems both plans list")
+@click.option("--keep", type=click.Choice(["approaches", "benchmarks"]), default="approaches",
+              show_default=True, help="approaches: the approaches scored on every benchmark; "
+              "benchmarks: the benchmarks every approach is scored on (a study under way)")
 @settings_options
-def matrix_command(plan, out, runs_path, table_path, data_dir, workspace) -> None:
+def matrix_command(plan, out, runs_path, table_path, ledgers, keep, data_dir,
+                   workspace) -> None:
     """Write an approach-level study's score matrix from the store and the study's table
-    (nothing is run): the approaches scored on every benchmark, by the plan's selection
+    (nothing is run): the approaches scored on every benchmark (or, with --keep benchmarks,
+    every approach on the benchmarks all of them are scored on), by the plan's selection
     rule."""
     configure(data_dir, workspace)
     found = study.load(plan)
-    earlier = table.read(table_path) if table_path is not None else []
+    earlier = table.ledger(table_path, ledgers)
     made = study.approach_matrix(found, study.rows(found, Store.open_default(), earlier))
-    complete = made.complete()
-    if not complete:
-        raise click.ClickException(f"{plan}: no approach has a score on every benchmark yet "
-                                   f"(qashift study status {plan}); nothing written")
-    columns = ("approach", "group", "mode", *made.benchmarks)
+    if keep == "benchmarks":
+        complete, kept = list(made.groups), made.complete_benchmarks()
+        if len(kept) < 2:
+            raise click.ClickException(f"{plan}: fewer than two benchmarks have a score for "
+                                       f"every approach yet (qashift study status {plan}); "
+                                       f"nothing written")
+    else:
+        complete, kept = made.complete(), list(made.benchmarks)
+        if not complete:
+            raise click.ClickException(f"{plan}: no approach has a score on every benchmark "
+                                       f"yet (qashift study status {plan}); nothing written")
+    columns = ("approach", "group", "mode", *kept)
     write_csv_atomic(out, columns, [
         {"approach": a, "group": made.groups[a], "mode": "approach-level",
-         **{b: round(made.scores[a][b], 2) for b in made.benchmarks}} for a in complete])
+         **{b: round(made.scores[a][b], 2) for b in kept}} for a in complete])
     if runs_path is not None:
         write_csv_atomic(runs_path, RUN_COLUMNS, [
             {**run, "hyperparameters": canonical_json(run["hyperparameters"]).decode(),
@@ -135,6 +150,9 @@ def matrix_command(plan, out, runs_path, table_path, data_dir, workspace) -> Non
              "f1": "" if run["f1"] is None else round(run["f1"], 4),
              "selection": made.selection} for run in made.runs])
     left = [a for a in made.groups if a not in complete]
-    click.echo(f"wrote {len(complete)} approaches x {len(made.benchmarks)} benchmarks to {out}"
+    waiting = [b for b in made.benchmarks if b not in kept]
+    click.echo(f"wrote {len(complete)} approaches x {len(kept)} benchmarks to {out}"
                f" (selection: {made.selection})"
-               + (f"; not yet scored on every benchmark: {', '.join(left)}" if left else ""))
+               + (f"; not yet scored on every benchmark: {', '.join(left)}" if left else "")
+               + (f"; benchmarks not yet scored for every approach: {', '.join(waiting)}"
+                  if waiting else ""))

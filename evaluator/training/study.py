@@ -390,6 +390,12 @@ class ApproachMatrix:
         """Approaches with a score on every benchmark, in plan order."""
         return [a for a in self.groups if len(self.scores.get(a, {})) == len(self.benchmarks)]
 
+    def complete_benchmarks(self) -> list[str]:
+        """Benchmarks on which every approach has a score, in plan order (a study under way
+        fills cheap benchmarks for every approach first)."""
+        return [b for b in self.benchmarks
+                if all(b in self.scores.get(a, {}) for a in self.groups)]
+
 
 def approach_matrix(study: Study, table_rows: Rows) -> ApproachMatrix:
     """Score every approach on every benchmark by the plan's selection rule over its runs

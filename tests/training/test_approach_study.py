@@ -160,3 +160,22 @@ def test_the_shipped_plan_with_the_papers_six_runs_per_cell_names_every_run(tmp_
             job.system_id)
     assert set(map(len, per_cell.values())) == {6}
     assert found.selection == "first"
+
+
+def test_a_study_under_way_writes_the_benchmarks_every_approach_is_scored_on(plan, tmp_path):
+    plan.write_text(PLAN.replace("draws: 1", "draws: 0").replace(
+        "selection: first",
+        "  - {name: tiny-60, train: tiny-train, size: 60, test: tiny-test}\nselection: first"))
+    done = invoke("study", "run", str(plan), "--runner", "local", "--only", "*~40/*",
+                  "--only", "*@tiny-train/*")
+    assert done.exit_code == 0, done.output
+    out = tmp_path / "m.csv"
+    whole = invoke("study", "matrix", str(plan), "--out", str(out))
+    assert whole.exit_code == 1 and "no approach has a score on every benchmark" in \
+        whole.output and not out.exists()
+    part = invoke("study", "matrix", str(plan), "--out", str(out), "--keep", "benchmarks")
+    assert part.exit_code == 0, part.output
+    assert "benchmarks not yet scored for every approach: tiny-60" in part.output
+    scores = approach_concurrence.read_scores(out)
+    assert list(scores.scores.columns) == ["tiny-test", "tiny-40"]
+    assert list(scores.scores.index) == ["logreg-rajpurkar"]
