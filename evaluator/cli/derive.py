@@ -14,11 +14,11 @@ import json
 import click
 
 from analysis.challenge import ablation_table, dice_table, render_markdown
-from evaluator.bundles import spec as bundles
 from evaluator.core import console
 from evaluator.core.errors import UserError
 from evaluator.data import testsets
 from evaluator.store.store import Store
+from evaluator.training import systems
 
 
 @click.command("derive")
@@ -54,7 +54,7 @@ def challenge_report(bundle_names, k, questions_from, as_json) -> None:
     store = Store.open_default()
     if not store.exists():
         raise UserError(f"no results store at {store.db_path}; run evaluate first")
-    ids = [b.id for b in bundles.resolve(list(bundle_names))]
+    ids = [b.id for b in systems.resolve_bundles(list(bundle_names), store)]  # folders, trained
     only = None
     if questions_from is not None:
         only = {q.id for q in testsets.get(questions_from).load().questions}

@@ -306,3 +306,13 @@ def test_the_systems_table_keeps_what_another_store_wrote(registry, tmp_path):
     refused = qashift("systems", "--table", str(old))
     assert refused.returncode == 1 and "not a results table" in refused.stderr
     assert old.read_text() == "model,testset\nx,y\n"
+
+
+def test_the_challenge_report_takes_a_trained_system_by_its_id(registry):
+    train(TrainJob(bundles.get("logreg-rajpurkar"), testsets.get("tiny-train")),
+          Dispatcher("local"), Store.open_default())
+    report = qashift("challenge", "report", "-b", "logreg-rajpurkar@tiny-train/s0")
+    assert report.returncode == 1 and "unknown bundle" not in report.stderr
+    assert "no stored results for derived or SAM sets" in report.stderr
+    untrained = qashift("challenge", "report", "-b", "logreg-rajpurkar@tiny-train/s7")
+    assert untrained.returncode == 1 and "is not trained yet" in untrained.stderr
