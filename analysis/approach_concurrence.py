@@ -349,17 +349,15 @@ def write_report(m: ScoreMatrix, out: Path, key: str, reference: str,
     table(lines, "knee.csv")
     written += figures.save(figures.knee_grid(m.scores, m.groups, reference, list(knees),
                                               knees), out / "knee", ("png",))
-    wide = versus.pivot(index="benchmark", columns="subset", values="tau").reindex(
-        [b for b in m.scores.columns if b != reference])
-    series = {label: f"tau ({label})" for label, _ in chosen}
-    dots = wide.rename(columns=series).reset_index()
     if paper_of:
-        sides = side_by_side(m, paper_of, reference, variant)
-        table(sides, "side-by-side.csv")
-        dots = sides.rename(columns={"tau here (all)": "here", "tau paper (all)": "paper"})
-        series = {"here": "here (all approaches)", "paper": "Liu et al. (20 approaches)"}
-    else:
-        series = {v: v for v in series.values()}
+        dots = side_by_side(m, paper_of, reference, variant)
+        table(dots, "side-by-side.csv")
+        series = {"tau here (all)": "here (all approaches)",
+                  "tau paper (all)": "Liu et al. (20 approaches)"}
+    else:  # a column of taus per subset, the benchmarks in the matrix's order
+        dots = versus.pivot(index="benchmark", columns="subset", values="tau").reindex(
+            [b for b in m.scores.columns if b != reference]).reset_index()
+        series = {label: f"tau ({label})" for label, _ in chosen}
     written += figures.save(figures.tau_dots(dots, series, threshold,
                                              f"{m.mode} concurrence with {reference}"),
                             out / "tau", ("png",))

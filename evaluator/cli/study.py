@@ -16,6 +16,11 @@ from evaluator.store.store import Store
 from evaluator.training import study, table
 
 PLAN = click.Path(exists=True, dir_okay=False, path_type=Path)
+LEDGER = click.option(
+    "--ledger", "ledgers", multiple=True, metavar="TABLE",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="another study's table (repeatable): the systems both plans list that it holds in "
+         "full count as done, and their rows join this plan's")
 
 
 @click.group("study", cls=Group)
@@ -32,10 +37,7 @@ def study_group() -> None:
 @click.option("--table", "table_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="the study's results table (CSV): systems it holds in full "
               "are not trained again; rewritten after every system")
-@click.option("--ledger", "ledgers", multiple=True, metavar="TABLE",
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="another study's table (repeatable): systems both plans list that it holds "
-                   "in full are not trained again, and their rows join this table")
+@LEDGER
 @click.option("--only", multiple=True, metavar="PATTERN",
               help="run only the systems whose name matches this shell pattern (repeatable), "
                    "e.g. '*~250/*'")
@@ -70,9 +72,7 @@ def run_command(plan, runner, device, table_path, ledgers, only, parallel, data_
 @click.argument("plan", type=PLAN)
 @click.option("--table", "table_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="also count the systems this results table holds in full")
-@click.option("--ledger", "ledgers", multiple=True, metavar="TABLE",
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="and those another study's table holds in full (repeatable)")
+@LEDGER
 @settings_options
 def status_command(plan, table_path, ledgers, data_dir, workspace) -> None:
     """Trained, evaluated and failed cells of the plan, from the store (and a table)."""
@@ -111,9 +111,7 @@ RUN_COLUMNS = ("approach", "benchmark", "system", "seed", "hyperparameters", "em
 @click.option("--table", "table_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="the study's results table: systems the store lacks are "
                                  "scored from it")
-@click.option("--ledger", "ledgers", multiple=True, metavar="TABLE",
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="another study's table (repeatable) for the systems both plans list")
+@LEDGER
 @click.option("--keep", type=click.Choice(["approaches", "benchmarks"]), default="approaches",
               show_default=True, help="approaches: the approaches scored on every benchmark; "
               "benchmarks: the benchmarks every approach is scored on (a study under way)")
