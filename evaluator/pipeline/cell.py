@@ -79,8 +79,10 @@ def _from_row(store: Store, row: dict, level: float, cluster: str | None,
 
 
 def cached_result(store: Store, job: Job, level: float = intervals.DEFAULT_LEVEL,
-                  cluster: str | None = None) -> CellResult | None:
-    row = store.get(job.key)
+                  cluster: str | None = None, row: dict | None = None) -> CellResult | None:
+    """The stored result of `job` (from `row` when the caller has just read it), or None
+    when there is none or its objects are damaged."""
+    row = row or store.get(job.key)
     if row is None:
         return None
     if any(store.get_object(row[f]) is None for f in ("predictions_sha256", "scores_sha256")):
@@ -122,13 +124,18 @@ def evaluate(job: Job, runner: Runner, store: Store, *, level: float = intervals
     Raises CellBusy when another live controller is running the same cell.
     """
     intervals.check_level(level)
-    if not rerun and (hit := cached_result(store, job, level, cluster)):
+    # One read decides: a row that appears after it is another controller's finished run.
+    row = None if rerun else store.get(job.key)
+    if row is not None and (hit := cached_result(store, job, level, cluster, row)):
         return hit
-    damaged = not rerun and store.get(job.key) is not None  # a row whose objects failed
+    damaged = row is not None  # a row whose objects failed their hash
     if not store.acquire(job.key, job.bundle.id, job.testset.id, replace=rerun or damaged):
         if hit := cached_result(store, job, level, cluster):
             return hit  # finished by another controller meanwhile
         raise CellBusy(job.label)
+    if damaged and (hit := cached_result(store, job, level, cluster)):
+        store.release(job.key)
+        return hit  # another controller recomputed it before this one took the lease
     try:
         with Heartbeat(store, job.key):
             try:
