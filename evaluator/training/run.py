@@ -76,6 +76,9 @@ def train(job: TrainJob, runner: Dispatcher, store: Store, *, device: str = "aut
         return hit
     if not store.acquire(job.key, job.approach.id, job.split.id, replace=True):
         raise UserError(f"{job.system_id} is being trained by another controller right now")
+    if not rerun and (hit := stored(job, store)):
+        store.release(job.key)
+        return hit  # another controller froze it between the first look and the lease
     try:
         with Heartbeat(store, job.key):
             return _train(job, runner, store, device, progress)

@@ -114,6 +114,34 @@ def test_the_same_seed_gives_the_same_weights_and_another_seed_does_not(registry
     assert downsampled.row["weights_digest"] != first.row["weights_digest"]
 
 
+class RacedStore(Store):
+    """A store whose first look for a system misses it, and right after which another
+    controller (its own connection) freezes that system."""
+
+    def __init__(self, workspace, other_controller):
+        super().__init__(workspace)
+        self.other_controller, self.looks = other_controller, 0
+
+    def get_system(self, key):
+        self.looks += 1
+        if self.looks == 1:
+            self.other_controller()
+            return None
+        return super().get_system(key)
+
+
+def test_a_system_frozen_elsewhere_after_the_first_look_is_not_trained_again(registry):
+    job = TrainJob(bundles.get("logreg-rajpurkar"), testsets.get("tiny-train"), 0, None,
+                   {"epochs": 1})
+    runner, elsewhere = Dispatcher("local"), []
+    assert Store(registry["workspace"]).systems() == []  # the store exists, still empty
+    store = RacedStore(registry["workspace"], lambda: elsewhere.append(
+        train(job, runner, Store(registry["workspace"]))))
+    system = train(job, runner, store)
+    assert system.cached and not elsewhere[0].cached
+    assert system.row == elsewhere[0].row
+
+
 def test_a_killed_training_resumes_from_its_checkpoint_to_the_same_weights(registry):
     args = ["train", "-a", "logreg-rajpurkar", "-t", "tiny-train", "--set", "epochs=20",
             "--runner", "local"]
