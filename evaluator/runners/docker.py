@@ -5,8 +5,8 @@ the bundle's Dockerfile and cached by the content hash of its folder) -> create 
 -> start -> wait (with the bundle's time limit) -> classify the exit -> collect the
 predictions -> remove the container. Removal is in a `finally`, so it happens on success,
 failure, timeout and Ctrl-C alike; because a parallel matrix runs cells in worker threads,
-where KeyboardInterrupt never arrives, the runner also chains a cleanup (kill and remove this
-process's containers) in front of the default SIGINT and SIGTERM handlers.
+where KeyboardInterrupt never arrives, the runner also registers a cleanup (kill and remove
+this process's containers) to run on SIGINT and SIGTERM (`interrupts`).
 
 What the submission sees: the bundle folder read-only at /bundle (its working directory), the
 answer-free input read-only at /input/input.json, an empty writable /output, a private tmpfs
@@ -26,7 +26,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import stat
 import subprocess
 import threading
@@ -49,7 +48,7 @@ from evaluator.core.files import run_tempdir
 from evaluator.core.hashing import folder_digest
 from evaluator.core.owner import owner_alive, owner_id
 from evaluator.qa.predict import program_args
-from evaluator.runners import hfqa, images
+from evaluator.runners import hfqa, images, interrupts
 from evaluator.runners.base import (
     LOG_TAIL_BYTES,
     PREDICTIONS_FILE,
@@ -91,7 +90,6 @@ def daemon_available(timeout: float = PING_TIMEOUT_S) -> bool:
 # when the run is in a worker thread of a parallel matrix, where KeyboardInterrupt never lands.
 _LIVE: dict[str, bool] = {}
 _CANCELLED: set[str] = set()
-_SIGNALS_INSTALLED = False
 
 
 def cancel_all() -> int:
@@ -109,53 +107,6 @@ def cancel_all() -> int:
         _remove(client, name)
     client.close()
     return len(names)
-
-
-def _install_signal_cleanup() -> None:
-    """Chain container cleanup in front of the default SIGINT and SIGTERM behaviour.
-
-    Only from the main thread and only where the handler is still Python's default, so an
-    application's own handlers are left alone.
-    """
-    global _SIGNALS_INSTALLED
-    if _SIGNALS_INSTALLED or threading.current_thread() is not threading.main_thread():
-        return
-    _SIGNALS_INSTALLED = True
-    watched = set()
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        def on_interrupt(signum, frame):
-            cancel_all()
-            signal.default_int_handler(signum, frame)
-
-        signal.signal(signal.SIGINT, on_interrupt)
-        watched.add(signal.SIGINT)
-    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        def on_terminate(signum, frame):
-            cancel_all()
-            raise SystemExit(128 + signum)
-
-        signal.signal(signal.SIGTERM, on_terminate)
-        watched.add(signal.SIGTERM)
-    # Python runs handlers in the main thread only, and a main thread blocked on a lock (a
-    # matrix waiting for its workers) is not woken when the kernel hands the signal to another
-    # thread. The wakeup fd is written whichever thread gets it: a watcher cancels at once.
-    if watched:
-        read_end, write_end = os.pipe()
-        os.set_blocking(write_end, False)
-        previous = signal.set_wakeup_fd(write_end)
-        if previous != -1:  # someone else's (e.g. asyncio's): put it back, do without
-            signal.set_wakeup_fd(previous)
-            os.close(read_end)
-            os.close(write_end)
-            return
-        threading.Thread(target=_watch_signals, args=(read_end, watched), daemon=True,
-                         name="qashift-docker-signals").start()
-
-
-def _watch_signals(fd: int, watched: set[int]) -> None:
-    while data := os.read(fd, 64):
-        if watched & set(data):
-            cancel_all()
 
 
 @dataclass
@@ -211,7 +162,7 @@ class DockerRunner:
     def __init__(self, client=None):
         self._client = client
         self._ncpu: int | None = None
-        _install_signal_cleanup()
+        interrupts.on_interrupt(cancel_all)
 
     def cancel(self) -> int:
         """Kill and remove every container this process is running; see cancel_all."""

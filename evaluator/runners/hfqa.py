@@ -32,8 +32,9 @@ from evaluator.core.files import run_tempdir
 from evaluator.core.hashing import weights_sha256
 from evaluator.qa.decode import QASettings
 from evaluator.qa.predict import ModelSpec, NoCUDA, pick_device, predict, program_args
+from evaluator.runners import interrupts
 from evaluator.runners.base import RunRecord, RunRequest, last_line, read_tail
-from evaluator.runners.limits import run_with_limit
+from evaluator.runners.limits import cancel_all, run_with_limit
 
 
 def model_spec(bundle) -> ModelSpec:
@@ -93,6 +94,8 @@ class HFQARunner:
                  progress: bool = True):
         self.subprocess = subprocess
         self.batch_size = batch_size
+        if subprocess:
+            interrupts.on_interrupt(cancel_all)
         self.progress = progress
 
     def run(self, request: RunRequest) -> RunRecord:

@@ -12,12 +12,15 @@ import time
 from pathlib import Path
 
 _ACTIVE: set[int] = set()  # process groups of running submissions, for cancel_all()
-_ACTIVE_LOCK = threading.Lock()
+_ACTIVE_LOCK = threading.RLock()  # held from start to registration: cancel_all misses none
+_CANCELLING = threading.Event()  # set by cancel_all: nothing starts after it
 
 
 def cancel_all() -> int:
-    """Kill every process group this process started; how many there were."""
+    """Kill every process group this process started, and start no more (this process is
+    stopping); how many there were."""
     with _ACTIVE_LOCK:
+        _CANCELLING.set()
         pids = list(_ACTIVE)
     for pid in pids:
         kill_group(pid)
@@ -33,9 +36,13 @@ def run_with_limit(command: str, cwd: Path, env: dict, log_path: Path, timeout: 
     pinned = ["taskset", "-c", ",".join(map(str, cpus))] if cpus else []
     with open(log_path, "wb") as log:
         start = time.perf_counter()
-        proc = subprocess.Popen([*pinned, "/bin/sh", "-c", command], cwd=cwd, env=env, stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        with _ACTIVE_LOCK:
+            if _CANCELLING.is_set():
+                raise KeyboardInterrupt("cancelled: this controller is stopping")
+            proc = subprocess.Popen([*pinned, "/bin/sh", "-c", command], cwd=cwd, env=env,
+                                    stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            _ACTIVE.add(proc.pid)
 
         def kill() -> None:
             timed_out.set()
@@ -45,8 +52,6 @@ def run_with_limit(command: str, cwd: Path, env: dict, log_path: Path, timeout: 
             pid_file.write_text(str(proc.pid))
         timer = threading.Timer(timeout, kill)
         timer.start()
-        with _ACTIVE_LOCK:
-            _ACTIVE.add(proc.pid)
         try:
             _, status, usage = os.wait4(proc.pid, 0)
         finally:

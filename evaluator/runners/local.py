@@ -18,6 +18,7 @@ from evaluator.bundles.spec import Bundle
 from evaluator.core import settings
 from evaluator.core.errors import RunFailure
 from evaluator.core.files import run_tempdir
+from evaluator.runners import interrupts
 from evaluator.runners.base import (
     RunRecord,
     RunRequest,
@@ -31,6 +32,9 @@ from evaluator.runners.limits import cancel_all, run_with_limit
 
 class LocalRunner:
     name = "local"
+
+    def __init__(self):
+        interrupts.on_interrupt(cancel_all)  # a terminated controller leaves no runs behind
 
     def cancel(self) -> int:
         """Kill every process group this process started (Ctrl-C of a matrix)."""

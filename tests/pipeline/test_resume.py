@@ -129,7 +129,10 @@ def test_status_shows_done_failed_and_pending(matrix_env, tmp_path):
     assert "done 1" in out.stdout and "failed 1" in out.stdout and "pending 6" in out.stdout
 
 
-def test_ctrl_c_stops_a_local_matrix_promptly_and_leaves_no_process(matrix_env, tmp_path):
+@pytest.mark.parametrize("jobs", ["1", "2"])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_interrupted_local_matrix_stops_promptly_and_leaves_no_process(
+        matrix_env, tmp_path, signum, jobs):
     env, ledger, workspace = matrix_env
     subs = Path(env["QASHIFT_SUBMISSIONS"])
     pids = tmp_path / "pids"
@@ -140,15 +143,15 @@ pathlib.Path({str(pids)!r}, str(os.getpid())).touch()
 time.sleep(60)
 """, timeout=120)
     proc = subprocess.Popen(["evaluate", "-b", "sleeper", "-t", "all", "--runner", "local",
-                             "-j", "2"], env=env, stdout=subprocess.PIPE,
+                             "-j", jobs], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, preexec_fn=hears_ctrl_c)
     deadline = time.monotonic() + 30
-    while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
+    while len(list(pids.iterdir())) < int(jobs) and time.monotonic() < deadline:
         time.sleep(0.2)
     started_pids = [int(p.name) for p in pids.iterdir()]
-    assert len(started_pids) == 2  # both cells running in parallel
+    assert len(started_pids) == int(jobs)  # as many cells running as asked for
     started = time.monotonic()
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     proc.communicate(timeout=30)
     assert time.monotonic() - started < 10
     assert proc.returncode != 0

@@ -27,7 +27,6 @@ import os
 import pwd
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -41,6 +40,7 @@ from evaluator.core.errors import RunFailure, UserError
 from evaluator.core.files import write_json_atomic
 from evaluator.core.hashing import canonical_json, sha256_bytes, sha256_of
 from evaluator.core.owner import owner_id
+from evaluator.runners import interrupts
 from evaluator.runners.base import RunRecord, RunRequest, TrainRequest, last_line, read_tail
 from evaluator.runners.slurm.cellfiles import (
     FAILURE_FILE,
@@ -185,7 +185,6 @@ class _SlurmUnreachable(Exception):
 # -- the jobs this process waits on, and Ctrl-C -------------------------------------------
 _LIVE: dict[str, Path] = {}  # job id -> cell folder
 _CANCELLING = threading.Event()
-_SIGINT_INSTALLED = False
 
 
 def cancel_all() -> list[str]:
@@ -197,24 +196,9 @@ def cancel_all() -> list[str]:
     return ids
 
 
-def _install_sigint() -> None:
-    """Chain `cancel_all` in front of the current SIGINT handler (main thread only): a
-    parallel matrix waits in worker threads, where KeyboardInterrupt never lands."""
-    global _SIGINT_INSTALLED
-    if _SIGINT_INSTALLED or threading.current_thread() is not threading.main_thread():
-        return
-    _SIGINT_INSTALLED = True
-    previous = signal.getsignal(signal.SIGINT)
-
-    def on_interrupt(signum, frame):
-        if ids := cancel_all():
-            print(f"qashift: cancelled Slurm job(s) {', '.join(ids)}", file=sys.stderr)
-        if callable(previous):
-            previous(signum, frame)
-        else:
-            signal.default_int_handler(signum, frame)
-
-    signal.signal(signal.SIGINT, on_interrupt)
+def _cancel_and_say() -> None:
+    if ids := cancel_all():
+        print(f"qashift: cancelled Slurm job(s) {', '.join(ids)}", file=sys.stderr)
 
 
 class _Poller:
@@ -288,7 +272,7 @@ class SlurmRunner:
         self._ingested: list[tuple[float, Path]] = []
         self._lock = threading.Lock()
         atexit.register(self._remove_ingested, 0.0)
-        _install_sigint()
+        interrupts.on_interrupt(_cancel_and_say)
 
     # -- checks ---------------------------------------------------------------------------
     def check(self) -> None:
