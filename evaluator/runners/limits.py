@@ -61,6 +61,8 @@ def run_with_limit(command: str, cwd: Path, env: dict, log_path: Path, timeout: 
             kill_group(proc.pid)  # leftovers, and on Ctrl-C the whole group
             proc.returncode = 0  # reaped by wait4; keep Popen from waiting again
         wall = time.perf_counter() - start
+    if _CANCELLING.is_set():  # killed by cancel_all: a stopped run, not a failed one
+        raise KeyboardInterrupt("cancelled: this controller is stopping")
     exit_code = os.waitstatus_to_exitcode(status)
     return exit_code, wall, usage.ru_maxrss * 1024, timed_out.is_set()
 

@@ -58,12 +58,13 @@ def run_cell(spec_path: Path) -> int:
              "slurm_job_id": os.environ.get("SLURM_JOB_ID")}
     for stale in (RECORD_FILE, FAILURE_FILE):  # a requeued job starts clean
         (cell / stale).unlink(missing_ok=True)
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        # scancel and the time limit send SIGTERM: unwind, so the inner runner's cleanup (the
+        # local runner kills its process group) runs before SIGKILL comes, and Slurm's job
+        # state, not a failure file, says why the run stopped
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         request, runner = _prepare(spec)
-        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            # scancel and the time limit send SIGTERM: unwind, so the inner runner's cleanup
-            # (the local runner kills its process group) runs before SIGKILL comes
-            signal.signal(signal.SIGTERM, _terminated)
         record = runner.train(request) if isinstance(request, TrainRequest) else \
             runner.run(request)
     except RunFailure as failure:
