@@ -122,3 +122,21 @@ def tiny_model(tmp_path_factory, dev_raw) -> Path:
     # bundles name it by absolute path: declare its folder a model store (an operator setting)
     os.environ["QASHIFT_MODEL_STORE"] = str(folder.parent)
     return folder
+
+
+def raced_store(workspace: Path, method: str, other_controller):
+    """A store whose first look (`get` for a cell, `get_system` for a system) misses, and
+    right after which another controller, on its own connection, finishes that work: the
+    window in which two controllers could both decide to do it."""
+    from evaluator.store.store import Store
+
+    looks = []
+
+    def look(self, key):
+        looks.append(key)
+        if len(looks) == 1:
+            other_controller()
+            return None
+        return getattr(Store, method)(self, key)
+
+    return type("RacedStore", (Store,), {method: look})(workspace)

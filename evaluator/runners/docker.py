@@ -89,16 +89,15 @@ def daemon_available(timeout: float = PING_TIMEOUT_S) -> bool:
 # Containers this process is running (by name), so that a Ctrl-C or SIGTERM removes them even
 # when the run is in a worker thread of a parallel matrix, where KeyboardInterrupt never lands.
 _LIVE: dict[str, bool] = {}
-_CANCELLED: set[str] = set()
 
 
 def cancel_all() -> int:
     """Kill and remove every container this process is running; their runs raise
     KeyboardInterrupt (a cancelled cell is not a failure: it is simply not stored)."""
+    interrupts.stop()
     names = list(_LIVE)
     if not names:
         return 0
-    _CANCELLED.update(names)
     try:
         client = docker.from_env(timeout=15)
     except Exception:  # noqa: BLE001 - nothing to clean up with
@@ -249,6 +248,8 @@ class DockerRunner:
         mark = time.perf_counter()
         _LIVE[name] = True  # before create: a Ctrl-C during create still finds it by name
         try:
+            if interrupts.stopping():
+                raise KeyboardInterrupt(f"{bundle.id}: not started, this controller is stopping")
             container = self.client.containers.create(**kwargs)
             # Output is streamed from an attach made before start, keeping only its tail; the
             # daemon stores none of it (log driver "none"), so 1 GB of stdout costs no disk.
@@ -284,9 +285,9 @@ class DockerRunner:
                 except requests.exceptions.RequestException:
                     pass
                 except docker.errors.APIError:
-                    if name not in _CANCELLED:
+                    if not interrupts.stopping():
                         raise
-                if name in _CANCELLED:  # Ctrl-C/SIGTERM while this ran in a worker thread
+                if interrupts.stopping():  # Ctrl-C/SIGTERM while this ran in a worker thread
                     raise KeyboardInterrupt(f"{bundle.id}: run cancelled")
             wall = time.perf_counter() - start
             phases["wait"] = wall - phases["start"]
@@ -313,7 +314,6 @@ class DockerRunner:
                 watchdog.terminate()
                 watchdog.wait(timeout=10)
             _LIVE.pop(name, None)
-            _CANCELLED.discard(name)
 
     def _container_kwargs(self, request: RunRequest, program: Program, image_id: str,
                           staging: Path, gpus: int, name: str) -> dict:

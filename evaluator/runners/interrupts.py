@@ -23,9 +23,21 @@ class Terminated(KeyboardInterrupt):
 
 _CLEANUPS: list[Callable[[], object]] = []
 _INSTALLED = False
+_STOPPING = threading.Event()
+
+
+def stop() -> None:
+    """Mark this controller as stopping: no runner starts anything after this, and a run cut
+    short by it ends as cancelled (KeyboardInterrupt), not as a recorded failure."""
+    _STOPPING.set()
+
+
+def stopping() -> bool:
+    return _STOPPING.is_set()
 
 
 def cleanup_all() -> None:
+    stop()
     for cleanup in list(_CLEANUPS):
         cleanup()
 

@@ -11,16 +11,17 @@ import threading
 import time
 from pathlib import Path
 
+from evaluator.runners import interrupts
+
 _ACTIVE: set[int] = set()  # process groups of running submissions, for cancel_all()
 _ACTIVE_LOCK = threading.RLock()  # held from start to registration: cancel_all misses none
-_CANCELLING = threading.Event()  # set by cancel_all: nothing starts after it
 
 
 def cancel_all() -> int:
     """Kill every process group this process started, and start no more (this process is
     stopping); how many there were."""
     with _ACTIVE_LOCK:
-        _CANCELLING.set()
+        interrupts.stop()
         pids = list(_ACTIVE)
     for pid in pids:
         kill_group(pid)
@@ -37,7 +38,7 @@ def run_with_limit(command: str, cwd: Path, env: dict, log_path: Path, timeout: 
     with open(log_path, "wb") as log:
         start = time.perf_counter()
         with _ACTIVE_LOCK:
-            if _CANCELLING.is_set():
+            if interrupts.stopping():
                 raise KeyboardInterrupt("cancelled: this controller is stopping")
             proc = subprocess.Popen([*pinned, "/bin/sh", "-c", command], cwd=cwd, env=env,
                                     stdout=log, stderr=subprocess.STDOUT,
@@ -61,7 +62,7 @@ def run_with_limit(command: str, cwd: Path, env: dict, log_path: Path, timeout: 
             kill_group(proc.pid)  # leftovers, and on Ctrl-C the whole group
             proc.returncode = 0  # reaped by wait4; keep Popen from waiting again
         wall = time.perf_counter() - start
-    if _CANCELLING.is_set():  # killed by cancel_all: a stopped run, not a failed one
+    if interrupts.stopping():  # killed by cancel_all: a stopped run, not a failed one
         raise KeyboardInterrupt("cancelled: this controller is stopping")
     exit_code = os.waitstatus_to_exitcode(status)
     return exit_code, wall, usage.ru_maxrss * 1024, timed_out.is_set()

@@ -9,7 +9,7 @@ from evaluator.jobs.job import Job
 from evaluator.pipeline import cell
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
-from tests.conftest import FIRST_WORD, tiny_registry
+from tests.conftest import FIRST_WORD, raced_store, tiny_registry
 
 
 class CountingRunner:
@@ -24,29 +24,13 @@ class CountingRunner:
         return self.inner.run(request)
 
 
-class RacedStore(Store):
-    """A store whose first read of a cell misses it, and right after which another
-    controller (its own connection) finishes that cell."""
-
-    def __init__(self, workspace, other_controller):
-        super().__init__(workspace)
-        self.other_controller, self.reads = other_controller, 0
-
-    def get(self, key):
-        self.reads += 1
-        if self.reads == 1:
-            self.other_controller()
-            return None
-        return super().get(key)
-
-
 def test_a_cell_finished_elsewhere_after_the_first_look_is_not_run_again(
         tmp_path, monkeypatch, workspace, small_dev):
     tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev}, {"first": FIRST_WORD})
     job = Job(bundles.get("first"), testsets.get("tiny"))
     runner = CountingRunner()
-    store = RacedStore(Store.open_default().workspace,
-                       lambda: cell.evaluate(job, runner, Store.open_default()))
+    store = raced_store(Store.open_default().workspace, "get",
+                        lambda: cell.evaluate(job, runner, Store.open_default()))
     result = cell.evaluate(job, runner, store)
     assert runner.runs == 1
     assert result.cached

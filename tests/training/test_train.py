@@ -27,7 +27,7 @@ from evaluator.training import table
 from evaluator.training.job import TrainJob
 from evaluator.training.run import cell_dir, train
 from evaluator.training.systems import resolve
-from tests.conftest import REPO, write_testset
+from tests.conftest import REPO, raced_store, write_testset
 from tests.docker_kit import needs_docker
 
 LOGREG = REPO / "submissions" / "logreg-rajpurkar"
@@ -114,28 +114,12 @@ def test_the_same_seed_gives_the_same_weights_and_another_seed_does_not(registry
     assert downsampled.row["weights_digest"] != first.row["weights_digest"]
 
 
-class RacedStore(Store):
-    """A store whose first look for a system misses it, and right after which another
-    controller (its own connection) freezes that system."""
-
-    def __init__(self, workspace, other_controller):
-        super().__init__(workspace)
-        self.other_controller, self.looks = other_controller, 0
-
-    def get_system(self, key):
-        self.looks += 1
-        if self.looks == 1:
-            self.other_controller()
-            return None
-        return super().get_system(key)
-
-
 def test_a_system_frozen_elsewhere_after_the_first_look_is_not_trained_again(registry):
     job = TrainJob(bundles.get("logreg-rajpurkar"), testsets.get("tiny-train"), 0, None,
                    {"epochs": 1})
     runner, elsewhere = Dispatcher("local"), []
     assert Store(registry["workspace"]).systems() == []  # the store exists, still empty
-    store = RacedStore(registry["workspace"], lambda: elsewhere.append(
+    store = raced_store(registry["workspace"], "get_system", lambda: elsewhere.append(
         train(job, runner, Store(registry["workspace"]))))
     system = train(job, runner, store)
     assert system.cached and not elsewhere[0].cached

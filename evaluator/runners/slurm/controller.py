@@ -184,12 +184,11 @@ class _SlurmUnreachable(Exception):
 
 # -- the jobs this process waits on, and Ctrl-C -------------------------------------------
 _LIVE: dict[str, Path] = {}  # job id -> cell folder
-_CANCELLING = threading.Event()
 
 
 def cancel_all() -> list[str]:
     """scancel (by id) every job this process waits on; their runs raise KeyboardInterrupt."""
-    _CANCELLING.set()
+    interrupts.stop()
     ids = list(_LIVE)
     if ids:
         _slurm(["scancel", *ids], timeout=30)
@@ -298,7 +297,7 @@ class SlurmRunner:
         return self._run_cell(request)
 
     def _run_cell(self, request: RunRequest | TrainRequest) -> RunRecord:
-        if _CANCELLING.is_set():
+        if interrupts.stopping():
             raise KeyboardInterrupt("Slurm jobs are being cancelled")
         self._remove_ingested(REMOVE_AFTER_S)
         cell = self.cell_dir(request)
@@ -422,7 +421,7 @@ class SlurmRunner:
                 job_id = out.stdout.strip().split(";")[0]
                 _LIVE[job_id] = cell  # before anything else: Ctrl-C must find it
                 self._record_job(cell, job_id, submitted_at)
-                if _CANCELLING.is_set():
+                if interrupts.stopping():
                     raise KeyboardInterrupt("Slurm jobs are being cancelled")
                 return _Job(job_id, submitted_at)
             transient = any(s in out.stderr for s in ("timed out", "Unable to contact",
@@ -444,12 +443,12 @@ class SlurmRunner:
     def _wait(self, cell: Path, job: _Job) -> str:
         """Block until the job ends; its final Slurm state ('' when Slurm forgot it)."""
         _LIVE[job.job_id] = cell
-        if _CANCELLING.is_set():
+        if interrupts.stopping():
             raise KeyboardInterrupt("Slurm jobs are being cancelled")
         self.poller.start()
         first_round, terminal_since = self.poller.rounds, None
         while True:
-            if _CANCELLING.is_set():
+            if interrupts.stopping():
                 raise KeyboardInterrupt(f"Slurm job {job.job_id} cancelled")
             known = self.poller.state(job.job_id)
             state = known[0] if known else None
