@@ -26,30 +26,41 @@ COLUMNS = ["shift", "metric", "scale", "own_n", "own_slope", "own_slope_lo", "ow
            "own_r2", "leaderboard_n", "leaderboard_slope", "leaderboard_slope_lo",
            "leaderboard_slope_hi", "leaderboard_r2", "published_slope", "published_r2",
            "own_in_published_interval"]
+# the sets every system of the population is scored on: the original-set axis and the shifts
+SHIFT_SETS = ("squad-dev-heldout", *SHIFTS.values(), "addsent-heldout")
 TABLE, KEY = "population-fits.csv", "population-fits.key"
 CODE = [Path(__file__), Path(fits.__file__), Path(figures.__file__), Path(paper.__file__)]
 
 
 def census(table_path: Path, reference: str = "squad-dev-heldout", above: float = 50.0
            ) -> dict:
-    """What the table holds: its systems, those scored on every one of its test sets in EM
-    and F1 ("complete"), their approaches, the spread of the complete systems' EM on the
-    reference set, each approach's best reference F1, and the approaches above `above`."""
+    """What the table holds: its systems, those scored in EM and F1 on every one of its
+    shift sets (`SHIFT_SETS`, or every set of a table with none of them: "complete"), their
+    approaches, the spread of the complete systems' EM on the reference set, each approach's
+    best reference F1, the approaches above `above`, and how many complete systems are also
+    scored on every other set of the table (e.g. the ablation folders)."""
     df = pd.read_csv(table_path)
     if "approach" not in df:
         df["approach"] = df["model"].str.split("@").str[0]
     sets = sorted(df["testset"].unique())
-    needed = {(t, m) for t in sets for m in ("em", "f1")}
+    core = [t for t in sets if t in SHIFT_SETS] or sets
+    others = [t for t in sets if t not in core]
     held = df.groupby("model")[["testset", "metric"]].apply(
         lambda g: set(zip(g["testset"], g["metric"], strict=True)))
-    complete = sorted(m for m, pairs in held.items() if needed <= pairs)
+
+    def scored_on(names: list[str]) -> set[str]:
+        needed = {(t, m) for t in names for m in ("em", "f1")}
+        return {m for m, pairs in held.items() if needed <= pairs}
+
+    complete = sorted(scored_on(core))
     ref = df[(df["testset"] == reference) & df["model"].isin(complete)]
     em = ref[ref["metric"] == "em"]["value"]
     best = ref[ref["metric"] == "f1"].groupby("approach")["value"].max().sort_values(
         ascending=False)
     return {"systems": int(df["model"].nunique()), "complete": len(complete),
-            "testsets": sets, "approaches": int(df[df["model"].isin(complete)]
-                                                ["approach"].nunique()),
+            "testsets": core, "other_testsets": others,
+            "complete_on_others": len(scored_on(core + others)) if others else 0,
+            "approaches": int(df[df["model"].isin(complete)]["approach"].nunique()),
             "em_low": float(em.min()) if len(em) else None,
             "em_high": float(em.max()) if len(em) else None,
             "reference": reference, "best_f1": {a: round(float(v), 2) for a, v in best.items()},
@@ -57,16 +68,20 @@ def census(table_path: Path, reference: str = "squad-dev-heldout", above: float 
 
 
 def census_line(facts: dict) -> str:
-    """`census` in two lines of prose."""
+    """`census` in a few lines of prose."""
     spread = ("" if facts["em_low"] is None else
               f"; {facts['reference']} EM {facts['em_low']:.1f} to {facts['em_high']:.1f} (spread "
               f"{facts['em_high'] - facts['em_low']:.1f})")
     best = ", ".join(f"{a} {v:.1f}" for a, v in facts["best_f1"].items())
+    others = facts.get("other_testsets") or []
+    also = (f"\n{facts['complete_on_others']} of them also on all {len(others)} other test sets "
+            f"({', '.join(others)})" if others else "")
     return (f"{facts['systems']} systems, {facts['complete']} of them scored on all "
             f"{len(facts['testsets'])} test sets, from {facts['approaches']} approach"
             f"{'' if facts['approaches'] == 1 else 'es'}"
             f"{spread}\nbest {facts['reference']} F1 per approach: {best or 'none'}; above "
-            f"{facts['threshold']:g}: {len(facts['above'])} ({', '.join(facts['above']) or '-'})")
+            f"{facts['threshold']:g}: {len(facts['above'])} ({', '.join(facts['above']) or '-'})"
+            + also)
 
 
 def _fit(df: pd.DataFrame, testset: str, metric: str, scale: str) -> fits.Fit | None:

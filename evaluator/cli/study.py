@@ -36,7 +36,8 @@ def study_group() -> None:
               type=click.Choice(["auto", "cpu", "gpu"]))
 @click.option("--table", "table_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="the study's results table (CSV): systems it holds in full "
-              "are not trained again; rewritten after every system")
+              "are not trained again, test sets it scores a system on are not scored again; "
+              "rewritten after every system")
 @LEDGER
 @click.option("--only", multiple=True, metavar="PATTERN",
               help="run only the systems whose name matches this shell pattern (repeatable), "

@@ -261,17 +261,36 @@ def recorded(study: Study, earlier: Rows) -> dict[str, Rows]:
     out, current = {}, _current(study, earlier)
     for job in study.trainings:
         mine = current.get(job.system_id, [])
-        wanted = {(t.id, m) for t in study.testsets_for(job) for m in ("em", "f1")}
-        if wanted and wanted <= {(r["testset"], r["metric"]) for r in mine}:
+        wanted = {t.id for t in study.testsets_for(job)}
+        if wanted and wanted <= _held_testsets(mine):
             out[job.system_id] = mine
     return out
+
+
+def _held_testsets(rows: Rows, weights_digest: str | None = None) -> set[str]:
+    """The test sets on which `rows` (one system's, from `_current`) hold both EM and F1,
+    where given only for weights with that digest."""
+    metrics: dict[str, set[str]] = {}
+    for r in rows:
+        if weights_digest is None or r["weights_digest"] == weights_digest:
+            metrics.setdefault(r["testset"], set()).add(r["metric"])
+    return {t for t, found in metrics.items() if {"em", "f1"} <= found}
+
+
+def held_cells(study: Study, earlier: Rows, job: TrainJob,
+               weights_digest: str | None = None) -> set[str]:
+    """Test sets of `job`'s system that an earlier table already scores: a plan that gains
+    test sets (or a system retrained here, deterministically, to the weights the table
+    names) scores only the others. Without `weights_digest`, those of the table's weights."""
+    return _held_testsets(_current(study, earlier).get(job.system_id, []), weights_digest)
 
 
 def status(study: Study, store: Store, earlier: Rows = ()) -> StudyStatus:
     """What is stored: trained systems, scored cells, and failures not yet made good; a
     system the store lacks but an earlier table holds in full counts as done."""
     out = StudyStatus()
-    kept = recorded(study, list(earlier))
+    earlier = list(earlier)
+    kept = recorded(study, earlier)
     has_store = store.exists()
     failures = store.failures() if has_store else []
     failed = {(f["key"], f["testset"]) for f in failures}
@@ -288,11 +307,14 @@ def status(study: Study, store: Store, earlier: Rows = ()) -> StudyStatus:
                 out.training_failed += 1
             else:
                 out.pending += 1
-            out.pending += len(study.testsets_for(job))
+            held = held_cells(study, earlier, job)  # kept if retraining gives the same weights
+            out.evaluated += len(held)
+            out.pending += len(study.testsets_for(job)) - len(held)
             continue
         out.trained += 1
+        held = held_cells(study, earlier, job, system.row["weights_digest"])
         for testset in study.testsets_for(job):
-            if store.get(Job(system.bundle, testset).key) is not None:
+            if testset.id in held or store.get(Job(system.bundle, testset).key) is not None:
                 out.evaluated += 1
             elif (system.bundle.id, testset.id) in failed_bundles:
                 out.evaluation_failed += 1
@@ -313,8 +335,9 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
     the plan first (e.g. `*~250/*`, the small train sizes); `parallel`: test sets of a system
     scored at once."""
     started, done_here = time.monotonic(), 0
+    earlier = list(earlier)
     todo = status(study, store, earlier).pending
-    kept = recorded(study, list(earlier))
+    kept = recorded(study, earlier)
     for number, job in enumerate(study.trainings, 1):
         head = f"[{number}/{len(study.trainings)}] {job.system_id}"
         if only and not any(fnmatch.fnmatchcase(job.system_id, p) for p in only):
@@ -335,7 +358,9 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
             continue
         if not system.cached:
             done_here += 1
-        jobs = [Job(system.bundle, testset) for testset in study.testsets_for(job)]
+        held = held_cells(study, earlier, job, system.row["weights_digest"])
+        jobs = [Job(system.bundle, testset) for testset in study.testsets_for(job)
+                if testset.id not in held]
         # cells another controller is scoring are its to finish: go on to the next system
         report = matrix.run(jobs, runner, store, parallel=parallel, wait_for_busy=False)
         done_here += sum(1 for o in report.outcomes if o.result and not o.result.cached)
@@ -345,8 +370,10 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
         elapsed = time.monotonic() - started
         left = max(0, todo - done_here)
         eta = f", eta {elapsed / done_here * left:.0f} s" if done_here else ""
+        from_table = f" ({len(held)} more in the table)" if held else ""
         say(f"{head}: {'stored earlier' if system.cached else 'trained'}; scored on "
-            f"{len(jobs) - len(failed) - len(report.busy)}/{len(jobs)} test sets{elsewhere}"
+            f"{len(jobs) - len(failed) - len(report.busy)}/{len(jobs)} test sets{from_table}"
+            f"{elsewhere}"
             + (f", failed: {', '.join(failed)}" if failed else "")
             + f" | {left} cells to go{eta}")
     return status(study, store, earlier)
@@ -358,7 +385,8 @@ def rows(study: Study, store: Store, earlier: Rows = ()) -> Rows:
     test sets; a system the store lacks keeps the rows an `earlier` table holds of it as
     the plan makes it now (all of them, a part of its test sets included: they are results
     honestly obtained, and the system is trained and scored again only where it is not held
-    in full)."""
+    in full), and a system trained again to the weights the table names keeps the table's
+    rows on the test sets it was not scored on again."""
     current = {job.system_id: hit.row["weights_digest"] for job in study.trainings
                if (hit := stored(job, store)) is not None}
     wanted = {(job.system_id, t.id) for job in study.trainings for t in study.testsets_for(job)}
@@ -369,8 +397,10 @@ def rows(study: Study, store: Store, earlier: Rows = ()) -> Rows:
     fresh = [r for r in table.rows(store, references, families, trains)
              if current.get(r["model"]) == r["weights_digest"]
              and (r["model"], r["testset"]) in wanted]
-    kept = [r for name, found in _current(study, list(earlier)).items()
-            if name not in current for r in found]
+    scored = {(r["model"], r["testset"]) for r in fresh}
+    kept = [r for name, found in _current(study, list(earlier)).items() for r in found
+            if name not in current or (current[name] == r["weights_digest"]
+                                       and (name, r["testset"]) not in scored)]
     return sorted(fresh + kept, key=lambda r: (r["model"], r["testset"], r["metric"]))
 
 

@@ -130,3 +130,20 @@ def test_the_census_counts_complete_systems_the_em_spread_and_strong_approaches(
     assert "7 systems, 6 of them scored on all 5 test sets, from 1 approach;" in result.stdout
     assert "squad-dev-heldout EM 15.0 to 51.5 (spread 36.5)" in result.stdout
     assert "above 50: 1 (toy)" in result.stdout
+    assert "other test sets" not in result.stdout
+
+
+def test_the_census_counts_systems_complete_on_the_shift_sets_and_on_the_others(table):
+    """A table that also holds other sets (the ablation folders): "complete" still means the
+    shift sets, and a further line says how many systems the other sets cover."""
+    rows = table.read_text().splitlines()
+    rows += [f"toy@squad-dev-train/s0,squad-dev-heldout-empty-question,{m},1.0,5453,"
+             f"squad-dev-heldout,non-pretrained" for m in ("em", "f1")]
+    rows += ["toy@squad-dev-train/s1,squad-dev-heldout-empty-question,em,1.0,5453,"
+             "squad-dev-heldout,non-pretrained"]  # F1 missing: not scored on it
+    table.write_text("\n".join(rows) + "\n")
+    facts = population.census(table)
+    assert facts["complete"] == 6 and facts["complete_on_others"] == 1
+    assert facts["other_testsets"] == ["squad-dev-heldout-empty-question"]
+    assert population.census_line(facts).endswith(
+        "\n1 of them also on all 1 other test sets (squad-dev-heldout-empty-question)")

@@ -192,11 +192,22 @@ def test_a_table_from_an_earlier_run_spares_training_its_systems_again(plan, tmp
         out.writeheader()
         out.writerows(gone)
     partial = study("status", str(plan), "--table", str(path), workspace=tmp_path / "two")
-    assert "trained 1 (from the table: 1)" in partial.stdout and "3 cells to go" in partial.stdout
+    # its training and the one test set the table lacks are to do; the other is held
+    assert "trained 1 (from the table: 1)" in partial.stdout and "2 cells to go" in partial.stdout
     rewritten = study("table", str(plan), "--out", str(path), workspace=tmp_path / "two")
     assert rewritten.returncode == 0, rewritten.stderr  # the part it holds is kept, not dropped
     assert [(r["model"], r["testset"], r["metric"]) for r in table(path)] == [
         (r["model"], r["testset"], r["metric"]) for r in gone]
+    # trained again, to the same weights: only the missing test set is scored, and the table
+    # is the one the first machine wrote
+    resumed = study("run", str(plan), "--runner", "local", "--table", str(path),
+                    workspace=tmp_path / "two")
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stderr.count("trained; scored on 1/1 test sets (1 more in the table)") == 1
+    assert "0 cells to go" in resumed.stdout
+    whole = tmp_path / "whole.csv"
+    whole.write_text(written)
+    assert table(path) == table(whole)
 
     code = tmp_path / "subs" / "logreg-rajpurkar" / "approach.py"
     code.write_text(code.read_text() + "\n# a changed approach is another approach\n")
