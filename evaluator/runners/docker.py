@@ -263,6 +263,8 @@ class DockerRunner:
             try:
                 container.start()
             except docker.errors.APIError as exc:
+                if interrupts.stopping():  # removed by a Ctrl-C between create and start
+                    raise KeyboardInterrupt(f"{bundle.id}: run cancelled") from None
                 if gpus and "device driver" in str(exc):
                     raise RunFailure("no-gpu", f"{bundle.id} asks for {gpus} GPU(s) but "
                                      f"the Docker daemon offers none (no NVIDIA container "
@@ -310,10 +312,13 @@ class DockerRunner:
             mark = time.perf_counter()
             _remove(self.client, container.id if container is not None else name)
             phases["remove"] = time.perf_counter() - mark
+            _LIVE.pop(name, None)
             if watchdog is not None:
                 watchdog.terminate()
-                watchdog.wait(timeout=10)
-            _LIVE.pop(name, None)
+                try:
+                    watchdog.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    watchdog.kill()
 
     def _container_kwargs(self, request: RunRequest, program: Program, image_id: str,
                           staging: Path, gpus: int, name: str) -> dict:

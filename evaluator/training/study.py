@@ -277,12 +277,17 @@ def _held_testsets(rows: Rows, weights_digest: str | None = None) -> set[str]:
     return {t for t, found in metrics.items() if {"em", "f1"} <= found}
 
 
-def held_cells(study: Study, earlier: Rows, job: TrainJob,
+def held_cells(study: Study, current: dict[str, Rows], job: TrainJob,
                weights_digest: str | None = None) -> set[str]:
-    """Test sets of `job`'s system that an earlier table already scores: a plan that gains
-    test sets (or a system retrained here, deterministically, to the weights the table
-    names) scores only the others. Without `weights_digest`, those of the table's weights."""
-    return _held_testsets(_current(study, earlier).get(job.system_id, []), weights_digest)
+    """Test sets of `job`'s system that an earlier table already scores (`current`, from
+    `_current`): a plan that gains test sets, or a system retrained here, deterministically,
+    to the weights the table names, scores only the others. Without `weights_digest`, those
+    of the table's weights. A set that is the reference of one still to be scored is scored
+    again, so that its per-question results are in the store beside the new set's (paired
+    comparisons, e.g. `challenge report`, need both)."""
+    held = _held_testsets(current.get(job.system_id, []), weights_digest)
+    sets = study.testsets_for(job)
+    return held - {t.reference for t in sets if t.id not in held}
 
 
 def status(study: Study, store: Store, earlier: Rows = ()) -> StudyStatus:
@@ -290,7 +295,7 @@ def status(study: Study, store: Store, earlier: Rows = ()) -> StudyStatus:
     system the store lacks but an earlier table holds in full counts as done."""
     out = StudyStatus()
     earlier = list(earlier)
-    kept = recorded(study, earlier)
+    kept, current = recorded(study, earlier), _current(study, earlier)
     has_store = store.exists()
     failures = store.failures() if has_store else []
     failed = {(f["key"], f["testset"]) for f in failures}
@@ -307,12 +312,12 @@ def status(study: Study, store: Store, earlier: Rows = ()) -> StudyStatus:
                 out.training_failed += 1
             else:
                 out.pending += 1
-            held = held_cells(study, earlier, job)  # kept if retraining gives the same weights
+            held = held_cells(study, current, job)  # kept if retraining gives the same weights
             out.evaluated += len(held)
             out.pending += len(study.testsets_for(job)) - len(held)
             continue
         out.trained += 1
-        held = held_cells(study, earlier, job, system.row["weights_digest"])
+        held = held_cells(study, current, job, system.row["weights_digest"])
         for testset in study.testsets_for(job):
             if testset.id in held or store.get(Job(system.bundle, testset).key) is not None:
                 out.evaluated += 1
@@ -337,7 +342,7 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
     started, done_here = time.monotonic(), 0
     earlier = list(earlier)
     todo = status(study, store, earlier).pending
-    kept = recorded(study, earlier)
+    kept, current = recorded(study, earlier), _current(study, earlier)
     for number, job in enumerate(study.trainings, 1):
         head = f"[{number}/{len(study.trainings)}] {job.system_id}"
         if only and not any(fnmatch.fnmatchcase(job.system_id, p) for p in only):
@@ -358,7 +363,7 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
             continue
         if not system.cached:
             done_here += 1
-        held = held_cells(study, earlier, job, system.row["weights_digest"])
+        held = held_cells(study, current, job, system.row["weights_digest"])
         jobs = [Job(system.bundle, testset) for testset in study.testsets_for(job)
                 if testset.id not in held]
         # cells another controller is scoring are its to finish: go on to the next system
@@ -394,9 +399,11 @@ def rows(study: Study, store: Store, earlier: Rows = ()) -> Rows:
                 for job in study.trainings}
     references = {t.id: t.reference for t in study.testsets}
     trains = {t.id: t.train for t in study.testsets}
+    today = {t.id: t.sha256 for t in study.testsets}
     fresh = [r for r in table.rows(store, references, families, trains)
              if current.get(r["model"]) == r["weights_digest"]
-             and (r["model"], r["testset"]) in wanted]
+             and (r["model"], r["testset"]) in wanted
+             and r["testset_sha256"] == today[r["testset"]]]  # not a result on older bytes
     scored = {(r["model"], r["testset"]) for r in fresh}
     kept = [r for name, found in _current(study, list(earlier)).items() for r in found
             if name not in current or (current[name] == r["weights_digest"]

@@ -261,3 +261,29 @@ def test_a_system_another_study_holds_in_full_is_not_trained_again(plan, tmp_pat
     missing = study("status", str(other), "--ledger", str(tmp_path / "none.csv"),
                     workspace=tmp_path / "two")
     assert missing.returncode == 2 and "none.csv" in missing.stderr
+
+
+def test_a_table_holds_a_reference_set_only_while_its_derived_sets_are_held_too():
+    """A retrained system is scored again on a set whose derived set (an ablation of it) is
+    still to be scored, so that paired comparisons find both in the store; a table's rows
+    hold only for the weights digest they name."""
+    from types import SimpleNamespace
+
+    from evaluator.training import study as plans
+
+    sets = (SimpleNamespace(id="heldout", reference="dev"),
+            SimpleNamespace(id="heldout-empty-question", reference="heldout"))
+    plan = SimpleNamespace(testsets_for=lambda job: sets)
+    job = SimpleNamespace(system_id="a@split/s0")
+
+    def scored(*names):
+        return {job.system_id: [{"model": job.system_id, "testset": t, "metric": m,
+                                 "weights_digest": "w1"} for t in names for m in ("em", "f1")]}
+
+    assert plans.held_cells(plan, scored("heldout"), job, "w1") == set()
+    both = scored("heldout", "heldout-empty-question")
+    assert plans.held_cells(plan, both, job, "w1") == {"heldout", "heldout-empty-question"}
+    assert plans.held_cells(plan, both, job) == {"heldout", "heldout-empty-question"}
+    assert plans.held_cells(plan, both, job, "w2") == set()
+    only_em = {job.system_id: both[job.system_id][:-1]}  # F1 of the ablation missing
+    assert plans.held_cells(plan, only_em, job, "w1") == set()
