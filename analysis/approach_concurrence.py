@@ -268,9 +268,14 @@ def all_pairs(m: ScoreMatrix, columns: Sequence[str], rows: Sequence[str] | None
                          for r in rows], index=rows, columns=list(columns))
 
 
-def concurs(value: float | None, threshold: float = 0.8) -> bool | None:
-    """The paper's reading: concurrence when tau exceeds the threshold (0.8 in [B])."""
-    return None if value is None else value > threshold
+MIN_APPROACHES = 3  # two points always lie on a line: their tau is +-1 whatever they are
+
+
+def concurs(value: float | None, threshold: float = 0.8, n: int = MIN_APPROACHES
+            ) -> bool | None:
+    """The paper's reading: concurrence when tau exceeds the threshold (0.8 in [B]);
+    undecided (None) where tau is undefined or rests on fewer than three approaches."""
+    return None if value is None or n < MIN_APPROACHES else value > threshold
 
 
 def knee(m: ScoreMatrix, b1: str, b2: str, top: int = 2) -> dict:
@@ -310,7 +315,7 @@ def versus_table(m: ScoreMatrix, reference: str, chosen: Sequence[tuple[str, obj
             rows.append({"benchmark": b, "subset": label, "n": c["n"], "r": c["r"],
                          "r_lo": c.get("r_lo"), "r_hi": c.get("r_hi"), "tau": c["tau"],
                          "tau_lo": c.get("tau_lo"), "tau_hi": c.get("tau_hi"),
-                         "concurs": concurs(c["tau"], threshold)})
+                         "concurs": concurs(c["tau"], threshold, c["n"])})
     return pd.DataFrame(rows)
 
 

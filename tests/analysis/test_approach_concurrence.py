@@ -131,6 +131,7 @@ def test_every_value_of_the_vs_human_set_matrices(notes, m):
                 assert round(got.at[r, c], 2) == pytest.approx(_cell(text), abs=1e-9), (r, c)
     assert round(ac.concur(m, "MRQA NewsQA", "MRQA HotpotQA")["tau"], 2) == 0.92
     assert ac.concurs(0.92) is True and ac.concurs(0.69) is False and ac.concurs(None) is None
+    assert ac.concurs(1.0, n=2) is None  # two approaches: tau is +-1 whatever they score
 
 
 def test_the_knee_view_names_the_largest_residuals(m):
