@@ -8,6 +8,7 @@ from click.testing import CliRunner
 
 from analysis.tidy import from_csv, paired
 from evaluator.cli.main import main
+from evaluator.core.errors import UserError
 
 LONG = "model,testset,metric,value\n"
 GOOD_LONG = [f"m{i},squad-test,f1,{80 + i}\nm{i},reddit,f1,{60 + 2 * i}\n" for i in range(4)]
@@ -49,6 +50,25 @@ def test_a_bad_table_is_refused_in_one_line_and_nothing_is_written(tmp_path, nam
     [line] = result.stderr.strip().splitlines()
     assert line.startswith(f"error: {table}: ") and message in line, line
     assert not out.exists()
+
+
+def test_scores_this_tool_wrote_may_all_be_below_one_percent(tmp_path):
+    """A study table names the scorer of each row: a set every system nearly fails (an
+    ablation) is percentages there, not fractions; the same rows typed by hand are refused."""
+    rows = ["a,squad-test,em,40.0,", "b,squad-test,em,30.0,",
+            "a,squad-dev-heldout-empty-question,em,0.0183,",
+            "b,squad-dev-heldout-empty-question,em,0.0,"]
+    written = tmp_path / "study.csv"
+    written.write_text("model,testset,metric,value,scorer_version\n"
+                       + "".join(f"{r}squad-v1.1\n" for r in rows))
+    low = from_csv(written).query("testset == 'squad-dev-heldout-empty-question'")
+    assert sorted(low["value"]) == [0.0, 0.0183]
+    typed = tmp_path / "typed.csv"
+    typed.write_text("model,testset,metric,value,scorer_version\n"
+                     + "".join(f"{r}\n" for r in rows))
+    with pytest.raises(UserError, match="line 4, column value: every "
+                       "squad-dev-heldout-empty-question em score is in \\[0, 1\\]"):
+        from_csv(typed)
 
 
 def test_long_and_wide_forms_give_the_same_frame(tmp_path):
