@@ -253,12 +253,12 @@ def _current(study: Study, earlier: Rows) -> dict[str, Rows]:
     return out
 
 
-def recorded(study: Study, earlier: Rows) -> dict[str, Rows]:
-    """The systems an earlier results table holds in full for the plan as it is now (see
-    `_current`), with EM and F1 on every test set the plan scores them on: system -> its
-    rows. Such a system need not be trained again when the store that made the table is
-    gone (a study that spans machines)."""
-    out, current = {}, _current(study, earlier)
+def recorded(study: Study, current: dict[str, Rows]) -> dict[str, Rows]:
+    """The systems an earlier results table holds in full for the plan as it is now (its
+    `_current` rows), with EM and F1 on every test set the plan scores them on: system ->
+    its rows. Such a system need not be trained again when the store that made the table
+    is gone (a study that spans machines)."""
+    out = {}
     for job in study.trainings:
         mine = current.get(job.system_id, [])
         wanted = {t.id for t in study.testsets_for(job)}
@@ -295,7 +295,8 @@ def status(study: Study, store: Store, earlier: Rows = ()) -> StudyStatus:
     system the store lacks but an earlier table holds in full counts as done."""
     out = StudyStatus()
     earlier = list(earlier)
-    kept, current = recorded(study, earlier), _current(study, earlier)
+    current = _current(study, earlier)
+    kept = recorded(study, current)
     has_store = store.exists()
     failures = store.failures() if has_store else []
     failed = {(f["key"], f["testset"]) for f in failures}
@@ -342,7 +343,8 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
     started, done_here = time.monotonic(), 0
     earlier = list(earlier)
     todo = status(study, store, earlier).pending
-    kept, current = recorded(study, earlier), _current(study, earlier)
+    current = _current(study, earlier)
+    kept = recorded(study, current)
     for number, job in enumerate(study.trainings, 1):
         head = f"[{number}/{len(study.trainings)}] {job.system_id}"
         if only and not any(fnmatch.fnmatchcase(job.system_id, p) for p in only):
