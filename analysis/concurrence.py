@@ -2,9 +2,9 @@
 
 For every pair of test sets: Kendall tau-b (scipy's default variant; ties handled) and
 Pearson r over the models scored on *all* the sets compared, so every pair uses the same
-models. Following notes/concurrence.md this is system-level transfer (frozen models on new
-test sets), not Liu et al.'s approach-level concurrence; the bootstrap interval over models
-is our addition (seeded percentile interval; the paper reports none).
+models. This is system-level transfer (frozen models on new test sets), not Liu et al.'s
+approach-level concurrence; the bootstrap interval over models is our addition (seeded
+percentile interval; the paper reports none).
 """
 
 from __future__ import annotations

