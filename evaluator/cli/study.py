@@ -74,13 +74,18 @@ def run_command(plan, runner, device, table_path, ledgers, only, parallel, data_
 @click.option("--table", "table_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="also count the systems this results table holds in full")
 @LEDGER
+@click.option("--by-approach", is_flag=True,
+              help="also a line per approach: where the work still to do lies")
 @settings_options
-def status_command(plan, table_path, ledgers, data_dir, workspace) -> None:
+def status_command(plan, table_path, ledgers, by_approach, data_dir, workspace) -> None:
     """Trained, evaluated and failed cells of the plan, from the store (and a table)."""
     configure(data_dir, workspace)
     found = study.load(plan)
     earlier = table.ledger(table_path, ledgers)
-    click.echo(study.status(found, Store.open_default(), earlier).line(found))
+    counts = study.status(found, Store.open_default(), earlier)
+    click.echo(counts.line(found))
+    if by_approach:
+        click.echo("\n".join(counts.approach_lines()))
 
 
 @study_group.command("table")

@@ -39,7 +39,7 @@ import itertools
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
@@ -221,6 +221,21 @@ class StudyStatus:
     evaluation_failed: int = 0
     pending: int = 0
     recorded: int = 0  # systems whose store entries are absent, kept from an earlier table
+    systems: int = 0
+    by_approach: dict[str, StudyStatus] = field(default_factory=dict)
+
+    def add(self, other: StudyStatus) -> None:
+        for f in fields(self):
+            if f.name != "by_approach":
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def approach_lines(self) -> list[str]:
+        """One line per approach, in the plan's order: where a long study's work is left."""
+        width = max((len(a) for a in self.by_approach), default=0)
+        return [f"{approach:<{width}}  {s.systems:>4} systems | trained {s.trained:>4}, failed "
+                f"{s.training_failed} | evaluated {s.evaluated:>5}, failed "
+                f"{s.evaluation_failed} | {s.pending:>4} cells to go"
+                for approach, s in self.by_approach.items()]
 
     def line(self, study: Study) -> str:
         scored = (f"{len(study.benchmarks)} benchmarks" if study.benchmarks
@@ -291,8 +306,9 @@ def held_cells(study: Study, current: dict[str, Rows], job: TrainJob,
 
 
 def status(study: Study, store: Store, earlier: Rows = ()) -> StudyStatus:
-    """What is stored: trained systems, scored cells, and failures not yet made good; a
-    system the store lacks but an earlier table holds in full counts as done."""
+    """What is stored: trained systems, scored cells, and failures not yet made good, in all
+    and per approach; a system the store lacks but an earlier table holds in full counts as
+    done."""
     out = StudyStatus()
     earlier = list(earlier)
     current = _current(study, earlier)
@@ -302,30 +318,28 @@ def status(study: Study, store: Store, earlier: Rows = ()) -> StudyStatus:
     failed = {(f["key"], f["testset"]) for f in failures}
     failed_bundles = {(f["bundle"], f["testset"]) for f in failures}
     for job in study.trainings:
+        sets = study.testsets_for(job)
+        this = StudyStatus(systems=1)
         system = stored(job, store) if has_store else None
         if system is None and job.system_id in kept:
-            out.trained += 1
-            out.recorded += 1
-            out.evaluated += len(study.testsets_for(job))
-            continue
-        if system is None:
-            if (job.key, job.split.id) in failed:
-                out.training_failed += 1
-            else:
-                out.pending += 1
+            this.trained, this.recorded, this.evaluated = 1, 1, len(sets)
+        elif system is None:
             held = held_cells(study, current, job)  # kept if retraining gives the same weights
-            out.evaluated += len(held)
-            out.pending += len(study.testsets_for(job)) - len(held)
-            continue
-        out.trained += 1
-        held = held_cells(study, current, job, system.row["weights_digest"])
-        for testset in study.testsets_for(job):
-            if testset.id in held or store.get(Job(system.bundle, testset).key) is not None:
-                out.evaluated += 1
-            elif (system.bundle.id, testset.id) in failed_bundles:
-                out.evaluation_failed += 1
-            else:
-                out.pending += 1
+            this.training_failed = int((job.key, job.split.id) in failed)
+            this.evaluated = len(held)
+            this.pending = 1 - this.training_failed + len(sets) - len(held)
+        else:
+            this.trained = 1
+            held = held_cells(study, current, job, system.row["weights_digest"])
+            for testset in sets:
+                if testset.id in held or store.get(Job(system.bundle, testset).key) is not None:
+                    this.evaluated += 1
+                elif (system.bundle.id, testset.id) in failed_bundles:
+                    this.evaluation_failed += 1
+                else:
+                    this.pending += 1
+        out.add(this)
+        out.by_approach.setdefault(job.approach.id, StudyStatus()).add(this)
     return out
 
 

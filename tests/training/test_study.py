@@ -7,15 +7,17 @@ from __future__ import annotations
 import csv
 import os
 import random
+import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from evaluator.cli.main import main
-from tests.conftest import write_testset
+from tests.conftest import REPO, write_testset
 from tests.training.tiny import tiny_folders
 
 PLAN = """\
@@ -85,6 +87,20 @@ def test_an_interrupted_study_ends_with_the_same_table_and_reruns_nothing(plan, 
     assert again.returncode == 0
     assert again.stderr.count("stored earlier") == 4 and "trained;" not in again.stderr
     assert "0 cells to go" in again.stdout
+
+
+def test_status_by_approach_says_where_the_work_left_lies(plan):
+    shutil.copytree(REPO / "submissions" / "bidaf",
+                    Path(os.environ["QASHIFT_SUBMISSIONS"]) / "bidaf")
+    plan.write_text(PLAN + "  bidaf: {settings: [{epochs: 1}]}\n")
+    result = CliRunner().invoke(main, ["study", "status", str(plan), "--by-approach"])
+    assert result.exit_code == 0, result.output
+    total, logreg, bidaf = result.stdout.strip().splitlines()
+    assert total.endswith("| 15 cells to go")  # 5 systems x (a training + 2 test sets)
+    assert logreg.split() == ["logreg-rajpurkar", "4", "systems", "|", "trained", "0,", "failed",
+                              "0", "|", "evaluated", "0,", "failed", "0", "|", "12", "cells",
+                              "to", "go"]
+    assert bidaf.split()[:3] == ["bidaf", "1", "systems"] and bidaf.split()[-4] == "3"
 
 
 @pytest.mark.parametrize("original, broken", [
