@@ -1,6 +1,7 @@
 """Cloze benchmarks (CBT-style, converted as Liu et al. convert cloze sets): the last sentence
-is the query with a named-entity word or a common noun blanked; the answer is that word's
-first occurrence in the earlier sentences; paragraphs without such a word give nothing."""
+(or, with `queries: every`, each sentence from the third on) is the query with a named-entity
+word or a common noun blanked; the answer is that word's first occurrence in the earlier
+sentences; paragraphs without such a word give nothing."""
 
 from __future__ import annotations
 
@@ -44,6 +45,29 @@ def test_every_source_of_passages_has_both_kinds_with_a_training_part(workspace)
             assert testsets.get(folder.train).kind == "training"
 
 
+def test_every_sentence_from_the_third_on_is_a_query_over_the_sentences_before_it():
+    text = PARIS + " Paris is large."
+    third, fourth = cloze.questions([text], "ne", random.Random(0), 3, every=True)
+    assert third["passage"] == "Mary has lived in Paris since 2001. She likes the old city."
+    assert fourth["passage"] == text[:text.index(" Paris is large.")]
+    assert (fourth["question"], fourth["answer"], fourth["answer_start"]) == \
+        ("XXXXX is large.", "Paris", text.index("Paris"))
+    assert [q["id"] for q in (third, fourth)] == ["cloze-ne-0-2", "cloze-ne-0-3"]
+    [last] = cloze.questions([text], "ne", random.Random(0), 3)  # the default: the last only
+    assert last["question"] == "XXXXX is large." and last["id"] == "cloze-ne-0"
+
+
+def test_with_every_query_each_source_paragraph_is_an_article(small_dev):
+    raw, stats = cloze.cloze(small_dev, {"kind": "cn", "queries": "every", "max_questions": 40},
+                             random.Random(0))
+    assert stats["questions"] == sum(len(a["paragraphs"]) for a in raw["data"]) == 40
+    for article in raw["data"]:
+        sources = {qa["id"].rsplit("-", 1)[0] for p in article["paragraphs"] for qa in p["qas"]}
+        assert len(sources) == 1  # one source paragraph: one cluster for the intervals
+        contexts = sorted((p["context"] for p in article["paragraphs"]), key=len)
+        assert all(longer.startswith(shorter) for shorter, longer in zip(contexts, contexts[1:]))
+
+
 def test_short_paragraphs_and_queries_without_a_candidate_give_nothing():
     assert cloze.questions(["One sentence. Two sentences."], "cn", random.Random(0), 3) == []
     assert cloze.questions(["The sky is blue. Grass is green. Nothing repeats here."], "ne",
@@ -52,7 +76,7 @@ def test_short_paragraphs_and_queries_without_a_candidate_give_nothing():
 
 def test_a_shipped_folder_holds_exact_spans_and_one_blank_per_question(workspace):
     raw = testsets.get("cloze-cn-squad").load().raw
-    for p in raw["data"][0]["paragraphs"]:
+    for p in (p for article in raw["data"] for p in article["paragraphs"]):
         [qa] = p["qas"]
         [answer] = qa["answers"]
         assert p["context"][answer["answer_start"]:][:len(answer["text"])] == answer["text"]
@@ -60,6 +84,8 @@ def test_a_shipped_folder_holds_exact_spans_and_one_blank_per_question(workspace
     assert testsets.get("cloze-cn-squad").train == "cloze-cn-squad-train"
 
 
-def test_a_bad_kind_is_refused(small_dev):
+def test_a_bad_kind_or_query_rule_is_refused(small_dev):
     with pytest.raises(ValueError, match="kind must be ne or cn"):
         cloze.cloze(small_dev, {"kind": "verbs"}, random.Random(0))
+    with pytest.raises(ValueError, match="queries must be last or every"):
+        cloze.cloze(small_dev, {"kind": "ne", "queries": "all"}, random.Random(0))

@@ -5,9 +5,14 @@ Each paragraph of the parent with at least `min_sentences` sentences gives one q
 passage is every sentence before the last, the query the last sentence with one word
 blanked (`XXXXX`): a named-entity word (`kind: ne`) or a common noun (`kind: cn`), chosen
 among those that also occur in the passage; the answer is that word's first occurrence in the
-passage (the paper's conversion). Candidate lists are not kept. Entities and nouns come
-from spaCy's `en_core_web_sm` pipeline, sentences from its rule-based sentencizer;
-`max_paragraphs` draws that many paragraphs of the parent first (seeded).
+passage (the paper's conversion). With `queries: every`, every sentence from the
+`min_sentences`-th on is a query in turn, its passage the sentences before it (CBT's
+questions slide along a book the same way): a few questions per paragraph instead of one,
+for passage sources too small to give a trainable set otherwise; each source paragraph is
+then an article, so intervals cluster its questions. Candidate lists are not kept.
+Entities and nouns come from spaCy's `en_core_web_sm` pipeline, sentences from its
+rule-based sentencizer; `max_paragraphs` draws that many paragraphs of the parent first and
+`max_questions` that many of the questions made (both seeded).
 """
 
 from __future__ import annotations
@@ -46,25 +51,39 @@ def first_occurrence(passage: str, word: str) -> int:
 
 
 def questions(paragraphs: list[str], kind: str, rng: random.Random, min_sentences: int,
-              nlp=None) -> list[dict]:
-    """One cloze question per usable paragraph: {passage, question, answer, answer_start}."""
+              nlp=None, every: bool = False) -> list[dict]:
+    """Cloze questions {id, paragraph, passage, question, answer, answer_start}: one per
+    usable paragraph (its last sentence), or with `every` one per usable sentence from the
+    `min_sentences`-th on."""
     nlp = nlp or _pipeline()
     out = []
     for k, doc in enumerate(nlp.pipe(paragraphs, batch_size=64)):
         sentences = [s for s in doc.sents if s.text.strip()]  # New-Wiki's end in a newline
         if len(sentences) < min_sentences:
             continue
-        query = sentences[-1]
-        passage = doc.text[:query.start_char].rstrip()
-        usable = [t for t in candidates(query, kind) if first_occurrence(passage, t.text) >= 0]
-        if not usable:
-            continue
-        blank = rng.choice(usable)
-        start = blank.idx - query.start_char
-        question = query.text[:start] + MASK + query.text[start + len(blank.text):]
-        out.append({"paragraph": k, "passage": passage, "question": question.strip(),
-                    "answer": blank.text, "answer_start": first_occurrence(passage, blank.text)})
+        at = range(min_sentences - 1, len(sentences)) if every else [len(sentences) - 1]
+        for i in at:
+            query = sentences[i]
+            passage = doc.text[:query.start_char].rstrip()
+            usable = [t for t in candidates(query, kind)
+                      if first_occurrence(passage, t.text) >= 0]
+            if not usable:
+                continue
+            blank = rng.choice(usable)
+            start = blank.idx - query.start_char
+            question = query.text[:start] + MASK + query.text[start + len(blank.text):]
+            out.append({"id": f"cloze-{kind}-{k}" + (f"-{i}" if every else ""),
+                        "paragraph": k, "sentence": i, "passage": passage,
+                        "question": question.strip(), "answer": blank.text,
+                        "answer_start": first_occurrence(passage, blank.text)})
     return out
+
+
+def _entry(q: dict) -> dict:
+    """A SQuAD paragraph holding one cloze question."""
+    return {"context": q["passage"], "qas": [{
+        "id": q["id"], "question": q["question"],
+        "answers": [{"text": q["answer"], "answer_start": q["answer_start"]}]}]}
 
 
 @register("cloze", tools=lambda: {"generator": GENERATOR_VERSION, **spacy_versions()})
@@ -74,20 +93,26 @@ def cloze(parent: dict, params: dict, rng: random.Random) -> tuple[dict, dict]:
     if kind not in KINDS:
         raise ValueError(f"cloze: kind must be ne or cn, got {kind!r}")
     min_sentences = int(params.get("min_sentences", 3))
+    every = params.get("queries", "last")
+    if every not in ("last", "every"):
+        raise ValueError(f"cloze: queries must be last or every, got {every!r}")
     paragraphs = [p["context"] for a in parent["data"] for p in a["paragraphs"]]
     most = params.get("max_paragraphs")
     if most is not None and len(paragraphs) > int(most):
         keep = sorted(rng.sample(range(len(paragraphs)), int(most)))
         paragraphs = [paragraphs[k] for k in keep]
-    made = questions(paragraphs, kind, rng, min_sentences)
+    made = questions(paragraphs, kind, rng, min_sentences, every=every == "every")
     limit = params.get("max_questions")
     if limit is not None and len(made) > int(limit):
-        made = sorted(rng.sample(made, int(limit)), key=lambda q: q["paragraph"])
-    raw = {"version": GENERATOR_VERSION, "data": [{
-        "title": f"cloze ({kind})",
-        "paragraphs": [{"context": q["passage"], "qas": [{
-            "id": f"cloze-{kind}-{q['paragraph']}", "question": q["question"],
-            "answers": [{"text": q["answer"], "answer_start": q["answer_start"]}]}]}
-            for q in made]}]}
+        made = sorted(rng.sample(made, int(limit)), key=lambda q: (q["paragraph"], q["sentence"]))
+    if every == "every":  # an article per source paragraph: its questions form one cluster
+        by_source: dict[int, list[dict]] = {}
+        for q in made:
+            by_source.setdefault(q["paragraph"], []).append(_entry(q))
+        data = [{"title": f"cloze ({kind}) paragraph {k}", "paragraphs": entries}
+                for k, entries in by_source.items()]
+    else:
+        data = [{"title": f"cloze ({kind})", "paragraphs": [_entry(q) for q in made]}]
+    raw = {"version": GENERATOR_VERSION, "data": data}
     return raw, {"kind": kind, "paragraphs": len(paragraphs), "questions": len(made),
-                 "min_sentences": min_sentences}
+                 "min_sentences": min_sentences, "queries": every}
