@@ -215,6 +215,9 @@ def load(path: Path) -> Study:
 
 @dataclass
 class StudyStatus:
+    """Counts of a plan's cells (a system's training and its evaluations); `by_approach`
+    holds the same counts per approach."""
+
     trained: int = 0
     training_failed: int = 0
     evaluated: int = 0
