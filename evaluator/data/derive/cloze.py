@@ -93,19 +93,19 @@ def cloze(parent: dict, params: dict, rng: random.Random) -> tuple[dict, dict]:
     if kind not in KINDS:
         raise ValueError(f"cloze: kind must be ne or cn, got {kind!r}")
     min_sentences = int(params.get("min_sentences", 3))
-    every = params.get("queries", "last")
-    if every not in ("last", "every"):
-        raise ValueError(f"cloze: queries must be last or every, got {every!r}")
+    rule = params.get("queries", "last")
+    if rule not in ("last", "every"):
+        raise ValueError(f"cloze: queries must be last or every, got {rule!r}")
     paragraphs = [p["context"] for a in parent["data"] for p in a["paragraphs"]]
     most = params.get("max_paragraphs")
     if most is not None and len(paragraphs) > int(most):
         keep = sorted(rng.sample(range(len(paragraphs)), int(most)))
         paragraphs = [paragraphs[k] for k in keep]
-    made = questions(paragraphs, kind, rng, min_sentences, every=every == "every")
+    made = questions(paragraphs, kind, rng, min_sentences, every=rule == "every")
     limit = params.get("max_questions")
     if limit is not None and len(made) > int(limit):
         made = sorted(rng.sample(made, int(limit)), key=lambda q: (q["paragraph"], q["sentence"]))
-    if every == "every":  # an article per source paragraph: its questions form one cluster
+    if rule == "every":  # an article per source paragraph: its questions form one cluster
         by_source: dict[int, list[dict]] = {}
         for q in made:
             by_source.setdefault(q["paragraph"], []).append(_entry(q))
@@ -115,4 +115,4 @@ def cloze(parent: dict, params: dict, rng: random.Random) -> tuple[dict, dict]:
         data = [{"title": f"cloze ({kind})", "paragraphs": [_entry(q) for q in made]}]
     raw = {"version": GENERATOR_VERSION, "data": data}
     return raw, {"kind": kind, "paragraphs": len(paragraphs), "questions": len(made),
-                 "min_sentences": min_sentences, "queries": every}
+                 "min_sentences": min_sentences, "queries": rule}
