@@ -308,13 +308,14 @@ def held_cells(study: Study, current: dict[str, Rows], job: TrainJob,
     return held - {t.reference for t in sets if t.id not in held}
 
 
-def status(study: Study, store: Store, earlier: Rows = ()) -> StudyStatus:
+def status(study: Study, store: Store, earlier: Rows = (),
+           current: dict[str, Rows] | None = None) -> StudyStatus:
     """What is stored: trained systems, scored cells, and failures not yet made good, in all
     and per approach; a system the store lacks but an earlier table holds in full counts as
-    done."""
+    done. `current`: the earlier table's `_current` rows, where the caller has them."""
     out = StudyStatus()
-    earlier = list(earlier)
-    current = _current(study, earlier)
+    if current is None:
+        current = _current(study, list(earlier))
     kept = recorded(study, current)
     has_store = store.exists()
     failures = store.failures() if has_store else []
@@ -358,9 +359,8 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
     the plan first (e.g. `*~250/*`, the small train sizes); `parallel`: test sets of a system
     scored at once."""
     started, done_here = time.monotonic(), 0
-    earlier = list(earlier)
-    todo = status(study, store, earlier).pending
-    current = _current(study, earlier)
+    current = _current(study, list(earlier))
+    todo = status(study, store, current=current).pending
     kept = recorded(study, current)
     for number, job in enumerate(study.trainings, 1):
         head = f"[{number}/{len(study.trainings)}] {job.system_id}"
@@ -400,7 +400,7 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
             f"{elsewhere}"
             + (f", failed: {', '.join(failed)}" if failed else "")
             + f" | {left} cells to go{eta}")
-    return status(study, store, earlier)
+    return status(study, store, current=current)
 
 
 def rows(study: Study, store: Store, earlier: Rows = ()) -> Rows:
