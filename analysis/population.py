@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+from scipy import stats
 
 from analysis import cache, figures, fits, paper
 from evaluator.core.files import write_atomic
@@ -82,6 +83,66 @@ def census_line(facts: dict) -> str:
             f"{spread}\nbest {facts['reference']} F1 per approach: {best or 'none'}; above "
             f"{facts['threshold']:g}: {len(facts['above'])} ({', '.join(facts['above']) or '-'})"
             + also)
+
+
+ABLATION_COLUMNS = ["approach", "testset", "parent", "systems", "parent_f1", "rel_f1",
+                    "rel_f1_lo", "rel_f1_hi"]
+
+
+def ablations(table_path: Path, confidence: float = 0.95) -> pd.DataFrame:
+    """Sugawara et al.'s reading over the population: for each approach and each ablation in
+    the table (a set outside `SHIFT_SETS` whose reference set is in the table), the mean over
+    the approach's systems scored on both of the relative change in F1 (percent of the
+    reference F1), with a Student-t interval over those systems (none for one system)."""
+    df = pd.read_csv(table_path)
+    if "approach" not in df:
+        df["approach"] = df["model"].str.split("@").str[0]
+    f1 = df[df["metric"] == "f1"]
+    value = f1.set_index(["model", "testset"])["value"]
+    pairs = f1[["testset", "reference"]].drop_duplicates()
+    pairs = pairs[~pairs["testset"].isin(SHIFT_SETS)
+                  & pairs["reference"].isin(set(f1["testset"]))]
+    rows = []
+    for ablation, parent in sorted(pairs.itertuples(index=False, name=None)):
+        on = f1[f1["testset"] == ablation]
+        on = on[[(m, parent) in value.index for m in on["model"]]]
+        parent_f1 = [float(value[(m, parent)]) for m in on["model"]]
+        on = on.assign(parent_f1=parent_f1,
+                       rel=[100.0 * (v - p) / p if p else float("nan")
+                            for v, p in zip(on["value"], parent_f1, strict=True)])
+        for approach, group in on.groupby("approach"):
+            rel = group["rel"].dropna()
+            n = len(rel)
+            lo = hi = float("nan")
+            if n >= 2:
+                lo, hi = stats.t.interval(confidence, n - 1, loc=rel.mean(),
+                                          scale=stats.sem(rel))
+            rows.append({"approach": approach, "testset": ablation, "parent": parent,
+                         "systems": n, "parent_f1": group["parent_f1"].mean(),
+                         "rel_f1": rel.mean() if n else float("nan"), "rel_f1_lo": lo,
+                         "rel_f1_hi": hi})
+    out = pd.DataFrame(rows, columns=ABLATION_COLUMNS)
+    strength = out.groupby("approach")["parent_f1"].mean().sort_values(ascending=False)
+    order = {a: i for i, a in enumerate(strength.index)}
+    return out.sort_values(["approach", "testset"], key=lambda c: c.map(order)
+                           if c.name == "approach" else c).reset_index(drop=True)
+
+
+def ablations_markdown(table: pd.DataFrame) -> str:
+    """`ablations` as the docs print it: an approach per row, an ablation per column, each
+    cell the mean relative change in F1 with its interval and the number of systems."""
+    sets = sorted(table["testset"].unique())
+    short = {t: t.removeprefix(table[table["testset"] == t]["parent"].iloc[0] + "-")
+             for t in sets}
+    lines = ["| approach (mean reference F1) | " + " | ".join(short[t] for t in sets) + " |",
+             "|---" * (len(sets) + 1) + "|"]
+    for approach, group in table.groupby("approach", sort=False):
+        cells = {r.testset: (f"{r.rel_f1:+.1f}%" + (
+            "" if pd.isna(r.rel_f1_lo) else f" [{r.rel_f1_lo:+.1f}, {r.rel_f1_hi:+.1f}]")
+            + f" ({r.systems})") for r in group.itertuples()}
+        lines.append(f"| {approach} ({group['parent_f1'].mean():.1f}) | "
+                     + " | ".join(cells.get(t, "") for t in sets) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def _fit(df: pd.DataFrame, testset: str, metric: str, scale: str) -> fits.Fit | None:

@@ -192,7 +192,8 @@ def reproduce_command(data_dir, joins, out):
 @click.option("--markdown", is_flag=True, help="Print the table as docs/population.md has it.")
 def population_command(table_path, data_dir, out, bootstrap, seed, markdown):
     """The own population's trend fits beside the study's published slopes and the
-    leaderboard population's fits, with figures; served from --out while no input changed."""
+    leaderboard population's fits, with figures; served from --out while no input changed;
+    then each approach's mean relative change in F1 under every ablation in the table."""
     from analysis import paper, population  # lazy: pandas; fast --help
     from analysis.sources import default_data_dir  # lazy: pandas; fast --help
 
@@ -217,11 +218,18 @@ def population_command(table_path, data_dir, out, bootstrap, seed, markdown):
                                           out, key, bootstrap, seed)
         click.echo(f"wrote {len(written)} files to {out}", err=True)
     click.echo(population.census_line(population.census(table_path)) + "\n")
+    ablated = population.ablations(table_path)
     if markdown:
         click.echo(population.markdown(table), nl=False)
+        if len(ablated):
+            click.echo("\n" + population.ablations_markdown(ablated), nl=False)
     else:
         click.echo(table.drop(columns=["own_in_published_interval"]).to_string(
             index=False, float_format="%.3f"))
+        if len(ablated):
+            click.echo("\nrelative change in F1 under each ablation (percent of the reference "
+                       "F1; mean over an approach's systems, 95% t interval):")
+            click.echo(ablated.to_string(index=False, float_format="%.1f", na_rep="-"))
 
 
 @click.command("concurrence", cls=Command)

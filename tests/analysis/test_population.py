@@ -147,3 +147,39 @@ def test_the_census_counts_systems_complete_on_the_shift_sets_and_on_the_others(
     assert facts["other_testsets"] == ["squad-dev-heldout-empty-question"]
     assert population.census_line(facts).endswith(
         "\n1 of them also on all 1 other test sets (squad-dev-heldout-empty-question)")
+
+
+def test_ablations_are_each_approachs_mean_relative_f1_change_with_a_t_interval(table):
+    """Relative change in F1 of each system under an ablation against its reference set,
+    averaged over the approach's systems scored on both, with a Student-t interval over them;
+    one system gives no interval; a system without its reference score is left out."""
+    ablated = {0: 20.0, 1: 15.5, 2: 30.0}  # toy systems s0-s2: F1 on the ablation
+    rows = table.read_text().splitlines()
+    rows += [f"toy@squad-dev-train/s{i},squad-dev-heldout-empty-question,f1,{v},5453,"
+             f"squad-dev-heldout,non-pretrained" for i, v in ablated.items()]
+    rows += ["solo@squad-dev-train/s0,squad-dev-heldout,f1,40.0,5453,squad-dev,pretrained",
+             "solo@squad-dev-train/s0,squad-dev-heldout-empty-question,f1,10.0,5453,"
+             "squad-dev-heldout,pretrained",
+             "orphan@squad-dev-train/s0,squad-dev-heldout-empty-question,f1,10.0,5453,"
+             "squad-dev-heldout,pretrained"]
+    table.write_text("\n".join(rows) + "\n")
+    found = population.ablations(table)
+    assert set(found["testset"]) == {"squad-dev-heldout-empty-question"}  # shifts are not
+    assert list(found["approach"]) == ["solo", "toy"]  # stronger reference F1 (40, 31.5) first
+    toy = found.iloc[1]
+    rel = np.array([100 * (v - X[i]) / X[i] for i, v in ablated.items()])
+    half = 4.302652729911275 * rel.std(ddof=1) / np.sqrt(3)  # t(0.975, 2 df)
+    assert toy["systems"] == 3 and toy["parent_f1"] == pytest.approx(np.mean(X[:3]))
+    assert toy["rel_f1"] == pytest.approx(rel.mean())
+    assert (toy["rel_f1_lo"], toy["rel_f1_hi"]) == pytest.approx(
+        (rel.mean() - half, rel.mean() + half))
+    solo = found.iloc[0]
+    assert solo["systems"] == 1 and solo["rel_f1"] == pytest.approx(-75.0)
+    assert np.isnan(solo["rel_f1_lo"])
+    doc = population.ablations_markdown(found)
+    assert doc.splitlines()[0] == "| approach (mean reference F1) | empty-question |"
+    assert "| solo (40.0) | -75.0% (1) |" in doc
+    assert f"| toy ({np.mean(X[:3]):.1f}) | {rel.mean():+.1f}% [" in doc
+    result = run("--table", str(table), "--out", str(table.parent / "out"), "--bootstrap",
+                 "0", "--markdown")
+    assert result.exit_code == 0 and doc in result.stdout
