@@ -37,7 +37,7 @@ def study_group() -> None:
 @click.option("--table", "table_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="the study's results table (CSV): systems it holds in full "
               "are not trained again, test sets it scores a system on are not scored again; "
-              "rewritten after every system")
+              "rewritten after every system this run trains or scores")
 @LEDGER
 @click.option("--only", multiple=True, metavar="PATTERN",
               help="run only the systems whose name matches this shell pattern (repeatable), "
@@ -57,13 +57,12 @@ def run_command(plan, runner, device, table_path, ledgers, only, parallel, data_
     console.say(study.status(found, store, earlier).line(found))
     dispatcher = Dispatcher(runner, warn=console.warn)
 
-    def say(line: str) -> None:
-        console.say(line)
+    def save() -> None:
         if table_path is not None:
             table.write(study.rows(found, store, earlier), table_path)
 
     final = study.run(found, dispatcher, store, device=device, earlier=earlier,
-                      only=tuple(only), parallel=parallel, say=say)
+                      only=tuple(only), parallel=parallel, say=console.say, saved=save)
     if table_path is not None:
         table.write(study.rows(found, store, earlier), table_path)
     click.echo(final.line(found))

@@ -352,12 +352,13 @@ Say = Callable[[str], None]
 
 def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
         earlier: Rows = (), only: tuple[str, ...] = (), parallel: int = 1,
-        say: Say = lambda _: None) -> StudyStatus:
+        say: Say = lambda _: None, saved: Callable[[], None] = lambda: None) -> StudyStatus:
     """Train and evaluate every system of the plan that is neither stored nor held in full by
     an `earlier` table, one system at a time (its training, then its test sets); report
     progress with counts and an ETA. `only`: shell patterns of system names, to run a part of
     the plan first (e.g. `*~250/*`, the small train sizes); `parallel`: test sets of a system
-    scored at once."""
+    scored at once; `saved`: called after a system whose training or scores this run stored
+    (e.g. to rewrite the results table), not after one that was done before."""
     started, done_here = time.monotonic(), 0
     current = _current(study, list(earlier))
     todo = status(study, store, current=current).pending
@@ -380,14 +381,16 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
         except UserError as error:  # e.g. another controller is training it right now
             say(f"{head}: skipped: {error}")
             continue
-        if not system.cached:
-            done_here += 1
+        stored_here = int(not system.cached)
         held = held_cells(study, current, job, system.row["weights_digest"])
         jobs = [Job(system.bundle, testset) for testset in study.testsets_for(job)
                 if testset.id not in held]
         # cells another controller is scoring are its to finish: go on to the next system
         report = matrix.run(jobs, runner, store, parallel=parallel, wait_for_busy=False)
-        done_here += sum(1 for o in report.outcomes if o.result and not o.result.cached)
+        stored_here += sum(1 for o in report.outcomes if o.result and not o.result.cached)
+        done_here += stored_here
+        if stored_here:
+            saved()
         failed = [f"{o.job.testset.id} ({o.failure_class})" for o in report.failed]
         elsewhere = f", {len(report.busy)} being scored by another controller" \
             if report.busy else ""

@@ -17,6 +17,9 @@ import pytest
 from click.testing import CliRunner
 
 from evaluator.cli.main import main
+from evaluator.runners.dispatch import Dispatcher
+from evaluator.store.store import Store
+from evaluator.training import study as plans
 from tests.conftest import REPO, write_testset
 from tests.training.tiny import tiny_folders
 
@@ -87,6 +90,20 @@ def test_an_interrupted_study_ends_with_the_same_table_and_reruns_nothing(plan, 
     assert again.returncode == 0
     assert again.stderr.count("stored earlier") == 4 and "trained;" not in again.stderr
     assert "0 cells to go" in again.stdout
+
+
+def test_a_run_saves_after_each_system_it_stores_and_not_after_one_done_before(plan):
+    """The table is rewritten after every system a run trains or scores, and not after the
+    systems it finds done (a resumed run over a large plan passes hundreds of those)."""
+    found, store, runner = plans.load(plan), Store.open_default(), Dispatcher("local")
+    saves: list[int] = []
+    plans.run(found, runner, store, only=("*/s0/*",), saved=lambda: saves.append(1))
+    assert len(saves) == 2  # the two seed-0 systems, trained and scored
+    saves.clear()
+    said: list[str] = []
+    final = plans.run(found, runner, store, saved=lambda: saves.append(1), say=said.append)
+    assert len(saves) == 2 and final.pending == 0  # the seed-1 systems only
+    assert sum("stored earlier" in line for line in said) == 2
 
 
 def test_status_by_approach_says_where_the_work_left_lies(plan):
