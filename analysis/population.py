@@ -33,6 +33,15 @@ TABLE, KEY = "population-fits.csv", "population-fits.key"
 CODE = [Path(__file__), Path(fits.__file__), Path(figures.__file__), Path(paper.__file__)]
 
 
+def _read(table_path: Path) -> pd.DataFrame:
+    """A study's results table, with the approach taken from the system's name where a table
+    has no column for it."""
+    df = pd.read_csv(table_path)
+    if "approach" not in df:
+        df["approach"] = df["model"].str.split("@").str[0]
+    return df
+
+
 def census(table_path: Path, reference: str = "squad-dev-heldout", above: float = 50.0
            ) -> dict:
     """What the table holds: its systems, those scored in EM and F1 on every one of its
@@ -40,9 +49,7 @@ def census(table_path: Path, reference: str = "squad-dev-heldout", above: float 
     approaches, the spread of the complete systems' EM on the reference set, each approach's
     best reference F1, the approaches above `above`, and how many complete systems are also
     scored on every other set of the table (e.g. the ablation folders)."""
-    df = pd.read_csv(table_path)
-    if "approach" not in df:
-        df["approach"] = df["model"].str.split("@").str[0]
+    df = _read(table_path)
     sets = sorted(df["testset"].unique())
     core = [t for t in sets if t in SHIFT_SETS] or sets
     others = [t for t in sets if t not in core]
@@ -94,10 +101,7 @@ def ablations(table_path: Path, confidence: float = 0.95) -> pd.DataFrame:
     the table (a set outside `SHIFT_SETS` whose reference set is in the table), the mean over
     the approach's systems scored on both of the relative change in F1 (percent of the
     reference F1), with a Student-t interval over those systems (none for one system)."""
-    df = pd.read_csv(table_path)
-    if "approach" not in df:
-        df["approach"] = df["model"].str.split("@").str[0]
-    f1 = df[df["metric"] == "f1"]
+    f1 = _read(table_path).query("metric == 'f1'")
     value = f1.set_index(["model", "testset"])["value"]
     pairs = f1[["testset", "reference"]].drop_duplicates()
     pairs = pairs[~pairs["testset"].isin(SHIFT_SETS)

@@ -56,8 +56,8 @@ def main() -> None:
             seconds, progress = wall(resume)
             full.append(seconds)
             lines = [line for line in progress.splitlines() if line.startswith("[")]
-            if any("trained;" in line or "scored on 0/" not in line and "stored earlier"
-                   in line for line in lines):
+            if any("trained;" in line or ("stored earlier" in line
+                                          and "scored on 0/" not in line) for line in lines):
                 raise SystemExit(f"{args.only}: not every system is stored and scored; "
                                  "run the plan first")
             systems = len(lines)

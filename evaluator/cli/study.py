@@ -63,8 +63,7 @@ def run_command(plan, runner, device, table_path, ledgers, only, parallel, data_
 
     final = study.run(found, dispatcher, store, device=device, earlier=earlier,
                       only=tuple(only), parallel=parallel, say=console.say, saved=save)
-    if table_path is not None:
-        table.write(study.rows(found, store, earlier), table_path)
+    save()
     click.echo(final.line(found))
 
 
