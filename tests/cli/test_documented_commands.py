@@ -1,5 +1,6 @@
 """Every `qashift ...` and `evaluate ...` command quoted in a code block of README.md or docs/
-exists: its subcommands and every option it uses are ones the command line accepts."""
+exists: its subcommands and every option it uses are ones the command line accepts, and it
+gives every option its command requires."""
 
 from __future__ import annotations
 
@@ -40,6 +41,14 @@ def option_names(command: click.Command) -> dict[str, click.Option]:
             for name in (*p.opts, *p.secondary_opts)}
 
 
+def required(command: click.Command, given: set[str]) -> None:
+    """Every required option of `command` is among the option names `given`."""
+    for p in command.params:
+        if isinstance(p, click.Option) and p.required:
+            assert given & set(p.opts + p.secondary_opts), \
+                f"{command.name} needs {p.opts[-1]}, which the line does not give"
+
+
 def check(line: str) -> None:
     tokens = [t.strip("[]") for t in shlex.split(line, comments=True)]
     segments, current = [[]], None
@@ -49,7 +58,8 @@ def check(line: str) -> None:
         elif token:
             segments[-1].append(token)
     first, alternatives = segments[0], segments[1:]
-    command, path, index = PROGRAMS[first[0]], [], 1
+    command, path, index, chosen = PROGRAMS[first[0]], [], 1, []
+    given = {t.split("=", 1)[0] for t in tokens if t.startswith("-")}
     while index < len(first):
         token = first[index]
         if token.startswith("-") and not token.lstrip("-").isdigit():
@@ -62,11 +72,15 @@ def check(line: str) -> None:
             for name in token.split("|"):
                 assert name in command.commands, f"no command {name} under {command.name}"
             current, command = command, command.commands[token.split("|")[0]]
+            chosen = [current.commands[name] for name in token.split("|")]
             path.append(token)
         index += 1
     for segment in alternatives:
         assert current is not None and segment[0] in current.commands, \
             f"no command {segment[0]} under {current and current.name}"
+        chosen.append(current.commands[segment[0]])
+    for command in chosen or [PROGRAMS[first[0]]]:
+        required(command, given)
 
 
 @pytest.mark.parametrize("where, line", quoted_commands(), ids=lambda v: str(v)[:60])
@@ -82,3 +96,5 @@ def test_the_docs_quote_commands_at_all():
         check("qashift train -a x -t y --no-such-flag")
     with pytest.raises(AssertionError, match="no command lst"):
         check("qashift testsets lst")
+    with pytest.raises(AssertionError, match="table needs --out"):
+        check("qashift study run|table PLAN.yaml")
