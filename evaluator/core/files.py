@@ -8,6 +8,7 @@ and fsync'ed, then renamed over the target; on any error the temporary file is r
 from __future__ import annotations
 
 import csv
+import fcntl
 import io
 import json
 import os
@@ -58,6 +59,28 @@ def write_csv_atomic(target: Path, columns: Sequence[str], rows: Iterable[Mappin
     writer.writeheader()
     writer.writerows(rows)
     write_atomic(target, buffer.getvalue().encode())
+
+
+@contextmanager
+def exclusive(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `lock_path` (created if missing) while the block runs; other
+    processes asking for the same lock wait. The lock goes with the process, even on kill -9."""
+    lock_path = Path(lock_path)
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def remove_tree(folder: Path) -> None:
+    """Remove a folder and everything in it, read-only parts included (a frozen copy)."""
+    folder = Path(folder)
+    if not folder.exists():
+        return
+    for path in [folder, *folder.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() else 0o644)
+    shutil.rmtree(folder)
 
 
 def run_tempdir(kind: str) -> tempfile.TemporaryDirectory:

@@ -21,7 +21,6 @@ memory, CPU and process-count limits.
 from __future__ import annotations
 
 import collections
-import fcntl
 import json
 import os
 import re
@@ -44,7 +43,7 @@ from evaluator.bundles import policy
 from evaluator.bundles.spec import Bundle
 from evaluator.core import settings
 from evaluator.core.errors import RunFailure, UserError
-from evaluator.core.files import run_tempdir
+from evaluator.core.files import exclusive, run_tempdir
 from evaluator.core.hashing import folder_digest
 from evaluator.core.owner import owner_alive, owner_id
 from evaluator.qa.predict import program_args
@@ -429,10 +428,7 @@ class DockerRunner:
                              f"{dockerfile}, which is not in the bundle folder")
         key = folder_digest(bundle.folder, with_mode=True)
         tag = f"qashift-bundle/{_repo_name(bundle.id)}:{key[:12]}"
-        locks = settings.cache_dir() / "docker-build-locks"
-        locks.mkdir(parents=True, exist_ok=True)
-        with open(locks / f"{key[:16]}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with exclusive(settings.cache_dir() / "docker-build-locks" / f"{key[:16]}.lock"):
             try:
                 return self.client.images.get(tag), tag
             except docker.errors.ImageNotFound:

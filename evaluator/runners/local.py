@@ -6,7 +6,6 @@ and a captured log.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shutil
@@ -17,7 +16,7 @@ from pathlib import Path
 from evaluator.bundles.spec import Bundle
 from evaluator.core import settings
 from evaluator.core.errors import RunFailure
-from evaluator.core.files import run_tempdir
+from evaluator.core.files import exclusive, run_tempdir
 from evaluator.runners import interrupts
 from evaluator.runners.base import (
     RunRecord,
@@ -103,9 +102,7 @@ def ensure_venv(requirements: Path) -> Path:
         raise RunFailure("build-failed", f"requirements file {requirements} is missing")
     key = hashlib.sha256(requirements.read_bytes()).hexdigest()[:16]
     target = settings.cache_dir() / "venvs" / key
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f"{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with exclusive(target.parent / f"{key}.lock"):
         if (target / ".complete").exists():
             return target
         shutil.rmtree(target, ignore_errors=True)

@@ -10,7 +10,9 @@ is recorded with its failure class; no system is stored for it.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -19,7 +21,7 @@ from pathlib import Path
 
 from evaluator.bundles.spec import Bundle
 from evaluator.core.errors import RunFailure, UserError
-from evaluator.core.files import write_atomic, write_json_atomic
+from evaluator.core.files import PARTIAL_PREFIX, remove_tree, write_atomic, write_json_atomic
 from evaluator.core.hashing import canonical_json, folder_digest
 from evaluator.core.owner import pid_alive
 from evaluator.core.provenance import provenance
@@ -68,6 +70,10 @@ def stored(job: TrainJob, store: Store) -> TrainedSystem | None:
     return TrainedSystem(row, True, system_bundle(job, row, store))
 
 
+class TrainingBusy(UserError):
+    """Another live controller holds this system's training lease."""
+
+
 def train(job: TrainJob, runner: Dispatcher, store: Store, *, device: str = "auto",
           rerun: bool = False, progress: Callable[[dict], None] = lambda _: None
           ) -> TrainedSystem:
@@ -75,7 +81,7 @@ def train(job: TrainJob, runner: Dispatcher, store: Store, *, device: str = "aut
     if not rerun and (hit := stored(job, store)):
         return hit
     if not store.acquire(job.key, job.approach.id, job.split.id, replace=True):
-        raise UserError(f"{job.system_id} is being trained by another controller right now")
+        raise TrainingBusy(f"{job.system_id} is being trained by another controller right now")
     if not rerun and (hit := stored(job, store)):
         store.release(job.key)
         return hit  # another controller froze it between the first look and the lease
@@ -159,13 +165,27 @@ def _freeze(model_dir: Path, store: Store, label: str) -> str:
                          f"to its model folder")
     digest = folder_digest(model_dir)
     target = store.model_path(digest)
-    if not target.is_dir():
-        partial = target.with_name(f".partial-{digest}")
-        shutil.rmtree(partial, ignore_errors=True)
-        shutil.copytree(model_dir, partial, symlinks=False)
+    if target.is_dir():
+        return digest
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for stale in target.parent.glob(f"{PARTIAL_PREFIX}{digest[:16]}-*"):  # of a killed freeze
+        if not pid_alive(int(stale.name.split("-")[2])):
+            remove_tree(stale)
+    # a copy of this process's own, so that two controllers freezing the same weights at
+    # once never write into one folder; the first rename wins and the other copy goes
+    partial = Path(tempfile.mkdtemp(prefix=f"{PARTIAL_PREFIX}{digest[:16]}-{os.getpid()}-",
+                                    dir=target.parent))
+    try:
+        shutil.copytree(model_dir, partial, symlinks=False, dirs_exist_ok=True)
         for path in [partial, *partial.rglob("*")]:
             path.chmod(0o555 if path.is_dir() else 0o444)
-        partial.rename(target)
+        try:
+            partial.rename(target)
+        except OSError:
+            if not target.is_dir():
+                raise
+    finally:
+        remove_tree(partial)
     return digest
 
 

@@ -55,10 +55,10 @@ from evaluator.data.testsets import TestSet
 from evaluator.jobs.job import Job
 from evaluator.pipeline import matrix
 from evaluator.runners.dispatch import Dispatcher
-from evaluator.store.store import Store
+from evaluator.store.store import Store, StoreError
 from evaluator.training import table
 from evaluator.training.job import TrainJob
-from evaluator.training.run import stored, train
+from evaluator.training.run import TrainingBusy, stored, train
 
 Scalar = bool | int | float | str
 
@@ -309,19 +309,21 @@ def held_cells(study: Study, current: dict[str, Rows], job: TrainJob,
 
 
 def status(study: Study, store: Store, earlier: Rows = (),
-           current: dict[str, Rows] | None = None) -> StudyStatus:
+           current: dict[str, Rows] | None = None, only: tuple[str, ...] = ()) -> StudyStatus:
     """What is stored: trained systems, scored cells, and failures not yet made good, in all
     and per approach; a system the store lacks but an earlier table holds in full counts as
-    done. `current`: the earlier table's `_current` rows, where the caller has them."""
+    done. `current`: the earlier table's `_current` rows, where the caller has them; `only`:
+    shell patterns of the system names to count (all where empty)."""
     out = StudyStatus()
     if current is None:
         current = _current(study, list(earlier))
     kept = recorded(study, current)
     has_store = store.exists()
     failures = store.failures() if has_store else []
-    failed = {(f["key"], f["testset"]) for f in failures}
-    failed_bundles = {(f["bundle"], f["testset"]) for f in failures}
+    failed = {(f["key"], f["testset"]) for f in failures}  # of this very cell, not a predecessor
     for job in study.trainings:
+        if only and not any(fnmatch.fnmatchcase(job.system_id, p) for p in only):
+            continue
         sets = study.testsets_for(job)
         this = StudyStatus(systems=1)
         system = stored(job, store) if has_store else None
@@ -336,9 +338,10 @@ def status(study: Study, store: Store, earlier: Rows = (),
             this.trained = 1
             held = held_cells(study, current, job, system.row["weights_digest"])
             for testset in sets:
-                if testset.id in held or store.get(Job(system.bundle, testset).key) is not None:
+                key = Job(system.bundle, testset).key
+                if testset.id in held or store.get(key) is not None:
                     this.evaluated += 1
-                elif (system.bundle.id, testset.id) in failed_bundles:
+                elif (key, testset.id) in failed:
                     this.evaluation_failed += 1
                 else:
                     this.pending += 1
@@ -361,7 +364,8 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
     (e.g. to rewrite the results table), not after one that was done before."""
     started, done_here = time.monotonic(), 0
     current = _current(study, list(earlier))
-    todo = status(study, store, current=current).pending
+    before = status(study, store, current=current, only=only)
+    todo = before.pending + before.training_failed + before.evaluation_failed  # all retried
     kept = recorded(study, current)
     for number, job in enumerate(study.trainings, 1):
         head = f"[{number}/{len(study.trainings)}] {job.system_id}"
@@ -372,14 +376,19 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
             continue
         try:
             system = train(job, runner, store, device=device)
+        except TrainingBusy as busy:  # its controller goes on with it: on to the next system
+            say(f"{head}: skipped: {busy}")
+            continue
+        except StoreError:
+            raise  # the store itself failed: every system would; stop with its one-line error
         except RunFailure as failure:
             say(f"{head}: training FAILED ({failure.failure_class}): {failure}")
             continue
         except DataError as error:
             say(f"{head}: training FAILED (data-unavailable): {error}")
             continue
-        except UserError as error:  # e.g. another controller is training it right now
-            say(f"{head}: skipped: {error}")
+        except UserError as error:
+            say(f"{head}: training FAILED: {error}")
             continue
         stored_here = int(not system.cached)
         held = held_cells(study, current, job, system.row["weights_digest"])

@@ -10,11 +10,14 @@ written earlier counts for a plan's system only while that key is the same."""
 from __future__ import annotations
 
 import csv
+from contextlib import AbstractContextManager
 from pathlib import Path
 
+from evaluator.core import settings
 from evaluator.core.errors import UserError
-from evaluator.core.files import write_csv_atomic
-from evaluator.store.queries import latest_by_cell
+from evaluator.core.files import exclusive, write_csv_atomic
+from evaluator.core.hashing import sha256_bytes
+from evaluator.store.queries import latest_full
 from evaluator.store.store import Store
 from evaluator.training.systems import current_digest
 
@@ -34,11 +37,11 @@ def rows(store: Store, references: dict[str, str | None], families: dict[str, st
     trains = trains or {}
     systems = {s["system"]: s for s in store.systems()}  # the newest training of each name
     digests = {name: d for name in systems if (d := current_digest(name, store)) is not None}
-    latest = latest_by_cell((r for r in store.results() if r["bundle"] in systems),
-                            bundle_digests=digests)
+    latest = latest_full((r for r in store.results() if r["bundle"] in systems),
+                         digest_today=digests.get)  # a --limit sample never enters the table
     out = []
-    for (name, testset), row in sorted(latest.items()):
-        system = systems[name]
+    for row in sorted(latest, key=lambda r: (r["bundle"], r["testset"])):
+        name, testset, system = row["bundle"], row["testset"], systems[row["bundle"]]
         for metric in ("em", "f1"):
             out.append({
                 "model": name, "testset": testset, "metric": metric,
@@ -63,14 +66,26 @@ def write(table: list[dict], path: Path) -> None:
     write_csv_atomic(path, COLUMNS, table)
 
 
+def lock(path: Path) -> AbstractContextManager[None]:
+    """Held while a table is worked out from the store and written, so that of two
+    controllers sharing a plan the one that writes last writes what both have stored."""
+    name = sha256_bytes(str(Path(path).resolve()).encode())[:16]
+    return exclusive(settings.workspace_dir() / "locks" / f"table-{name}.lock")
+
+
 def read(path: Path) -> list[dict]:
-    """A table written earlier (none if there is no file); one line if it is not one."""
+    """A table written earlier (none if there is no file or an empty one); one line if it is
+    not one."""
     if not path.is_file():
         return []
-    with path.open(newline="") as handle:
-        found = list(csv.DictReader(handle))
-    missing = sorted(set(COLUMNS) - set(found[0] if found else COLUMNS))
-    if missing:
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            found, header = list(reader), reader.fieldnames or []
+    except (UnicodeDecodeError, csv.Error) as error:
+        raise UserError(f"{path}: not a results table of trained systems ({error})") from None
+    missing = sorted(set(COLUMNS) - set(header))
+    if missing and header:
         raise UserError(f"{path}: not a results table of trained systems (no column "
                         f"{missing[0]})")
     return found

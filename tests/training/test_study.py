@@ -97,13 +97,66 @@ def test_a_run_saves_after_each_system_it_stores_and_not_after_one_done_before(p
     systems it finds done (a resumed run over a large plan passes hundreds of those)."""
     found, store, runner = plans.load(plan), Store.open_default(), Dispatcher("local")
     saves: list[int] = []
-    plans.run(found, runner, store, only=("*/s0/*",), saved=lambda: saves.append(1))
-    assert len(saves) == 2  # the two seed-0 systems, trained and scored
-    saves.clear()
     said: list[str] = []
+    plans.run(found, runner, store, only=("*/s0/*",), saved=lambda: saves.append(1),
+              say=said.append)
+    assert len(saves) == 2  # the two seed-0 systems, trained and scored
+    # cells to go count the systems this run does (1 training + 2 test sets each)
+    assert [line.split(" | ")[1].split(",")[0] for line in said] == [
+        "3 cells to go", "0 cells to go"]
+    saves.clear()
+    said.clear()
     final = plans.run(found, runner, store, saved=lambda: saves.append(1), say=said.append)
     assert len(saves) == 2 and final.pending == 0  # the seed-1 systems only
     assert sum("stored earlier" in line for line in said) == 2
+
+
+def test_a_system_another_controller_trains_is_skipped_and_a_failing_store_stops_the_run(
+        plan, monkeypatch):
+    """A busy lease means another controller has the system: the run goes on to the next.
+    A store that fails (disk full, locked database) would fail every system: the run stops
+    with that error instead of reporting each system as skipped."""
+    from evaluator.store.store import StoreError
+    from evaluator.training.run import TrainingBusy
+
+    found, store, runner = plans.load(plan), Store.open_default(), Dispatcher("local")
+
+    def busy(job, *args, **kwargs):
+        raise TrainingBusy(f"{job.system_id} is being trained by another controller right now")
+
+    said: list[str] = []
+    monkeypatch.setattr(plans, "train", busy)
+    plans.run(found, runner, store, say=said.append)
+    assert len(said) == 4 and all(": skipped: " in line for line in said)
+
+    def broken(job, *args, **kwargs):
+        raise StoreError("the results store is full")
+
+    said.clear()
+    monkeypatch.setattr(plans, "train", broken)
+    with pytest.raises(StoreError, match="full"):
+        plans.run(found, runner, store, say=said.append)
+    assert said == []
+
+
+def test_a_failure_counts_for_its_own_cell_only(plan):
+    """A scoring failure recorded for an earlier version of a cell (other weights, other
+    bytes) leaves today's cell pending; one of today's cell counts it as failed."""
+    from evaluator.jobs.job import Job
+    from evaluator.training.run import train
+
+    found, store, runner = plans.load(plan), Store.open_default(), Dispatcher("local")
+    job = found.trainings[0]
+    system = train(job, runner, store)
+    testset = found.testsets_for(job)[0]
+    store.record_failure("an-earlier-cell", system.bundle.id, testset.id, "nonzero-exit",
+                         "exited with status 1", "", "local")
+    first = plans.status(found, store)
+    assert (first.trained, first.evaluation_failed, first.pending) == (1, 0, 2 + 3 * 3)
+    store.record_failure(Job(system.bundle, testset).key, system.bundle.id, testset.id,
+                         "nonzero-exit", "exited with status 1", "", "local")
+    second = plans.status(found, store)
+    assert (second.evaluation_failed, second.pending) == (1, 1 + 3 * 3)
 
 
 def test_status_by_approach_says_where_the_work_left_lies(plan):
@@ -256,12 +309,37 @@ def test_only_runs_the_systems_whose_names_match(plan, tmp_path):
     assert "/s0" not in done.stderr
 
 
-def test_a_file_that_is_not_a_results_table_is_one_line(plan, tmp_path):
+def test_a_table_is_worked_out_and_written_by_one_controller_at_a_time(plan, tmp_path,
+                                                                       workspace):
+    """Two controllers of one plan each rewrite its table from the store; holding the
+    table's lock while one works it out and writes it keeps the other from writing an older
+    picture over it."""
+    from evaluator.training import table as tables
+
     path = tmp_path / "t.csv"
-    path.write_text("model,testset\nx,y\n")
+    started = time.monotonic()
+    assert study("table", str(plan), "--out", str(path), workspace=workspace).returncode == 0
+    alone = time.monotonic() - started  # how long writing it takes with nobody in the way
+    path.unlink()
+    with tables.lock(path):
+        writer = study("table", str(plan), "--out", str(path), workspace=workspace,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(3 * alone + 1)
+        assert writer.poll() is None and not path.exists()  # waits for the lock
+    assert writer.wait(timeout=300) == 0 and path.exists()
+
+
+@pytest.mark.parametrize("content", [b"model,testset\nx,y\n", b"model,testset\n",
+                                     "model,testset\n\xe9t\xe9,y\n".encode("latin-1")])
+def test_a_file_that_is_not_a_results_table_is_one_line(plan, tmp_path, content):
+    path = tmp_path / "t.csv"
+    path.write_bytes(content)
     result = study("status", str(plan), "--table", str(path), workspace=tmp_path / "ws")
     assert result.returncode == 1 and result.stderr.strip().count("\n") == 0
     assert "not a results table" in result.stderr and "Traceback" not in result.stderr
+    run = study("run", str(plan), "--runner", "local", "--table", str(path),
+                workspace=tmp_path / "ws")
+    assert run.returncode == 1 and path.read_bytes() == content  # left as it was
 
 
 def test_a_system_another_study_holds_in_full_is_not_trained_again(plan, tmp_path):

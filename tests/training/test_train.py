@@ -297,6 +297,51 @@ def test_the_table_never_gives_a_retrained_system_its_predecessors_runs(registry
     assert rows()[(name, "tiny-test", "f1")]["bundle_digest"] == new.bundle.digest
 
 
+def test_two_controllers_freezing_the_same_weights_both_get_them(workspace, tmp_path,
+                                                                  monkeypatch):
+    """The store keeps one read-only copy per weights digest. A controller that finds the
+    copy made by another one while it was copying keeps that one and removes its own; the
+    leftover copy of a freeze that was killed is removed by the next one."""
+    from evaluator.training import run
+
+    store = Store.open_default()
+    weights = tmp_path / "model"
+    weights.mkdir()
+    (weights / "reader.pt").write_bytes(b"weights")
+    digest = run.folder_digest(weights)
+    models = store.model_path(digest).parent
+    models.mkdir(parents=True)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = models / f".partial-{digest[:16]}-{dead.pid}-killed"
+    stale.mkdir()
+    (stale / "reader.pt").write_bytes(b"half")
+    stale.chmod(0o555)
+    copy = shutil.copytree
+
+    def copied_while_another_froze(src, dst, **kwargs):
+        out = copy(src, dst, **kwargs)
+        copy(src, store.model_path(digest))  # the other controller's rename lands first
+        return out
+
+    monkeypatch.setattr(run.shutil, "copytree", copied_while_another_froze)
+    assert run._freeze(weights, store, "x") == digest
+    assert (store.model_path(digest) / "reader.pt").read_bytes() == b"weights"
+    assert sorted(p.name for p in models.iterdir()) == [digest]  # no copy left behind
+
+
+def test_a_sample_of_a_few_questions_never_stands_in_the_table_for_the_full_score(registry):
+    name = "logreg-rajpurkar@tiny-train/s0"
+    train(TrainJob(bundles.get("logreg-rajpurkar"), testsets.get("tiny-train")),
+          Dispatcher("local"), Store.open_default())
+    full = f1_of(name, "tiny-test")
+    sample = f1_of(name, "tiny-test", "local", "--limit", "5")  # stored after the full run
+    assert sample["n"] == 5 < full["n"]
+    [row] = [r for r in table.rows(Store.open_default(), {}, {})
+             if (r["model"], r["testset"], r["metric"]) == (name, "tiny-test", "f1")]
+    assert row["n"] == full["n"] and row["value"] == round(full["f1"]["value"], 4)
+
+
 def test_the_systems_table_keeps_what_another_store_wrote(registry, tmp_path):
     """`systems --table FILE` on a machine whose store lacks some systems keeps their rows
     (a committed table is never cut down to one store's systems); a file that is not such
