@@ -7,12 +7,14 @@ by importing them.
 
 from __future__ import annotations
 
+import os
 import platform
 import socket
 import subprocess
 import sys
 from functools import cache
 from importlib import metadata
+from pathlib import Path
 
 from evaluator import __version__
 from evaluator.core.settings import REPO_ROOT
@@ -44,7 +46,20 @@ def software() -> dict:
             "packages": versions}
 
 
+@cache
+def cpu() -> str:
+    """The processor's model name: trained weights can differ between CPUs (another order
+    of summation), so a system's record says which one trained it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f"{line.split(':', 1)[1].strip()} ({os.cpu_count()} cores)"
+    except OSError:
+        pass
+    return f"{platform.processor() or platform.machine()} ({os.cpu_count()} cores)"
+
+
 def provenance(started: float, finished: float, device: str | None) -> dict:
     """The record stored with one result."""
     return {**software(), "host": socket.gethostname(), "platform": platform.platform(),
-            "started_at": started, "finished_at": finished, "device": device}
+            "cpu": cpu(), "started_at": started, "finished_at": finished, "device": device}

@@ -285,6 +285,7 @@ def test_every_stored_result_carries_its_provenance(workspace):
                   if ": " in line)
     assert fields["qashift"] == __version__ and fields["python"].startswith("3.")
     assert "torch" in fields["packages"] and fields["host"] and fields["started_at"]
+    assert fields["cpu"].endswith(f"({os.cpu_count()} cores)")
     for command in ("qashift", "evaluate"):
         version = subprocess.run([command, "--version"], capture_output=True, text=True)
         assert version.stdout.strip() == f"qashift, version {__version__}"

