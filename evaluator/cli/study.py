@@ -59,7 +59,8 @@ def run_command(plan, runner, device, table_path, ledgers, only, parallel, data_
 
     def save() -> None:
         if table_path is not None:
-            with table.lock(table_path):
+            with table.lock(table_path, lambda: console.say(
+                    f"waiting for a controller to finish writing {table_path}")):
                 table.write(study.rows(found, store, earlier), table_path)
 
     final = study.run(found, dispatcher, store, device=device, earlier=earlier,
@@ -97,7 +98,7 @@ def table_command(plan, out, data_dir, workspace) -> None:
     lacks keep their rows from the file already at --out."""
     configure(data_dir, workspace)
     found = study.load(plan)
-    with table.lock(out):
+    with table.lock(out, lambda: console.say(f"waiting for a controller to finish writing {out}")):
         rows = study.rows(found, Store.open_default(), table.read(out))
         table.write(rows, out)
     click.echo(f"wrote {len(rows)} rows to {out}")

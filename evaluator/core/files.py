@@ -15,11 +15,12 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+from evaluator.core.errors import UserError
 from evaluator.core.owner import pid_alive
 
 PARTIAL_PREFIX = ".partial-"
@@ -62,19 +63,36 @@ def write_csv_atomic(target: Path, columns: Sequence[str], rows: Iterable[Mappin
 
 
 @contextmanager
-def exclusive(lock_path: Path) -> Iterator[None]:
+def exclusive(lock_path: Path, waiting: Callable[[], None] = lambda: None) -> Iterator[None]:
     """Hold an exclusive lock on `lock_path` (created if missing) while the block runs; other
-    processes asking for the same lock wait. The lock goes with the process, even on kill -9."""
+    processes asking for the same lock wait (`waiting` is called once if they must). The lock
+    goes with the process, even on kill -9. A lock that cannot be taken (a read-only folder,
+    a file system without locks) is a one-line UserError."""
     lock_path = Path(lock_path)
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as error:
+        raise UserError(f"cannot create the lock {lock_path}: {error.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            waiting()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as error:
+            raise UserError(f"cannot lock {lock_path}: {error.strerror}") from None
         yield
+    finally:
+        os.close(fd)
 
 
 def remove_tree(folder: Path) -> None:
     """Remove a folder and everything in it, read-only parts included (a frozen copy)."""
     folder = Path(folder)
+    if folder.is_symlink():
+        folder.unlink()  # the link, never what it points to
+        return
     if not folder.exists():
         return
     for path in [folder, *folder.rglob("*")]:

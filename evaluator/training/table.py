@@ -10,6 +10,7 @@ written earlier counts for a plan's system only while that key is the same."""
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -66,11 +67,12 @@ def write(table: list[dict], path: Path) -> None:
     write_csv_atomic(path, COLUMNS, table)
 
 
-def lock(path: Path) -> AbstractContextManager[None]:
+def lock(path: Path, waiting: Callable[[], None] = lambda: None) -> AbstractContextManager[None]:
     """Held while a table is worked out from the store and written, so that of two
-    controllers sharing a plan the one that writes last writes what both have stored."""
+    controllers sharing a plan the one that writes last writes what both have stored
+    (`waiting`: called if another holds it)."""
     name = sha256_bytes(str(Path(path).resolve()).encode())[:16]
-    return exclusive(settings.workspace_dir() / "locks" / f"table-{name}.lock")
+    return exclusive(settings.workspace_dir() / "locks" / f"table-{name}.lock", waiting)
 
 
 def read(path: Path) -> list[dict]:
@@ -79,13 +81,13 @@ def read(path: Path) -> list[dict]:
     if not path.is_file():
         return []
     try:
-        with path.open(newline="", encoding="utf-8") as handle:
+        with path.open(newline="", encoding="utf-8-sig") as handle:  # a spreadsheet's BOM too
             reader = csv.DictReader(handle)
             found, header = list(reader), reader.fieldnames or []
     except (UnicodeDecodeError, csv.Error) as error:
         raise UserError(f"{path}: not a results table of trained systems ({error})") from None
     missing = sorted(set(COLUMNS) - set(header))
-    if missing and header:
+    if missing and (header or found):
         raise UserError(f"{path}: not a results table of trained systems (no column "
                         f"{missing[0]})")
     return found

@@ -325,11 +325,22 @@ def test_a_table_is_worked_out_and_written_by_one_controller_at_a_time(plan, tmp
         writer = study("table", str(plan), "--out", str(path), workspace=workspace,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         time.sleep(3 * alone + 1)
-        assert writer.poll() is None and not path.exists()  # waits for the lock
-    assert writer.wait(timeout=300) == 0 and path.exists()
+        waited = writer.poll() is None and not path.exists()  # waits for the lock
+    assert writer.wait(timeout=300) == 0 and path.exists()  # released: it finishes
+    assert waited and "waiting for a controller to finish writing" in writer.stderr.read().decode()
+
+
+def test_a_table_lock_that_cannot_be_taken_is_one_line(plan, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "locks").write_text("")  # a file where the lock folder belongs
+    result = study("table", str(plan), "--out", str(tmp_path / "t.csv"), workspace=workspace)
+    assert result.returncode == 1 and "cannot create the lock" in result.stderr
+    assert result.stderr.strip().count("\n") == 0 and not (tmp_path / "t.csv").exists()
 
 
 @pytest.mark.parametrize("content", [b"model,testset\nx,y\n", b"model,testset\n",
+                                     b"\nmodel,testset\nx,y\n",
                                      "model,testset\n\xe9t\xe9,y\n".encode("latin-1")])
 def test_a_file_that_is_not_a_results_table_is_one_line(plan, tmp_path, content):
     path = tmp_path / "t.csv"

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -313,10 +314,14 @@ def test_two_controllers_freezing_the_same_weights_both_get_them(workspace, tmp_
     models.mkdir(parents=True)
     dead = subprocess.Popen(["true"])
     dead.wait()
-    stale = models / f".partial-{digest[:16]}-{dead.pid}-killed"
-    stale.mkdir()
-    (stale / "reader.pt").write_bytes(b"half")
-    stale.chmod(0o555)
+    host = socket.gethostname()
+    stale = models / f".partial-{digest[:16]}-{host}:{dead.pid}-killed"
+    live = models / f".partial-{digest[:16]}-{host}:{os.getpid()}-copying"  # still at work
+    odd = models / f".partial-{digest[:16]}-not-a-copy"
+    for folder in (stale, live, odd):
+        folder.mkdir()
+        (folder / "reader.pt").write_bytes(b"half")
+        folder.chmod(0o555)
     copy = shutil.copytree
 
     def copied_while_another_froze(src, dst, **kwargs):
@@ -327,7 +332,7 @@ def test_two_controllers_freezing_the_same_weights_both_get_them(workspace, tmp_
     monkeypatch.setattr(run.shutil, "copytree", copied_while_another_froze)
     assert run._freeze(weights, store, "x") == digest
     assert (store.model_path(digest) / "reader.pt").read_bytes() == b"weights"
-    assert sorted(p.name for p in models.iterdir()) == [digest]  # no copy left behind
+    assert sorted(p.name for p in models.iterdir()) == sorted([digest, live.name, odd.name])
 
 
 def test_a_sample_of_a_few_questions_never_stands_in_the_table_for_the_full_score(registry):
