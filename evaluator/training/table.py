@@ -96,12 +96,18 @@ def read(path: Path) -> list[dict]:
 def ledger(own: Path | None, others: tuple[Path, ...] = ()) -> list[dict]:
     """The rows a study may take as done: its own table's, then those of other studies'
     tables (`--ledger`) for cells its own does not hold, so a system two plans share is
-    trained once (a row is a system x test set x metric)."""
+    trained once (a row is a system x test set x metric). A cell is the same cell only for
+    the same training and test-set bytes: an own row of an older training never hides
+    another table's row of the current one (the plan keeps the rows that are current)."""
+    def cell_of(row: dict) -> tuple:
+        return (row["model"], row["testset"], row["metric"], row["train_key"],
+                row["testset_sha256"])
+
     out = read(own) if own is not None else []
-    seen = {(r["model"], r["testset"], r["metric"]) for r in out}
+    seen = {cell_of(r) for r in out}
     for path in others:
         for row in read(path):
-            cell = (row["model"], row["testset"], row["metric"])
+            cell = cell_of(row)
             if cell not in seen:
                 seen.add(cell)
                 out.append(row)

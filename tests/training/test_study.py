@@ -385,6 +385,32 @@ def test_a_system_another_study_holds_in_full_is_not_trained_again(plan, tmp_pat
     assert missing.returncode == 2 and "none.csv" in missing.stderr
 
 
+def test_an_own_row_of_an_older_training_does_not_hide_another_tables_current_one(
+        plan, tmp_path):
+    plan.write_text(PLAN.replace("settings: [{epochs: 1}, {epochs: 1, l2: 0.001}]",
+                                 "settings: [{epochs: 1}]").replace("seeds: [0, 1]", "seeds: [0]"))
+    population = tmp_path / "population.csv"
+    first = study("run", str(plan), "--runner", "local", "--table", str(population),
+                  workspace=tmp_path / "one")
+    assert first.returncode == 0, first.stderr
+    rows = table(population)
+    mine = tmp_path / "mine.csv"
+    with open(population, newline="") as handle:
+        full = list(csv.DictReader(handle))
+    with open(mine, "w", newline="") as handle:  # the same system, from an older training
+        writer = csv.DictWriter(handle, fieldnames=list(full[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(dict(r, train_key="0" * 64, value="1.0") for r in full)
+    status = study("status", str(plan), "--table", str(mine), "--ledger", str(population),
+                   workspace=tmp_path / "two")
+    assert "trained 1 (from the table: 1)" in status.stdout, status.stdout + status.stderr
+    done = study("run", str(plan), "--runner", "local", "--table", str(mine),
+                 "--ledger", str(population), workspace=tmp_path / "two")
+    assert done.returncode == 0 and "in the table from an earlier run" in done.stderr
+    assert "trained;" not in done.stderr  # nothing trained again
+    assert sorted(map(str, table(mine))) == sorted(map(str, rows))  # the current rows only
+
+
 def test_a_table_holds_a_reference_set_only_while_its_derived_sets_are_held_too():
     """A retrained system is scored again on a set whose derived set (an ablation of it) is
     still to be scored, so that paired comparisons find both in the store; a table's rows
