@@ -353,15 +353,21 @@ def test_a_file_that_is_not_a_results_table_is_one_line(plan, tmp_path, content)
     assert run.returncode == 1 and path.read_bytes() == content  # left as it was
 
 
-def test_a_system_another_study_holds_in_full_is_not_trained_again(plan, tmp_path):
-    """`--ledger`: a plan sharing a system with another study's table takes its rows (on its
-    own test sets) instead of training it again, and trains the rest."""
+def one_system_table(plan: Path, tmp_path: Path) -> Path:
+    """The plan cut to one system, run in its own workspace: its table."""
     plan.write_text(PLAN.replace("settings: [{epochs: 1}, {epochs: 1, l2: 0.001}]",
                                  "settings: [{epochs: 1}]").replace("seeds: [0, 1]", "seeds: [0]"))
     population = tmp_path / "population.csv"
     first = study("run", str(plan), "--runner", "local", "--table", str(population),
                   workspace=tmp_path / "one")
     assert first.returncode == 0, first.stderr
+    return population
+
+
+def test_a_system_another_study_holds_in_full_is_not_trained_again(plan, tmp_path):
+    """`--ledger`: a plan sharing a system with another study's table takes its rows (on its
+    own test sets) instead of training it again, and trains the rest."""
+    population = one_system_table(plan, tmp_path)
     other = tmp_path / "other.yaml"
     other.write_text(PLAN.replace("tiny-population", "other").replace(
         "testsets: [tiny-test, tiny-train]", "testsets: [tiny-test]").replace(
@@ -387,12 +393,7 @@ def test_a_system_another_study_holds_in_full_is_not_trained_again(plan, tmp_pat
 
 def test_an_own_row_of_an_older_training_does_not_hide_another_tables_current_one(
         plan, tmp_path):
-    plan.write_text(PLAN.replace("settings: [{epochs: 1}, {epochs: 1, l2: 0.001}]",
-                                 "settings: [{epochs: 1}]").replace("seeds: [0, 1]", "seeds: [0]"))
-    population = tmp_path / "population.csv"
-    first = study("run", str(plan), "--runner", "local", "--table", str(population),
-                  workspace=tmp_path / "one")
-    assert first.returncode == 0, first.stderr
+    population = one_system_table(plan, tmp_path)
     rows = table(population)
     mine = tmp_path / "mine.csv"
     with open(population, newline="") as handle:
