@@ -308,6 +308,11 @@ def held_cells(study: Study, current: dict[str, Rows], job: TrainJob,
     return held - {t.reference for t in sets if t.id not in held}
 
 
+def selected(job: TrainJob, only: tuple[str, ...]) -> bool:
+    """Whether `job`'s system is one of those the shell patterns `only` name (all if none)."""
+    return not only or any(fnmatch.fnmatchcase(job.system_id, p) for p in only)
+
+
 def status(study: Study, store: Store, earlier: Rows = (),
            current: dict[str, Rows] | None = None, only: tuple[str, ...] = ()) -> StudyStatus:
     """What is stored: trained systems, scored cells, and failures not yet made good, in all
@@ -322,7 +327,7 @@ def status(study: Study, store: Store, earlier: Rows = (),
     failures = store.failures() if has_store else []
     failed = {(f["key"], f["testset"]) for f in failures}  # of this very cell, not a predecessor
     for job in study.trainings:
-        if only and not any(fnmatch.fnmatchcase(job.system_id, p) for p in only):
+        if not selected(job, only):
             continue
         sets = study.testsets_for(job)
         this = StudyStatus(systems=1)
@@ -369,7 +374,7 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
     kept = recorded(study, current)
     for number, job in enumerate(study.trainings, 1):
         head = f"[{number}/{len(study.trainings)}] {job.system_id}"
-        if only and not any(fnmatch.fnmatchcase(job.system_id, p) for p in only):
+        if not selected(job, only):
             continue
         if job.system_id in kept and stored(job, store) is None:
             say(f"{head}: in the table from an earlier run")
