@@ -51,3 +51,11 @@ class RunFailure(UserError):
         super().__init__(message)
         self.failure_class = failure_class
         self.log = log
+
+
+def failure_class_of(error: UserError) -> str:
+    """The failure class a cell records for `error`: a run's own class, unreadable data, or
+    the runner that could not start it (e.g. a scheduler that rejected the job)."""
+    if isinstance(error, RunFailure):
+        return error.failure_class
+    return "data-unavailable" if isinstance(error, DataError) else "runner-error"

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from evaluator.core.errors import DataError, RunFailure, UserError
+from evaluator.core.errors import UserError, failure_class_of
 from evaluator.jobs.job import Job
 from evaluator.pipeline.cell import CellBusy, CellResult, evaluate
 from evaluator.runners.dispatch import Dispatcher
@@ -47,12 +47,8 @@ def _attempt(job: Job, runner: Dispatcher, store: Store, options: dict) -> Outco
         return None
     except StoreError:
         raise  # the store itself failed: every cell would; stop with its one-line error
-    except RunFailure as failure:
-        outcome.failure_class, outcome.message = failure.failure_class, str(failure)
-    except DataError as error:
-        outcome.failure_class, outcome.message = "data-unavailable", str(error)
-    except UserError as error:  # e.g. the scheduler rejected the job
-        outcome.failure_class, outcome.message = "runner-error", str(error)
+    except UserError as error:  # a run's failure, unreadable data, a rejected job
+        outcome.failure_class, outcome.message = failure_class_of(error), str(error)
     except Exception as error:  # noqa: BLE001 - one cell's bug never stops the matrix
         outcome.failure_class = "internal-error"
         outcome.message = f"{type(error).__name__}: {str(error)[:300]}"

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evaluator.bundles.spec import Bundle
-from evaluator.core.errors import RunFailure, UserError
+from evaluator.core.errors import RunFailure, UserError, failure_class_of
 from evaluator.core.files import PARTIAL_PREFIX, remove_tree, write_atomic, write_json_atomic
 from evaluator.core.hashing import canonical_json, folder_digest
 from evaluator.core.owner import owner_alive, owner_id, pid_alive
@@ -96,19 +96,22 @@ def _train(job: TrainJob, runner: Dispatcher, store: Store, device: str,
            progress: Callable[[dict], None]) -> TrainedSystem:
     cell = cell_dir(store, job.key)
     started = time.time()
-    request = _prepare(job, cell, device)
-    watcher = _ProgressWatch(request.checkpoint_dir / PROGRESS_FILE, progress)
-    watcher.start()
     try:
-        record = runner.runner_for(job.approach).train(request)
-        weights = _freeze(request.model_dir, store, job.system_id)
-        record.details["provenance"] = provenance(started, time.time(), record.device)
-    except RunFailure as failure:
-        store.record_failure(job.key, job.system_id, job.split.id, failure.failure_class,
-                             str(failure), failure.log, runner.name)
+        request = _prepare(job, cell, device)
+        watcher = _ProgressWatch(request.checkpoint_dir / PROGRESS_FILE, progress)
+        watcher.start()
+        try:
+            record = runner.runner_for(job.approach).train(request)
+            weights = _freeze(request.model_dir, store, job.system_id)
+            record.details["provenance"] = provenance(started, time.time(), record.device)
+        finally:
+            watcher.stop()
+    except StoreError:
+        raise  # the store itself, not this cell: nothing to record it in
+    except UserError as error:  # recorded, so `study status` counts it as failed
+        store.record_failure(job.key, job.system_id, job.split.id, failure_class_of(error),
+                             str(error), getattr(error, "log", ""), runner.name)
         raise
-    finally:
-        watcher.stop()
     row = {"key": job.key, "system": job.system_id, "approach": job.approach.id,
            "approach_digest": job.approach.digest, "split": job.split.id,
            "split_sha256": job.split.sha256, "train_size": job.size, "seed": job.seed,

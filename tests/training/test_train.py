@@ -169,14 +169,17 @@ def test_bad_approach_folders_are_one_line_errors(tmp_path):
         bundles.from_folder(folder)
 
 
-def test_a_split_that_is_not_squad_format_is_one_line(registry):
+def test_a_split_that_is_not_squad_format_is_one_line_and_a_recorded_failure(registry):
     bad = registry["sets"] / "tiny-train" / "data.json"
     bad.write_text(json.dumps({"data": [{"title": "x", "paragraphs": [{"qas": []}]}]}))
     result = CliRunner().invoke(main, ["train", "-a", "logreg-rajpurkar", "-t", "tiny-train"])
     assert result.exit_code == 1
     assert "not a SQuAD-format file" in result.stderr or "not valid" in result.stderr
-    assert not Store(registry["workspace"]).exists() or not Store(
-        registry["workspace"]).systems()
+    store = Store(registry["workspace"])
+    assert store.systems() == []
+    [failure] = store.failures()  # so a study's status counts the system as failed
+    assert (failure["bundle"], failure["failure_class"]) == ("logreg-rajpurkar@tiny-train/s0",
+                                                             "data-unavailable")
     with pytest.raises(DataError):
         testsets.get("tiny-train").load()
 
