@@ -3,8 +3,9 @@
 The cell's folder (`<workspace>/training/<key>/`) holds the train file, the config and the
 approach's checkpoints; it outlives a killed attempt, so the same command resumes from the last
 checkpoint. On success the weights are frozen: copied, read-only, to
-`<workspace>/models/<weights digest>/`, and the cell folder is removed. A crash or a time-out
-is recorded with its failure class; no system is stored for it.
+`<workspace>/models/<weights digest>/`, and the cell folder is removed. A crash, a time-out,
+an unreadable split or a runner that cannot start the job is recorded with its failure
+class; no system is stored for it.
 """
 
 from __future__ import annotations
