@@ -20,6 +20,7 @@ from evaluator.cli.main import main
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
 from evaluator.training import study as plans
+from evaluator.training import table as tables
 from tests.conftest import REPO, write_testset
 from tests.training.tiny import tiny_folders
 
@@ -395,13 +396,9 @@ def test_an_own_row_of_an_older_training_does_not_hide_another_tables_current_on
         plan, tmp_path):
     population = one_system_table(plan, tmp_path)
     rows = table(population)
-    mine = tmp_path / "mine.csv"
-    with open(population, newline="") as handle:
-        full = list(csv.DictReader(handle))
-    with open(mine, "w", newline="") as handle:  # the same system, from an older training
-        writer = csv.DictWriter(handle, fieldnames=list(full[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(dict(r, train_key="0" * 64, value="1.0") for r in full)
+    mine = tmp_path / "mine.csv"  # the same system, from an older training
+    tables.write([dict(r, train_key="0" * 64, value="1.0") for r in tables.read(population)],
+                 mine)
     status = study("status", str(plan), "--table", str(mine), "--ledger", str(population),
                    workspace=tmp_path / "two")
     assert "trained 1 (from the table: 1)" in status.stdout, status.stdout + status.stderr
