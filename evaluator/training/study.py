@@ -363,11 +363,13 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
         say: Say = lambda _: None, saved: Callable[[], None] = lambda: None) -> StudyStatus:
     """Train and evaluate every system of the plan that is neither stored nor held in full by
     an `earlier` table, one system at a time (its training, then its test sets); report
-    progress with counts and an ETA. `only`: shell patterns of system names, to run a part of
-    the plan first (e.g. `*~250/*`, the small train sizes); `parallel`: test sets of a system
-    scored at once; `saved`: called after a system whose training or scores this run stored
-    (e.g. to rewrite the results table), not after one that was done before."""
-    started, done_here = time.monotonic(), 0
+    progress with counts and an ETA, both counted from the store, so that with two
+    controllers on one plan each shows the cells and time left to both. `only`: shell
+    patterns of system names, to run a part of the plan first (e.g. `*~250/*`, the small
+    train sizes); `parallel`: test sets of a system scored at once; `saved`: called after
+    a system whose training or scores this run stored (e.g. to rewrite the results table),
+    not after one that was done before."""
+    started = time.monotonic()
     current = _current(study, list(earlier))
     before = status(study, store, current=current, only=only)
     todo = before.pending + before.training_failed + before.evaluation_failed  # all retried
@@ -401,20 +403,22 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
                 if testset.id not in held]
         # cells another controller is scoring are its to finish: go on to the next system
         report = matrix.run(jobs, runner, store, parallel=parallel, wait_for_busy=False)
-        stored_here += sum(1 for o in report.outcomes if o.result and not o.result.cached)
-        done_here += stored_here
+        found = sum(1 for o in report.outcomes if o.result and o.result.cached)
+        stored_here += len(report.outcomes) - len(report.failed) - found
         if stored_here:
             saved()
         failed = [f"{o.job.testset.id} ({o.failure_class})" for o in report.failed]
         elsewhere = f", {len(report.busy)} being scored by another controller" \
             if report.busy else ""
+        left = status(study, store, current=current, only=only).pending
+        progress = todo - left  # cells stored since the run began, here or by another run
         elapsed = time.monotonic() - started
-        left = max(0, todo - done_here)
-        eta = f", eta {elapsed / done_here * left:.0f} s" if done_here else ""
+        eta = f", eta {elapsed / progress * left:.0f} s" if progress > 0 else ""
         from_table = f" ({len(held)} more in the table)" if held else ""
+        found_line = f", {found} of them found scored already" if found else ""
         say(f"{head}: {'stored earlier' if system.cached else 'trained'}; scored on "
             f"{len(jobs) - len(failed) - len(report.busy)}/{len(jobs)} test sets{from_table}"
-            f"{elsewhere}"
+            f"{found_line}{elsewhere}"
             + (f", failed: {', '.join(failed)}" if failed else "")
             + f" | {left} cells to go{eta}")
     return status(study, store, current=current)

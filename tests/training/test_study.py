@@ -112,6 +112,28 @@ def test_a_run_saves_after_each_system_it_stores_and_not_after_one_done_before(p
     assert sum("stored earlier" in line for line in said) == 2
 
 
+def test_two_controllers_each_count_the_cells_left_to_both(plan):
+    """Cells to go (and the ETA worked out from them) are counted in the store, so a run
+    counts the work another controller of the plan did meanwhile; a system that controller
+    finished is reported as found scored, not as scored by this run."""
+    found, store, runner = plans.load(plan), Store.open_default(), Dispatcher("local")
+    last = found.trainings[-1].system_id
+    said: list[str] = []
+
+    def say(line: str) -> None:  # the other controller does the last system meanwhile
+        if not said:
+            plans.run(found, runner, store, only=(last,))
+        said.append(line)
+
+    plans.run(found, runner, store, say=say)
+    assert [line.split(" | ")[1].split(",")[0] for line in said] == [
+        "9 cells to go", "3 cells to go", "0 cells to go", "0 cells to go"]
+    assert all("eta" in line for line in said)
+    assert said[-1].startswith(f"[4/4] {last}: stored earlier; scored on 2/2 test sets, "
+                               f"2 of them found scored already |")
+    assert sum("found scored" in line for line in said) == 1
+
+
 def test_a_system_another_controller_trains_is_skipped_and_a_failing_store_stops_the_run(
         plan, monkeypatch):
     """A busy lease means another controller has the system: the run goes on to the next.
