@@ -431,7 +431,10 @@ def rows(study: Study, store: Store, earlier: Rows = ()) -> Rows:
     the plan makes it now (all of them, a part of its test sets included: they are results
     honestly obtained, and the system is trained and scored again only where it is not held
     in full), and a system trained again to the weights the table names keeps the table's
-    rows on the test sets it was not scored on again."""
+    rows on the test sets it was not scored on again. A system trained again to other
+    weights keeps the table's rows until the new weights are scored on every test set those
+    rows cover, so a table written while it is being scored (by another controller, or when
+    a session ends) loses nothing; a system's rows are always those of one set of weights."""
     current = {job.system_id: hit.row["weights_digest"] for job in study.trainings
                if (hit := stored(job, store)) is not None}
     wanted = {(job.system_id, t.id) for job in study.trainings for t in study.testsets_for(job)}
@@ -444,10 +447,16 @@ def rows(study: Study, store: Store, earlier: Rows = ()) -> Rows:
              if current.get(r["model"]) == r["weights_digest"]
              and (r["model"], r["testset"]) in wanted
              and r["testset_sha256"] == today[r["testset"]]]  # not a result on older bytes
+    earlier_rows = _current(study, list(earlier))
+    unfinished = {name for name, found in earlier_rows.items()
+                  if name in current and found[0]["weights_digest"] != current[name]
+                  and not _held_testsets(found) <= _held_testsets(
+                      [r for r in fresh if r["model"] == name])}
+    fresh = [r for r in fresh if r["model"] not in unfinished]
     scored = {(r["model"], r["testset"]) for r in fresh}
-    kept = [r for name, found in _current(study, list(earlier)).items() for r in found
-            if name not in current or (current[name] == r["weights_digest"]
-                                       and (name, r["testset"]) not in scored)]
+    kept = [r for name, found in earlier_rows.items() for r in found
+            if name not in current or name in unfinished
+            or (current[name] == r["weights_digest"] and (name, r["testset"]) not in scored)]
     return sorted(fresh + kept, key=lambda r: (r["model"], r["testset"], r["metric"]))
 
 

@@ -17,10 +17,13 @@ import pytest
 from click.testing import CliRunner
 
 from evaluator.cli.main import main
+from evaluator.jobs.job import Job
+from evaluator.pipeline import matrix
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
 from evaluator.training import study as plans
 from evaluator.training import table as tables
+from evaluator.training.run import train
 from tests.conftest import REPO, write_testset
 from tests.training.tiny import tiny_folders
 
@@ -322,6 +325,33 @@ def test_a_table_from_an_earlier_run_spares_training_its_systems_again(plan, tmp
     code.write_text(code.read_text() + "\n# a changed approach is another approach\n")
     changed = study("status", str(plan), "--table", str(path), workspace=tmp_path / "two")
     assert "trained 0," in changed.stdout and "6 cells to go" in changed.stdout
+
+
+def test_a_system_trained_again_to_other_weights_keeps_the_earlier_rows_until_scored_as_fully(
+        plan, tmp_path, monkeypatch):
+    """Weights that come out otherwise on this machine replace the earlier table's rows of
+    their system only once they are scored on every test set those rows cover: a table
+    written halfway (by another controller, or when a session ends) loses no row, and a
+    system's rows are always those of one set of weights."""
+    found, runner = plans.load(plan), Dispatcher("local")
+    job = found.trainings[0]
+    plans.run(found, runner, Store.open_default(), only=(job.system_id,))
+    elsewhere = [dict(row, weights_digest="0" * 64)  # as if trained on another machine
+                 for row in plans.rows(found, Store.open_default())]
+    assert {(r["testset"], r["metric"]) for r in elsewhere} == {
+        ("tiny-test", "em"), ("tiny-test", "f1"), ("tiny-train", "em"), ("tiny-train", "f1")}
+
+    monkeypatch.setenv("QASHIFT_WORKSPACE", str(tmp_path / "here"))
+    store = Store.open_default()
+    system = train(job, runner, store)
+    first, second = found.testsets_for(job)
+    matrix.run([Job(system.bundle, first)], runner, store)
+    assert plans.rows(found, store, elsewhere) == elsewhere
+    matrix.run([Job(system.bundle, second)], runner, store)
+    here = plans.rows(found, store, elsewhere)
+    assert {r["weights_digest"] for r in here} == {system.row["weights_digest"]}
+    assert [(r["model"], r["testset"], r["metric"]) for r in here] == [
+        (r["model"], r["testset"], r["metric"]) for r in elsewhere]
 
 
 def test_only_runs_the_systems_whose_names_match(plan, tmp_path):
