@@ -448,10 +448,12 @@ def rows(study: Study, store: Store, earlier: Rows = ()) -> Rows:
              and (r["model"], r["testset"]) in wanted
              and r["testset_sha256"] == today[r["testset"]]]  # not a result on older bytes
     earlier_rows = _current(study, list(earlier))
+    fresh_of: dict[str, Rows] = {}
+    for r in fresh:
+        fresh_of.setdefault(r["model"], []).append(r)
     unfinished = {name for name, found in earlier_rows.items()
                   if name in current and found[0]["weights_digest"] != current[name]
-                  and not _held_testsets(found) <= _held_testsets(
-                      [r for r in fresh if r["model"] == name])}
+                  and not _held_testsets(found) <= _held_testsets(fresh_of.get(name, []))}
     fresh = [r for r in fresh if r["model"] not in unfinished]
     scored = {(r["model"], r["testset"]) for r in fresh}
     kept = [r for name, found in earlier_rows.items() for r in found
