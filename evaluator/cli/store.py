@@ -1,19 +1,22 @@
-"""`qashift store check | repair`: verify a results store and rebuild what can be rebuilt."""
+"""`qashift store check | repair | import`: verify a results store, rebuild what can be
+rebuilt, and bring in what another store trained and scored."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
 from evaluator.core import console
 from evaluator.store import check as store_check
+from evaluator.store import transfer as store_transfer
 from evaluator.store.store import Store
 
 
 @click.group("store")
 def store_group() -> None:
-    """Verify and repair the results store (--workspace)."""
+    """Verify, repair and import into the results store (--workspace)."""
 
 
 @store_group.command("check")
@@ -37,3 +40,19 @@ def repair_command() -> None:
     store = Store.open_default()
     for line in store_check.repair(store):
         click.echo(line)
+
+
+@store_group.command("import")
+@click.argument("source", type=click.Path(file_okay=False, path_type=Path))
+def import_command(source: Path) -> None:
+    """Copy another store's trained systems (with their weights) and results (with their
+    objects) into this one, each verified by its digest; rows already here are kept."""
+    store = Store.open_default()
+    if source.resolve() == store.workspace.resolve():
+        console.error(f"{source} is this store already")
+        sys.exit(2)
+    report = store_transfer.import_store(store, source)
+    click.echo(f"store: {store.workspace}")
+    for line in report.lines():
+        click.echo(line)
+    sys.exit(1 if report.refused else 0)

@@ -50,14 +50,15 @@ class LocalRunner:
         for folder in (request.model_dir, request.checkpoint_dir):
             folder.mkdir(parents=True, exist_ok=True)
         return self._execute(request.approach, request.approach.train_command, request.label,
-                             request.pid_file, (), train=str(request.train_path),
+                             request.pid_file, (), request.device, train=str(request.train_path),
                              config=str(request.config_path), model=str(request.model_dir),
                              checkpoints=str(request.checkpoint_dir))
 
     def _execute(self, bundle: Bundle, command: str, label: str, pid_file: Path | None = None,
-                 cpus: tuple[int, ...] = (), **paths: str) -> RunRecord:
+                 cpus: tuple[int, ...] = (), device: str = "cpu", **paths: str) -> RunRecord:
         """`command` with its placeholders filled, in a private copy of the bundle folder, on
-        `cpus` where given."""
+        `cpus` where given. `device` is what the run was asked to use (a training's config
+        names it to the approach), recorded with the run."""
         with run_tempdir("local") as tmp:
             workdir = Path(tmp) / "bundle"
             shutil.copytree(bundle.folder, workdir, symlinks=True,  # links were checked on load
@@ -81,7 +82,7 @@ class LocalRunner:
                 cpus)
             log = read_tail(log_path)
         record = RunRecord(runner=self.name, wall_s=wall, exit_code=exit_code, log=log,
-                           peak_memory_bytes=peak, device="cpu",
+                           peak_memory_bytes=peak, device="gpu" if device == "gpu" else "cpu",
                            details={"isolated": False, "cpus": list(cpus) or None})
         if timed_out:
             raise RunFailure("timeout", f"{label} ran past its {bundle.timeout:g} s time "

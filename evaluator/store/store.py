@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import errno
 import functools
+import re
+import shutil
 import sqlite3
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 from evaluator.core import settings
 from evaluator.core.errors import UserError
-from evaluator.core.files import write_atomic
-from evaluator.core.hashing import canonical_json, sha256_bytes, sha256_of
+from evaluator.core.files import PARTIAL_PREFIX, remove_tree, write_atomic
+from evaluator.core.hashing import canonical_json, folder_digest, sha256_bytes, sha256_of
 from evaluator.core.owner import owner_alive, owner_id
 
 SCHEMA = """
@@ -192,6 +195,32 @@ class Store:
         return self.workspace / "models" / weights_digest
 
     @_one_line_errors
+    def put_model(self, folder: Path) -> str:
+        """Copy a folder of weights, read-only, to models/<its digest>; the digest. The copy
+        is a private one renamed into place, so two controllers freezing the same weights at
+        once never write into one folder: the first rename wins and the other copy goes."""
+        digest = folder_digest(folder)
+        target = self.model_path(digest)
+        if target.is_dir():
+            return digest
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_copies(target.parent, digest)
+        partial = Path(tempfile.mkdtemp(prefix=f"{PARTIAL_PREFIX}{digest[:16]}-{owner_id()}-",
+                                        dir=target.parent))
+        try:
+            shutil.copytree(folder, partial, symlinks=False, dirs_exist_ok=True)
+            for path in [partial, *partial.rglob("*")]:
+                path.chmod(0o555 if path.is_dir() else 0o444)
+            try:
+                partial.rename(target)
+            except OSError:
+                if not target.is_dir():
+                    raise
+        finally:
+            remove_tree(partial)
+        return digest
+
+    @_one_line_errors
     def put_system(self, row: dict, owner: str | None = None) -> None:
         """Record a trained system (its weights already under model_path) and release the
         train cell's lease; the row is kept as an object too, like result rows."""
@@ -274,6 +303,20 @@ class Store:
     def failures(self) -> list[dict]:
         return [dict(r) for r in self.conn.execute("SELECT * FROM failures ORDER BY id")]
 
+
+
+def _remove_stale_copies(models: Path, digest: str) -> None:
+    """Copies of these weights left by a freeze that was killed (its process is gone)."""
+    for stale in models.glob(f"{PARTIAL_PREFIX}{digest[:16]}-*"):
+        owner = _COPY_OWNER.fullmatch(stale.name[len(PARTIAL_PREFIX) + 17:])
+        if owner is not None and not owner_alive(owner.group(1)):
+            try:
+                remove_tree(stale)
+            except OSError:
+                pass  # another controller removed it first, or will
+
+
+_COPY_OWNER = re.compile(r"(.+:\d+)-[^-]+")  # host:pid-<mkdtemp's random part>
 
 
 def _setup(conn: sqlite3.Connection) -> None:

@@ -11,9 +11,7 @@ class; no system is stored for it.
 from __future__ import annotations
 
 import json
-import re
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -22,15 +20,15 @@ from pathlib import Path
 
 from evaluator.bundles.spec import Bundle
 from evaluator.core.errors import RunFailure, UserError, failure_class_of
-from evaluator.core.files import PARTIAL_PREFIX, remove_tree, write_atomic, write_json_atomic
-from evaluator.core.hashing import canonical_json, folder_digest
-from evaluator.core.owner import owner_alive, owner_id, pid_alive
+from evaluator.core.files import write_atomic, write_json_atomic
+from evaluator.core.hashing import canonical_json
+from evaluator.core.owner import pid_alive
 from evaluator.core.provenance import provenance
 from evaluator.pipeline.cell import Heartbeat
 from evaluator.runners.base import TrainRequest
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.runners.limits import kill_group
-from evaluator.store.store import Store, StoreError, explain
+from evaluator.store.store import Store, StoreError
 from evaluator.training.job import TrainJob, downsample
 
 PROGRESS_FILE = "progress.json"  # what an approach writes to {checkpoints} after each epoch
@@ -167,45 +165,7 @@ def _freeze(model_dir: Path, store: Store, label: str) -> str:
     if not model_dir.is_dir() or not any(model_dir.iterdir()):
         raise RunFailure("no-weights", f"{label}: training finished but wrote no weights "
                          f"to its model folder")
-    digest = folder_digest(model_dir)
-    target = store.model_path(digest)
-    if target.is_dir():
-        return digest
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale_copies(target.parent, digest)
-        # a copy of this process's own, so that two controllers freezing the same weights at
-        # once never write into one folder; the first rename wins and the other copy goes
-        partial = Path(tempfile.mkdtemp(prefix=f"{PARTIAL_PREFIX}{digest[:16]}-{owner_id()}-",
-                                        dir=target.parent))
-        try:
-            shutil.copytree(model_dir, partial, symlinks=False, dirs_exist_ok=True)
-            for path in [partial, *partial.rglob("*")]:
-                path.chmod(0o555 if path.is_dir() else 0o444)
-            try:
-                partial.rename(target)
-            except OSError:
-                if not target.is_dir():
-                    raise
-        finally:
-            remove_tree(partial)
-    except OSError as error:  # a full or read-only store: every system would fail the same way
-        raise StoreError(explain(error, store.workspace)) from None
-    return digest
-
-
-def _remove_stale_copies(models: Path, digest: str) -> None:
-    """Copies of these weights left by a freeze that was killed (its process is gone)."""
-    for stale in models.glob(f"{PARTIAL_PREFIX}{digest[:16]}-*"):
-        owner = _COPY_OWNER.fullmatch(stale.name[len(PARTIAL_PREFIX) + 17:])
-        if owner is not None and not owner_alive(owner.group(1)):
-            try:
-                remove_tree(stale)
-            except OSError:
-                pass  # another controller removed it first, or will
-
-
-_COPY_OWNER = re.compile(r"(.+:\d+)-[^-]+")  # host:pid-<mkdtemp's random part>
+    return store.put_model(model_dir)
 
 
 class _ProgressWatch:

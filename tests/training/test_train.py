@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -301,43 +300,6 @@ def test_the_table_never_gives_a_retrained_system_its_predecessors_runs(registry
     assert rows()[(name, "tiny-test", "f1")]["bundle_digest"] == new.bundle.digest
 
 
-def test_two_controllers_freezing_the_same_weights_both_get_them(workspace, tmp_path,
-                                                                  monkeypatch):
-    """The store keeps one read-only copy per weights digest. A controller that finds the
-    copy made by another one while it was copying keeps that one and removes its own; the
-    leftover copy of a freeze that was killed is removed by the next one."""
-    from evaluator.training import run
-
-    store = Store.open_default()
-    weights = tmp_path / "model"
-    weights.mkdir()
-    (weights / "reader.pt").write_bytes(b"weights")
-    digest = run.folder_digest(weights)
-    models = store.model_path(digest).parent
-    models.mkdir(parents=True)
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    host = socket.gethostname()
-    stale = models / f".partial-{digest[:16]}-{host}:{dead.pid}-killed"
-    live = models / f".partial-{digest[:16]}-{host}:{os.getpid()}-copying"  # still at work
-    odd = models / f".partial-{digest[:16]}-not-a-copy"
-    for folder in (stale, live, odd):
-        folder.mkdir()
-        (folder / "reader.pt").write_bytes(b"half")
-        folder.chmod(0o555)
-    copy = shutil.copytree
-
-    def copied_while_another_froze(src, dst, **kwargs):
-        out = copy(src, dst, **kwargs)
-        copy(src, store.model_path(digest))  # the other controller's rename lands first
-        return out
-
-    monkeypatch.setattr(run.shutil, "copytree", copied_while_another_froze)
-    assert run._freeze(weights, store, "x") == digest
-    assert (store.model_path(digest) / "reader.pt").read_bytes() == b"weights"
-    assert sorted(p.name for p in models.iterdir()) == sorted([digest, live.name, odd.name])
-
-
 def test_a_sample_of_a_few_questions_never_stands_in_the_table_for_the_full_score(registry):
     name = "logreg-rajpurkar@tiny-train/s0"
     train(TrainJob(bundles.get("logreg-rajpurkar"), testsets.get("tiny-train")),
@@ -381,3 +343,15 @@ def test_the_challenge_report_takes_a_trained_system_by_its_id(registry):
     assert "no stored results for derived or SAM sets" in report.stderr
     untrained = qashift("challenge", "report", "-b", "logreg-rajpurkar@tiny-train/s7")
     assert untrained.returncode == 1 and "is not trained yet" in untrained.stderr
+
+
+def test_a_training_given_the_gpu_is_recorded_so_and_one_on_the_cpu_too(registry):
+    """The local runner records the device the training was given (the config names it to
+    the approach), as the Docker runner does; logistic regression runs on the CPU either way,
+    so this runs without a GPU."""
+    runner, store = Dispatcher("local"), Store.open_default()
+    on_cpu = train(TrainJob(bundles.get("logreg-rajpurkar"), testsets.get("tiny-train")),
+                   runner, store)
+    on_gpu = train(TrainJob(bundles.get("logreg-rajpurkar"), testsets.get("tiny-train"),
+                            seed=1), runner, store, device="gpu")
+    assert (on_cpu.row["device"], on_gpu.row["device"]) == ("cpu", "gpu")

@@ -1,0 +1,109 @@
+"""`qashift store import`: bring another store's trained systems and finished cells into this one.
+
+A store made elsewhere (a GPU machine lent for a while, another workstation) holds systems
+and results that this one would otherwise train and score again. Importing copies each
+system row with its weights and each result row with its objects, verified on the way in:
+an object must hash to its name, a model folder to its weights digest, and a row whose
+objects or weights are missing or corrupt is left out (and counted), never half imported.
+Rows this store already holds are kept as they are, so importing twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evaluator.core.errors import UserError
+from evaluator.core.hashing import folder_digest, sha256_bytes
+from evaluator.store.store import Store
+
+OBJECT_FIELDS = ("predictions_sha256", "scores_sha256", "log_sha256")
+
+
+@dataclass
+class ImportReport:
+    systems: int = 0
+    results: int = 0
+    present: int = 0  # rows this store already held
+    refused: list[str] = field(default_factory=list)  # "<key>: why", one per row left out
+
+    def lines(self) -> list[str]:
+        lines = [f"imported {self.systems} trained systems and {self.results} results "
+                 f"({self.present} already here)"]
+        if self.refused:
+            lines.append(f"left out {len(self.refused)} rows whose objects or weights are "
+                         f"missing or corrupt:")
+            lines += [f"  {why}" for why in self.refused]
+        return lines
+
+
+def import_store(store: Store, source: Path) -> ImportReport:
+    """Copy `source`'s systems (with weights) and results (with objects) into `store`."""
+    rows = _rows(Path(source))
+    report = ImportReport()
+    for row in rows["systems"]:
+        if store.get_system(row["key"]):
+            report.present += 1
+        elif (why := _copy_weights(store, Path(source), row) or
+              _copy_objects(store, Path(source), row, ("log_sha256",))):
+            report.refused.append(f"{row['system']} ({row['key'][:12]}): {why}")
+        else:
+            store.put_system(row)
+            report.systems += 1
+    for row in rows["results"]:
+        if store.get(row["key"]):
+            report.present += 1
+        elif why := _copy_objects(store, Path(source), row, OBJECT_FIELDS):
+            report.refused.append(f"{row['bundle']} on {row['testset']} "
+                                  f"({row['key'][:12]}): {why}")
+        else:
+            store.put(row)
+            report.results += 1
+    return report
+
+
+def _rows(source: Path) -> dict[str, list[dict]]:
+    """The source store's system and result rows, read without writing to it."""
+    db = source / "results.sqlite"
+    if not db.is_file():
+        raise UserError(f"{source} is not a results store (no results.sqlite in it)")
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        conn.row_factory = sqlite3.Row
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            return {name: [dict(r) for r in conn.execute(f"SELECT * FROM {name} ORDER BY key")]
+                    if name in tables else [] for name in ("systems", "results")}
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise UserError(f"cannot read the results store {db}: {exc}") from None
+
+
+def _copy_objects(store: Store, source: Path, row: dict, fields: tuple[str, ...]) -> str:
+    """Copy the row's objects; why not, or "" when all are here and verified."""
+    for name in fields:
+        sha = row.get(name)
+        if not sha:
+            continue
+        path = Store(source).object_path(sha)
+        if not path.is_file():
+            return f"{name} {sha[:12]} is missing"
+        data = path.read_bytes()
+        if sha256_bytes(data) != sha:
+            return f"{name} {sha[:12]} does not match its hash"
+        store.put_object(data)
+    return ""
+
+
+def _copy_weights(store: Store, source: Path, row: dict) -> str:
+    """Copy the system's weights folder; why not, or "" when it is here and verified."""
+    digest = row["weights_digest"]
+    folder = Store(source).model_path(digest)
+    if not folder.is_dir():
+        return f"its weights {digest[:12]} are missing"
+    if folder_digest(folder) != digest:
+        return f"its weights {digest[:12]} do not match their digest"
+    store.put_model(folder)
+    return ""
