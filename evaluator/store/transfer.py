@@ -42,19 +42,22 @@ def import_store(store: Store, source: Path) -> ImportReport:
     """Copy `source`'s systems (with weights) and results (with objects) into `store`."""
     rows = _rows(Path(source))
     report = ImportReport()
+    left_out: set[str] = set()  # systems refused: their results stay out with them
     for row in rows["systems"]:
         if store.get_system(row["key"]):
             report.present += 1
         elif (why := _copy_weights(store, Path(source), row) or
               _copy_objects(store, Path(source), row, ("log_sha256",))):
             report.refused.append(f"{row['system']} ({row['key'][:12]}): {why}")
+            left_out.add(row["system"])
         else:
             store.put_system(row)
             report.systems += 1
     for row in rows["results"]:
         if store.get(row["key"]):
             report.present += 1
-        elif why := _copy_objects(store, Path(source), row, OBJECT_FIELDS):
+        elif why := ("its system was left out" if row["bundle"] in left_out else
+                     _copy_objects(store, Path(source), row, OBJECT_FIELDS)):
             report.refused.append(f"{row['bundle']} on {row['testset']} "
                                   f"({row['key'][:12]}): {why}")
         else:

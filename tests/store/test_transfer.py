@@ -58,26 +58,39 @@ def test_an_imported_system_is_neither_trained_nor_scored_again(registry, monkey
     assert len(here.results()) == 1 and len(here.systems()) == 1
 
 
-def test_rows_whose_objects_or_weights_are_corrupt_are_left_out(registry, monkeypatch):  # noqa: F811
+def test_a_result_whose_objects_are_corrupt_is_left_out(registry, monkeypatch):  # noqa: F811
     elsewhere, _ = made_elsewhere(registry, monkeypatch)
-    source = Store(elsewhere)
-    [system], [result] = source.systems(), source.results()
-    for path in source.model_path(system["weights_digest"]).rglob("*"):
+    [result] = Store(elsewhere).results()
+    predictions = Store(elsewhere).object_path(result["predictions_sha256"])
+    predictions.write_bytes(predictions.read_bytes() + b" ")
+    done = import_(elsewhere)
+    assert done.exit_code == 1
+    assert "imported 1 trained systems and 0 results" in done.output
+    assert "left out 1 rows" in done.output
+    assert "predictions_sha256" in done.output and "does not match its hash" in done.output
+    here = Store.open_default()
+    assert len(here.systems()) == 1 and here.results() == []
+    assert store_check.check(here).ok
+
+
+def test_a_system_whose_weights_are_corrupt_is_left_out_with_its_results(
+        registry, monkeypatch):  # noqa: F811
+    elsewhere, _ = made_elsewhere(registry, monkeypatch)
+    [system] = Store(elsewhere).systems()
+    for path in Store(elsewhere).model_path(system["weights_digest"]).rglob("*"):
         if path.is_file():
             os.chmod(path, 0o644)
             path.write_bytes(path.read_bytes() + b" ")
-    predictions = source.object_path(result["predictions_sha256"])
-    predictions.write_bytes(predictions.read_bytes() + b" ")
     done = import_(elsewhere)
     assert done.exit_code == 1
     assert "imported 0 trained systems and 0 results" in done.output
     assert "left out 2 rows" in done.output
     assert "do not match their digest" in done.output
-    assert "predictions_sha256" in done.output and "does not match its hash" in done.output
+    assert "its system was left out" in done.output
     here = Store.open_default()
     assert here.systems() == [] and here.results() == []
-    assert not (here.workspace / "models").exists() or not any(
-        (here.workspace / "models").iterdir())
+    models = here.workspace / "models"
+    assert not models.exists() or not any(models.iterdir())
 
 
 def test_a_folder_that_is_no_store_is_one_line(registry, tmp_path):  # noqa: F811
