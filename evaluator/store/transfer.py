@@ -5,7 +5,9 @@ and results that this one would otherwise train and score again. Importing copie
 system row with its weights and each result row with its objects, verified on the way in:
 an object must hash to its name, a model folder to its weights digest, and a row whose
 objects or weights are missing or corrupt is left out (and counted), never half imported.
-Rows this store already holds are kept as they are, so importing twice changes nothing.
+Rows this store already holds are kept as they are, so importing twice changes nothing. A
+system that a controller here is training right now is left out too (its training would
+replace the imported row on finishing); importing again once it finished brings the rest.
 """
 
 from __future__ import annotations
@@ -26,11 +28,16 @@ class ImportReport:
     systems: int = 0
     results: int = 0
     present: int = 0  # rows this store already held
+    busy: list[str] = field(default_factory=list)  # systems in training here right now
     refused: list[str] = field(default_factory=list)  # "<key>: why", one per row left out
 
     def lines(self) -> list[str]:
         lines = [f"imported {self.systems} trained systems and {self.results} results "
                  f"({self.present} already here)"]
+        if self.busy:
+            lines.append(f"left out {len(self.busy)} systems being trained here right now, "
+                         f"with their results (import again once their training ends): "
+                         f"{', '.join(self.busy)}")
         if self.refused:
             lines.append(f"left out {len(self.refused)} rows whose objects or weights are "
                          f"missing or corrupt:")
@@ -42,10 +49,14 @@ def import_store(store: Store, source: Path) -> ImportReport:
     """Copy `source`'s systems (with weights) and results (with objects) into `store`."""
     rows = _rows(Path(source))
     report = ImportReport()
-    left_out: set[str] = set()  # systems refused: their results stay out with them
+    left_out: set[str] = set()  # systems not imported: their results stay out with them
+    training = {lease["key"] for lease in store.live_leases()}
     for row in rows["systems"]:
         if store.get_system(row["key"]):
             report.present += 1
+        elif row["key"] in training:
+            report.busy.append(row["system"])
+            left_out.add(row["system"])
         elif (why := _copy_weights(store, Path(source), row) or
               _copy_objects(store, Path(source), row, ("log_sha256",))):
             report.refused.append(f"{row['system']} ({row['key'][:12]}): {why}")
@@ -56,8 +67,11 @@ def import_store(store: Store, source: Path) -> ImportReport:
     for row in rows["results"]:
         if store.get(row["key"]):
             report.present += 1
-        elif why := ("its system was left out" if row["bundle"] in left_out else
-                     _copy_objects(store, Path(source), row, OBJECT_FIELDS)):
+        elif row["bundle"] in left_out:
+            if row["bundle"] not in report.busy:
+                report.refused.append(f"{row['bundle']} on {row['testset']} "
+                                      f"({row['key'][:12]}): its system was left out")
+        elif why := _copy_objects(store, Path(source), row, OBJECT_FIELDS):
             report.refused.append(f"{row['bundle']} on {row['testset']} "
                                   f"({row['key'][:12]}): {why}")
         else:

@@ -93,6 +93,24 @@ def test_a_system_whose_weights_are_corrupt_is_left_out_with_its_results(
     assert not models.exists() or not any(models.iterdir())
 
 
+def test_a_system_in_training_here_is_left_out_until_its_training_ends(
+        registry, monkeypatch):  # noqa: F811
+    """A controller here holds the system's train lease: the imported row would be replaced
+    by that training's when it finishes, so neither it nor its results come in yet."""
+    elsewhere, _ = made_elsewhere(registry, monkeypatch)
+    [system] = Store(elsewhere).systems()
+    here = Store.open_default()
+    assert here.acquire(system["key"], system["approach"], system["split"])
+    done = import_(elsewhere)
+    assert done.exit_code == 0, done.output
+    assert "imported 0 trained systems and 0 results" in done.output
+    assert "left out 1 systems being trained here right now" in done.output
+    assert here.systems() == [] and here.results() == []
+    here.release(system["key"])
+    again = import_(elsewhere)
+    assert "imported 1 trained systems and 1 results (0 already here)" in again.output
+
+
 def test_a_folder_that_is_no_store_is_one_line(registry, tmp_path):  # noqa: F811
     done = import_(tmp_path)
     assert done.exit_code != 0
