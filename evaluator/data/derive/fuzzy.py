@@ -12,7 +12,8 @@ unless `protect_mask` is false. The answer is the masked passage token, at its o
 
 The vocabulary is the parent's token types that have a vector in spaCy's `en_core_web_md`
 (fastText-trained, 300-d: the stand-in for the paper's Common Crawl fastText); neighbours are
-exact nearest neighbours by Euclidean distance between L2-normalised vectors. Question and
+exact nearest neighbours by Euclidean distance between L2-normalised vectors, ties broken by
+the vocabulary's (sorted) order. Question and
 answer generation depends only on the passage and its own seed, never on the source.
 """
 
@@ -30,7 +31,7 @@ import numpy as np
 from evaluator.data.derive import register
 from evaluator.data.derive.splits import split_groups
 
-GENERATOR_VERSION = "fuzzy-1"
+GENERATOR_VERSION = "fuzzy-2"  # 2: ties among neighbours broken by word, the same on every CPU
 MASK = "XXXXX"
 TOKEN = re.compile(r"\w+(?:[-']\w+)*|[^\w\s]")
 SOURCES = ("uniform", "trigram", "wikipedia")
@@ -60,7 +61,13 @@ def tools() -> dict[str, str]:
 
 @dataclass
 class Neighbours:
-    """The vocabulary and each word's nearest words (exact search, normalised vectors)."""
+    """The vocabulary and each word's nearest words (exact search, normalised vectors).
+
+    Many words share one vector in `en_core_web_md`, so distances tie often; a word's
+    neighbours are the `k` first by (distance, then the word's place in the sorted
+    vocabulary), with distances in float64 rounded to 1e-9, so that the choice among ties
+    and near-ties is the same on every CPU (a partial sort's order among equal keys, and
+    float32 sums, are not)."""
 
     words: list[str]
     index: dict[str, list[str]] = field(default_factory=dict)
@@ -69,18 +76,24 @@ class Neighbours:
     def build(cls, words: list[str], k: int) -> Neighbours:
         vocab = _vectors()[0]
         words = [w for w in sorted(set(words)) if vocab.has_vector(w)]
-        vectors = np.stack([vocab.get_vector(w) for w in words]).astype(np.float32)
+        vectors = np.stack([vocab.get_vector(w) for w in words]).astype(np.float64)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        n = len(words)
+        k = min(k, n - 1)
+        margin = min(k + 16, n - 1)  # candidates past k, so ties at the k-th are all seen
         index = {}
-        for s in range(0, len(words), 1024):
+        for s in range(0, n, 1024):
             block = vectors[s:s + 1024]
-            distance = 2 - 2 * block @ vectors.T  # squared L2 of unit vectors
+            distance = np.round(2 - 2 * block @ vectors.T, 9)  # squared L2 of unit vectors
             for row in range(len(block)):
                 distance[row, s + row] = np.inf  # not one's own neighbour
-            top = np.argpartition(distance, min(k, len(words) - 1) - 1, axis=1)[:, :k]
+            top = np.argpartition(distance, margin - 1, axis=1)[:, :margin]
             for row, candidates in enumerate(top):
-                ordered = candidates[np.argsort(distance[row, candidates], kind="stable")]
-                index[words[s + row]] = [words[j] for j in ordered]
+                ordered = candidates[np.lexsort((candidates, distance[row, candidates]))]
+                if margin < n - 1 and distance[row, ordered[k - 1]] >= \
+                        distance[row, ordered[-1]]:  # ties run past the candidates
+                    ordered = np.lexsort((np.arange(n), distance[row]))
+                index[words[s + row]] = [words[j] for j in ordered[:k]]
         return cls(words, index)
 
 
