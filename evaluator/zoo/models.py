@@ -201,7 +201,7 @@ def train(recipe: Recipe, train_raw: dict, out_dir: Path, *, encoder: Path | Non
     import transformers  # lazy: heavy, for model code only
 
     meta = {
-        "recipe": asdict(recipe), "training_seconds": round(seconds, 1), "device": device,
+        "recipe": asdict(recipe), "training_seconds": round(seconds, 3), "device": device,
         "cpu_threads": torch.get_num_threads(), "machine": platform.machine(),
         "train_questions": len(examples), "train_features": n, "steps": total,
         "final_loss": round(sum(losses[-50:]) / max(1, len(losses[-50:])), 4),
