@@ -195,11 +195,12 @@ class Store:
         return self.workspace / "models" / weights_digest
 
     @_one_line_errors
-    def put_model(self, folder: Path) -> str:
-        """Copy a folder of weights, read-only, to models/<its digest>; the digest. The copy
-        is a private one renamed into place, so two controllers freezing the same weights at
-        once never write into one folder: the first rename wins and the other copy goes."""
-        digest = folder_digest(folder)
+    def put_model(self, folder: Path, digest: str | None = None) -> str:
+        """Copy a folder of weights, read-only, to models/<its digest>; the digest (`digest`:
+        the folder's, where the caller has just computed it). The copy is a private one
+        renamed into place, so two controllers freezing the same weights at once never
+        write into one folder: the first rename wins and the other copy goes."""
+        digest = digest or folder_digest(folder)
         target = self.model_path(digest)
         if target.is_dir():
             return digest

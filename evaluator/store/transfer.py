@@ -18,9 +18,8 @@ from pathlib import Path
 
 from evaluator.core.errors import UserError
 from evaluator.core.hashing import folder_digest, sha256_bytes
+from evaluator.store.check import OBJECT_FIELDS
 from evaluator.store.store import Store
-
-OBJECT_FIELDS = ("predictions_sha256", "scores_sha256", "log_sha256")
 
 
 @dataclass
@@ -47,7 +46,8 @@ class ImportReport:
 
 def import_store(store: Store, source: Path) -> ImportReport:
     """Copy `source`'s systems (with weights) and results (with objects) into `store`."""
-    rows = _rows(Path(source))
+    other = Store(Path(source))  # read through paths only: its index is opened read-only
+    rows = _rows(other)
     report = ImportReport()
     left_out: set[str] = set()  # systems not imported: their results stay out with them
     training = {lease["key"] for lease in store.live_leases()}
@@ -57,8 +57,8 @@ def import_store(store: Store, source: Path) -> ImportReport:
         elif row["key"] in training:
             report.busy.append(row["system"])
             left_out.add(row["system"])
-        elif (why := _copy_weights(store, Path(source), row) or
-              _copy_objects(store, Path(source), row, ("log_sha256",))):
+        elif (why := _copy_weights(store, other, row) or
+              _copy_objects(store, other, row, ("log_sha256",))):
             report.refused.append(f"{row['system']} ({row['key'][:12]}): {why}")
             left_out.add(row["system"])
         else:
@@ -71,7 +71,7 @@ def import_store(store: Store, source: Path) -> ImportReport:
             if row["bundle"] not in report.busy:
                 report.refused.append(f"{row['bundle']} on {row['testset']} "
                                       f"({row['key'][:12]}): its system was left out")
-        elif why := _copy_objects(store, Path(source), row, OBJECT_FIELDS):
+        elif why := _copy_objects(store, other, row, OBJECT_FIELDS):
             report.refused.append(f"{row['bundle']} on {row['testset']} "
                                   f"({row['key'][:12]}): {why}")
         else:
@@ -80,11 +80,11 @@ def import_store(store: Store, source: Path) -> ImportReport:
     return report
 
 
-def _rows(source: Path) -> dict[str, list[dict]]:
-    """The source store's system and result rows, read without writing to it."""
-    db = source / "results.sqlite"
+def _rows(other: Store) -> dict[str, list[dict]]:
+    """The other store's system and result rows, read without writing to it."""
+    db = other.db_path
     if not db.is_file():
-        raise UserError(f"{source} is not a results store (no results.sqlite in it)")
+        raise UserError(f"{other.workspace} is not a results store (no results.sqlite in it)")
     try:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         conn.row_factory = sqlite3.Row
@@ -98,13 +98,13 @@ def _rows(source: Path) -> dict[str, list[dict]]:
         raise UserError(f"cannot read the results store {db}: {exc}") from None
 
 
-def _copy_objects(store: Store, source: Path, row: dict, fields: tuple[str, ...]) -> str:
+def _copy_objects(store: Store, other: Store, row: dict, fields: tuple[str, ...]) -> str:
     """Copy the row's objects; why not, or "" when all are here and verified."""
     for name in fields:
         sha = row.get(name)
         if not sha:
             continue
-        path = Store(source).object_path(sha)
+        path = other.object_path(sha)
         if not path.is_file():
             return f"{name} {sha[:12]} is missing"
         data = path.read_bytes()
@@ -114,13 +114,15 @@ def _copy_objects(store: Store, source: Path, row: dict, fields: tuple[str, ...]
     return ""
 
 
-def _copy_weights(store: Store, source: Path, row: dict) -> str:
+def _copy_weights(store: Store, other: Store, row: dict) -> str:
     """Copy the system's weights folder; why not, or "" when it is here and verified."""
     digest = row["weights_digest"]
-    folder = Store(source).model_path(digest)
+    if store.model_path(digest).is_dir():
+        return ""  # this store froze or imported these weights already
+    folder = other.model_path(digest)
     if not folder.is_dir():
         return f"its weights {digest[:12]} are missing"
     if folder_digest(folder) != digest:
         return f"its weights {digest[:12]} do not match their digest"
-    store.put_model(folder)
+    store.put_model(folder, digest)
     return ""
