@@ -26,7 +26,8 @@ from evaluator.bundles.schema import BundleFile
 from evaluator.core import folders as registry
 from evaluator.core import settings
 from evaluator.core.errors import ConfigError, UserError
-from evaluator.core.hashing import canonical_json, folder_digest, sha256_bytes, weights_sha256
+from evaluator.core.gate import folder_digest, weights_sha256
+from evaluator.core.hashing import canonical_json, sha256_bytes
 from evaluator.core.schema import validate
 from evaluator.data.fetch import Source
 
@@ -54,6 +55,8 @@ class Bundle:
     train_command: str | None = None  # approach: {train} {config} {model} {checkpoints}
     hyperparameters: dict = field(default_factory=dict)  # approach: defaults, search
     weights_digest: str | None = None  # a trained system: its weights, part of its digest
+    system_key: str | None = None  # a trained system: its train cell, part of its digest (two
+    # systems that trained to identical weights are still two systems, two cells)
     libraries: tuple[Path, ...] = ()  # shared packages (`libraries:`), on its PYTHONPATH
 
     @property
@@ -69,6 +72,8 @@ class Bundle:
             parts.append(self.model_args)
         if self.libraries:
             parts.append({lib.name: folder_digest(lib) for lib in self.libraries})
+        if self.system_key:
+            parts.append({"system": self.system_key})
         return sha256_bytes(canonical_json(parts))
 
     def _outside_weights(self) -> str | None:

@@ -14,6 +14,8 @@ FAILURE_CLASSES = {
     "nonzero-exit": "the submission exited with a non-zero status",
     "no-predictions": "the submission wrote no predictions file",
     "no-weights": "a training run finished without writing the weights of its system",
+    "refused-files": "a file or folder the submission handed in was refused (a link, a special, "
+                     "sparse or oversized file, unreadable or too deeply nested JSON)",
     "malformed-predictions": "the predictions file is not a JSON object of id -> answer text",
     "output-too-large": "the submission wrote more to its output folder than its limit",
     "no-gpu-kernel": "the framework has no CUDA kernel for this GPU (retry with --device cpu)",

@@ -115,8 +115,7 @@ class TestSet:
             raise ConfigError(f"test set {self.id!r} is not derived")
         if spec.parent is None:
             return derive_mod.materialize(spec, self.id)
-        if self.id in spec.parents:
-            raise ConfigError(f"test set {self.id!r} derives from itself")
+        _check_derive_chain(self)
         parents = [get(name).load(mirrors) for name in spec.parents]
         if len(parents) == 1:
             return derive_mod.materialize(spec, self.id, parents[0].raw, parents[0].sha256)
@@ -128,6 +127,25 @@ class TestSet:
     def load(self, mirrors: list[Path] | None = None) -> Dataset:
         path = self.local_path(mirrors)
         return _load_dataset(str(path), self.id, self.questions, self.cluster, file_sha256(path))
+
+
+MAX_DERIVE_DEPTH = 16
+
+
+def _check_derive_chain(start: TestSet) -> None:
+    """Refuse a derive chain that loops (a -> b -> a) or is deeper than MAX_DERIVE_DEPTH, in
+    one line naming the chain, before anything is generated."""
+    stack = [(start, (start.id,))]
+    while stack:
+        testset, chain = stack.pop()
+        for name in testset.derive.parents if testset.derive is not None else ():
+            if name in chain:
+                raise ConfigError(f"{start.folder / 'testset.yaml'}: derive.from loops: "
+                                  f"{' -> '.join((*chain, name))}")
+            if len(chain) >= MAX_DERIVE_DEPTH:
+                raise ConfigError(f"{start.folder / 'testset.yaml'}: derive chain deeper "
+                                  f"than {MAX_DERIVE_DEPTH} sets: {' -> '.join(chain[:4])} ...")
+            stack.append((get(name), (*chain, name)))
 
 
 @cache

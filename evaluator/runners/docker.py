@@ -21,11 +21,9 @@ memory, CPU and process-count limits.
 from __future__ import annotations
 
 import collections
-import json
 import os
 import re
 import shutil
-import stat
 import subprocess
 import threading
 import time
@@ -44,7 +42,7 @@ from evaluator.bundles.spec import Bundle
 from evaluator.core import settings
 from evaluator.core.errors import RunFailure, UserError
 from evaluator.core.files import exclusive, run_tempdir
-from evaluator.core.hashing import folder_digest
+from evaluator.core.gate import Refused, folder_digest, read_bounded, read_json
 from evaluator.core.owner import owner_alive, owner_id
 from evaluator.qa.predict import program_args
 from evaluator.runners import hfqa, images, interrupts
@@ -186,7 +184,8 @@ class DockerRunner:
     def train(self, request: TrainRequest) -> RunRecord:
         """An approach's train command in its container: the train split read-only at
         /input/input.json, its config read-only, the weights folder writable at /output (held
-        to resources.output) and the checkpoint folder writable at /checkpoints; no network."""
+        to resources.output together with the checkpoint folder, writable at /checkpoints); no
+        network."""
         approach = request.approach
         gpus = self._gpus(approach, request.device)
         for folder in (request.model_dir, request.checkpoint_dir):
@@ -200,7 +199,8 @@ class DockerRunner:
         image_id, image_ref, image_digest = self.resolve_image(approach, program.image)
         as_run = RunRequest(approach, request.train_path, request.model_dir, request.label,
                             request.device)
-        outcome = self._run_container(as_run, program, image_id, request.model_dir, gpus)
+        outcome = self._run_container(as_run, program, image_id, request.model_dir, gpus,
+                                      also_held=(request.checkpoint_dir,))
         outcome.details.update(image=image_ref, image_id=image_id)
         record = RunRecord(runner=self.name, wall_s=outcome.wall_s, exit_code=outcome.exit_code,
                            log=outcome.log, peak_memory_bytes=outcome.peak_memory,
@@ -238,7 +238,7 @@ class DockerRunner:
         return record
 
     def _run_container(self, request: RunRequest, program: Program, image_id: str,
-                       staging: Path, gpus: int) -> _Outcome:
+                       staging: Path, gpus: int, also_held: tuple[Path, ...] = ()) -> _Outcome:
         bundle = request.bundle
         name = f"qashift-{re.sub(r'[^a-zA-Z0-9_.-]', '-', bundle.id)[:40]}-{uuid.uuid4().hex[:8]}"
         kwargs = self._container_kwargs(request, program, image_id, staging, gpus, name)
@@ -270,7 +270,7 @@ class DockerRunner:
                                      f"toolkit?); retry with --device cpu") from None
                 raise
             phases["start"] = time.perf_counter() - start
-            sampler = _ContainerWatch(container.id, staging, _output_limit(bundle),
+            sampler = _ContainerWatch(container.id, (staging, *also_held), _output_limit(bundle),
                                   on_output_exceeded=lambda: _quietly(container.kill))
             sampler.start()
             timed_out, status = False, None
@@ -478,17 +478,18 @@ def _output_limit(bundle: Bundle) -> int:
     return int(bundle.resources["output"])
 
 
-def _disk_use(folder: Path, max_files: int) -> tuple[int, int]:
-    """(bytes allocated, entries) under `folder`, without following links; stops counting
-    entries past `max_files`."""
-    total, count, stack = 0, 0, [folder]
+def _disk_use(folders: tuple[Path, ...], max_files: int) -> tuple[int, int]:
+    """(bytes, entries) under `folders`, without following links, a file counting its size
+    or its allocated blocks, whichever is more (a sparse file holds what it says it holds);
+    stops counting entries past `max_files`."""
+    total, count, stack = 0, 0, list(folders)
     while stack and count <= max_files:
         try:
             with os.scandir(stack.pop()) as entries:
                 for entry in entries:
                     count += 1
                     st = entry.stat(follow_symlinks=False)
-                    total += st.st_blocks * 512
+                    total += max(st.st_size, st.st_blocks * 512)
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(Path(entry.path))
         except OSError:
@@ -498,14 +499,15 @@ def _disk_use(folder: Path, max_files: int) -> tuple[int, int]:
 
 class _ContainerWatch:
     """Samples the container's memory high-water mark from the host's cgroup files, and the
-    size of its writable /output (the one host folder it can write), killing it past the limit.
+    size of the host folders it can write (/output; a training's checkpoints too), killing it
+    past the limit.
 
     The cgroup disappears with the container, so the last sample before exit is kept
     (cgroup v1 `memory.max_usage_in_bytes`; v2 `memory.peak` where the kernel has it). The
     output check runs every `interval`, so a fast writer overshoots by at most what it writes
     in that time.
     """
-    def __init__(self, container_id: str, output: Path | None = None,
+    def __init__(self, container_id: str, output: tuple[Path, ...] = (),
                  output_limit: int = policy.DEFAULTS["output"], on_output_exceeded=None,
                  interval: float = 0.1):
         self.files = [Path(f"/sys/fs/cgroup/memory/docker/{container_id}/"
@@ -542,7 +544,7 @@ class _ContainerWatch:
             return
 
     def _check_output(self) -> None:
-        if self.output is None or self.output_exceeded:
+        if not self.output or self.output_exceeded:
             return
         used, entries = _disk_use(self.output, MAX_OUTPUT_FILES)
         if used > self.output_limit or entries > MAX_OUTPUT_FILES:
@@ -585,23 +587,15 @@ class _LogTail:
 
 
 def _collect(produced: Path, target: Path) -> None:
-    """Copy the predictions out without following links and without reading past the limit."""
-    try:
-        fd = os.open(produced, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
+    """Copy the predictions out through the bounded reader (no link followed, no FIFO
+    waited on, nothing read past the limit)."""
+    if not os.path.lexists(produced):
         return  # load_predictions reports no-predictions
-    except OSError:
-        raise RunFailure("malformed-predictions", f"{PREDICTIONS_FILE} is a link or "
-                         f"unreadable, not a regular file") from None
-    with os.fdopen(fd, "rb") as src:
-        if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
-            raise RunFailure("malformed-predictions", f"{PREDICTIONS_FILE} is not a regular "
-                             f"file")
-        with open(target, "wb") as dst:
-            remaining = MAX_BYTES + 1  # one byte more, so the size check sees an oversize file
-            while remaining > 0 and (chunk := src.read(min(remaining, 1 << 20))):
-                dst.write(chunk)
-                remaining -= len(chunk)
+    try:
+        data = read_bounded(produced, MAX_BYTES, PREDICTIONS_FILE)
+    except Refused as exc:
+        raise RunFailure("malformed-predictions", str(exc)) from None
+    target.write_bytes(data)
 
 
 def _readable(source: Path, spare: Path) -> Path:
@@ -628,10 +622,8 @@ def _readable(source: Path, spare: Path) -> Path:
 def _read_record(path: Path) -> dict:
     """The hf-qa program's run details, if it wrote a small, well-formed JSON object."""
     try:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > 1 << 20:
-            return {}
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        record = read_json(path, 1 << 20)
+    except Refused:
         return {}
     return record if isinstance(record, dict) else {}
 

@@ -29,7 +29,7 @@ from evaluator.bundles.spec import check_links, hub_missing, hub_snapshot
 from evaluator.core import settings
 from evaluator.core.errors import RunFailure
 from evaluator.core.files import run_tempdir
-from evaluator.core.hashing import weights_sha256
+from evaluator.core.gate import Refused, read_json, weights_sha256
 from evaluator.qa.decode import QASettings
 from evaluator.qa.predict import ModelSpec, NoCUDA, pick_device, predict, program_args
 from evaluator.runners import interrupts
@@ -143,7 +143,7 @@ class HFQARunner:
             exit_code, wall, peak, timed_out = run_with_limit(
                 shlex.join(argv), Path(tmp), env, log_path, bundle.timeout, cpus=request.cpus)
             log = read_tail(log_path)
-            details = json.loads(record_path.read_text()) if record_path.is_file() else {}
+            details = _record(record_path)
         if timed_out:
             raise RunFailure("timeout", f"{bundle.id} ran past its {bundle.timeout:g} s time "
                              f"limit and was killed", log)
@@ -158,3 +158,10 @@ class HFQARunner:
                          details={**details, "in_process": False, "isolated": False})
 
 
+def _record(path: Path) -> dict:
+    """The program's run details, through the bounded reader; {} when it wrote none."""
+    try:
+        details = read_json(path, 1 << 20) if os.path.lexists(path) else {}
+    except Refused:
+        return {}
+    return details if isinstance(details, dict) else {}

@@ -8,10 +8,11 @@ warning, so one huge answer cannot make scoring cost gigabytes.
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 
 from evaluator.core.errors import RunFailure
+from evaluator.core.gate import Refused, parse_json, read_bounded
 
 MAX_BYTES = 512 << 20
 MAX_ANSWER_CHARS = 100_000
@@ -34,20 +35,15 @@ def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
 
 
 def load_predictions(path: Path) -> Predictions:
-    if not path.is_file():
+    """The predictions file, through the bounded reader (a link, FIFO or device is refused,
+    the size capped before parsing)."""
+    if not os.path.lexists(path):
         raise RunFailure("no-predictions", f"no predictions file at {path.name}")
-    if path.stat().st_size > MAX_BYTES:
-        raise RunFailure("malformed-predictions",
-                         f"predictions file is larger than {MAX_BYTES >> 20} MiB")
+    data = read_bounded(path, MAX_BYTES, f"the predictions file {path.name}")
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle, object_pairs_hook=_no_duplicates)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RunFailure("malformed-predictions", f"predictions are not valid JSON ({exc})"
-                         ) from None
-    except RecursionError:
-        raise RunFailure("malformed-predictions", "predictions nest deeper than any JSON "
-                         "object of id -> answer text") from None
+        data = parse_json(data, "the predictions file", object_pairs_hook=_no_duplicates)
+    except Refused as exc:
+        raise RunFailure("malformed-predictions", str(exc)) from None
     if not isinstance(data, dict):
         raise RunFailure("malformed-predictions", f"predictions must be a JSON object "
                          f"{{question_id: answer}}, got a {type(data).__name__}")

@@ -1,9 +1,12 @@
 """Check and repair a results store.
 
 `check` verifies the SQLite index (integrity check), every object against the sha256 that is
-its name, and that every result row's objects exist and are intact. `repair` fixes what can
+its name, that every result row's objects exist and are intact, that every row has the
+schema's types and ranges (`store.rows`), and that its EM, F1 and n are what its per-question
+scores give (a fabricated row is found, whatever its numbers). `repair` fixes what can
 be fixed without guessing: leftover partial writes are removed, corrupt objects are moved to
-`quarantine/`, rows whose objects are gone are dropped (their cells are simply recomputed),
+`quarantine/`, rows whose objects are gone or that fail the schema or their scores are
+dropped (their cells are simply recomputed),
 and a corrupt or missing index is rebuilt from the row objects that every stored result and
 every trained system also writes (`ROW_MARK`; a system only while its weights are still
 under `models/`). Failure records and leases live only in the index: a rebuilt index starts
@@ -21,7 +24,9 @@ from pathlib import Path
 
 from evaluator.core.files import PARTIAL_PREFIX
 from evaluator.core.hashing import sha256_of
+from evaluator.store.rows import result_problem, system_problem
 from evaluator.store.store import RESULT_FIELDS, ROW_MARK, SYSTEM_FIELDS, Store
+from evaluator.store.units import scores_problem
 
 OBJECT_FIELDS = ("predictions_sha256", "scores_sha256", "log_sha256")
 
@@ -35,21 +40,24 @@ class Report:
     corrupt_objects: list[str] = field(default_factory=list)
     partial_files: list[str] = field(default_factory=list)
     rows_missing_objects: list[str] = field(default_factory=list)  # result keys
+    rows_invalid: dict[str, str] = field(default_factory=dict)  # result key -> why
 
     @property
     def ok(self) -> bool:
         return self.index_ok and not (self.corrupt_objects or self.partial_files or
-                                      self.rows_missing_objects)
+                                      self.rows_missing_objects or self.rows_invalid)
 
     def lines(self) -> list[str]:
         out = [f"index: {'ok' if self.index_ok else 'CORRUPT: ' + self.index_problem}",
                f"objects: {self.objects} ({len(self.corrupt_objects)} corrupt, "
                f"{len(self.partial_files)} partial writes)",
                f"results: {self.rows} ({len(self.rows_missing_objects)} with missing or corrupt "
-               f"objects)"]
+               f"objects, {len(self.rows_invalid)} failing the schema or their scores)"]
         out += [f"  corrupt object {sha}" for sha in self.corrupt_objects[:20]]
         out += [f"  result {key[:16]} lacks an object" for key in
                 self.rows_missing_objects[:20]]
+        out += [f"  result {str(key)[:16]}: {why}" for key, why in
+                list(self.rows_invalid.items())[:20]]
         return out
 
 
@@ -93,11 +101,14 @@ def check(store: Store) -> Report:
         return report
     report.rows = len(rows)
     for row in rows:
-        for name in OBJECT_FIELDS:
-            sha = row.get(name)
-            if sha and (sha in bad or not store.object_path(sha).is_file()):
-                report.rows_missing_objects.append(row["key"])
-                break
+        if why := result_problem(row):
+            report.rows_invalid[row["key"]] = why
+            continue
+        if any(row.get(name) and (row[name] in bad or not store.object_path(row[name]).is_file())
+               for name in OBJECT_FIELDS):
+            report.rows_missing_objects.append(row["key"])
+        elif why := scores_problem(row, store.get_object(row["scores_sha256"])):
+            report.rows_invalid[row["key"]] = why
     return report
 
 
@@ -123,6 +134,11 @@ def repair(store: Store) -> list[str]:
             store.delete(key)
         done.append(f"dropped {len(report.rows_missing_objects)} results whose objects are "
                     f"gone (those cells run again)")
+    if report.rows_invalid:
+        for key in report.rows_invalid:
+            store.delete(key)
+        done.append(f"dropped {len(report.rows_invalid)} results that fail the schema or "
+                    f"their scores (those cells run again)")
     return done or ["nothing to repair"]
 
 
@@ -144,13 +160,16 @@ def _rebuild_index(store: Store, problem: str) -> list[str]:
             continue
         kind, row = found
         seen = newest[kind].get(row["key"])
+        if not isinstance(row["created_at"], int | float) or not isinstance(row["key"], str):
+            continue  # not a row this store wrote; the schema check refuses it anyway
         if seen is None or row["created_at"] > seen["created_at"]:
             newest[kind][row["key"]] = row
     for row in newest["row"].values():
-        if all(not row.get(f) or store.object_path(row[f]).is_file() for f in OBJECT_FIELDS):
+        if not result_problem(row) and all(not row.get(f) or store.object_path(row[f]).is_file()
+                                           for f in OBJECT_FIELDS):
             store.put(row, owner="repair")
     systems = [row for row in newest["system"].values()
-               if store.model_path(row["weights_digest"]).is_dir()]
+               if not system_problem(row) and store.model_path(row["weights_digest"]).is_dir()]
     for row in systems:
         store.put_system(row, owner="repair")
     done.append(f"rebuilt the index from {len(newest['row'])} stored result rows and "

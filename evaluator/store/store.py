@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import functools
 import re
-import shutil
 import sqlite3
 import tempfile
 import threading
@@ -22,7 +21,8 @@ from pathlib import Path
 from evaluator.core import settings
 from evaluator.core.errors import UserError
 from evaluator.core.files import PARTIAL_PREFIX, remove_tree, write_atomic
-from evaluator.core.hashing import canonical_json, folder_digest, sha256_bytes, sha256_of
+from evaluator.core.gate import Limits, is_digest, walk
+from evaluator.core.hashing import canonical_json, sha256_bytes, sha256_of
 from evaluator.core.owner import owner_alive, owner_id
 
 SCHEMA = """
@@ -147,7 +147,7 @@ class Store:
 
     # objects -----------------------------------------------------------------
     def object_path(self, sha256: str) -> Path:
-        return self.workspace / "objects" / sha256[:2] / sha256
+        return self.workspace / "objects" / sha256[:2] / _checked_digest(sha256)
 
     @_one_line_errors
     def put_object(self, data: bytes) -> str:
@@ -179,6 +179,22 @@ class Store:
         self.put_object(canonical_json({ROW_MARK: 1, "row": row}))
         self._insert_and_release("results", RESULT_FIELDS, row, owner)
 
+    @_one_line_errors
+    def put_many(self, systems: list[dict], results: list[dict]) -> None:
+        """Insert trained systems and results (their objects and weights already stored) in
+        one transaction: all of them or none. Each row is kept as an object too."""
+        for kind, rows in (("system", systems), ("row", results)):
+            for row in rows:
+                self.put_object(canonical_json({ROW_MARK: 1, kind: row}))
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            for table, fields, rows in (("systems", SYSTEM_FIELDS, systems),
+                                        ("results", RESULT_FIELDS, results)):
+                self.conn.executemany(
+                    f"INSERT OR IGNORE INTO {table} ({', '.join(fields)}) "
+                    f"VALUES ({', '.join('?' for _ in fields)})",
+                    [[row.get(f) for f in fields] for row in rows])
+
     def _insert_and_release(self, table: str, fields: tuple[str, ...], row: dict,
                             owner: str | None) -> None:
         """Insert a finished cell's row and release its lease, in one transaction."""
@@ -192,33 +208,35 @@ class Store:
 
     # trained systems: one row per finished train cell; weights under models/ --------
     def model_path(self, weights_digest: str) -> Path:
-        return self.workspace / "models" / weights_digest
+        return self.workspace / "models" / _checked_digest(weights_digest)
 
     @_one_line_errors
-    def put_model(self, folder: Path, digest: str | None = None) -> str:
-        """Copy a folder of weights, read-only, to models/<its digest>; the digest (`digest`:
-        the folder's, where the caller has just computed it). The copy is a private one
-        renamed into place, so two controllers freezing the same weights at once never
-        write into one folder: the first rename wins and the other copy goes."""
-        digest = digest or folder_digest(folder)
-        target = self.model_path(digest)
-        if target.is_dir():
-            return digest
-        target.parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale_copies(target.parent, digest)
-        partial = Path(tempfile.mkdtemp(prefix=f"{PARTIAL_PREFIX}{digest[:16]}-{owner_id()}-",
-                                        dir=target.parent))
+    def put_model(self, folder: Path, expected: str | None = None,
+                  limits: Limits | None = None, label: str = "") -> str:
+        """Walk a folder of weights through the gate, copying exactly what it hashes,
+        read-only, to models/<its digest>; the digest. With `expected`, a folder that hashes
+        to anything else is refused and nothing is stored. The copy is a private one renamed
+        into place, so two controllers freezing the same weights at once never write into
+        one folder: the first rename wins and the other copy goes."""
+        models = self.workspace / "models"
+        models.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(prefix=f"{PARTIAL_PREFIX}{owner_id()}-", dir=models))
         try:
-            shutil.copytree(folder, partial, symlinks=False, dirs_exist_ok=True)
-            for path in [partial, *partial.rglob("*")]:
-                path.chmod(0o555 if path.is_dir() else 0o444)
-            try:
-                partial.rename(target)
-            except OSError:
-                if not target.is_dir():
-                    raise
+            digest = walk(folder, target=partial / "w", limits=limits or Limits(),
+                          label=label or str(folder)).digest
+            if expected is not None and digest != expected:
+                raise UserError(f"{label or folder}: its weights hash to {digest[:12]}, not "
+                                f"to the {expected[:12]} its row names; refused")
+            target = self.model_path(digest)
+            if not target.is_dir():
+                try:
+                    (partial / "w").rename(target)
+                except OSError:
+                    if not target.is_dir():
+                        raise
         finally:
             remove_tree(partial)
+        _remove_stale_copies(models)
         return digest
 
     @_one_line_errors
@@ -306,10 +324,17 @@ class Store:
 
 
 
-def _remove_stale_copies(models: Path, digest: str) -> None:
-    """Copies of these weights left by a freeze that was killed (its process is gone)."""
-    for stale in models.glob(f"{PARTIAL_PREFIX}{digest[:16]}-*"):
-        owner = _COPY_OWNER.fullmatch(stale.name[len(PARTIAL_PREFIX) + 17:])
+def _checked_digest(digest: str) -> str:
+    """A digest names a file under the store, never a path: 64 hex characters or refused."""
+    if not is_digest(digest):
+        raise UserError(f"{str(digest)[:80]!r} is not a sha256 digest (64 hex characters)")
+    return digest
+
+
+def _remove_stale_copies(models: Path) -> None:
+    """Copies of weights left by a freeze that was killed (its process is gone)."""
+    for stale in models.glob(f"{PARTIAL_PREFIX}*"):
+        owner = _COPY_OWNER.fullmatch(stale.name[len(PARTIAL_PREFIX):])
         if owner is not None and not owner_alive(owner.group(1)):
             try:
                 remove_tree(stale)

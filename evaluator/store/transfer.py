@@ -1,25 +1,45 @@
 """`qashift store import`: bring another store's trained systems and finished cells into this one.
 
 A store made elsewhere (a GPU machine lent for a while, another workstation) holds systems
-and results that this one would otherwise train and score again. Importing copies each
-system row with its weights and each result row with its objects, verified on the way in:
-an object must hash to its name, a model folder to its weights digest, and a row whose
-objects or weights are missing or corrupt is left out (and counted), never half imported.
-Rows this store already holds are kept as they are, so importing twice changes nothing. A
-system that a controller here is training right now is left out too (its training would
-replace the imported row on finishing); importing again once it finished brings the rest.
+and results that this one would otherwise train and score again. It is hostile input in every
+byte: its index is opened read-only, with SQLite's schema code distrusted and only the known
+columns of the two known tables read, row by row, up to a bound; every row is checked against
+the schema (`store.rows`); every object it names is read through the bounded reader and must
+hash to its name; every weights folder is walked through the gate and must hash to the digest
+its row names; a result row's scores must be what its per-question scores give.
+
+Everything is verified and staged first, then moved in, and the rows are inserted in one
+transaction: an import that is refused or cannot finish leaves this store's rows as they
+were. Rows this store already holds are kept as they are, so importing twice changes
+nothing. A system that a controller here is training right now is left out too (its training
+would replace the imported row on finishing); importing again once it finished brings the
+rest. A row that fails a check is left out and counted, with its reason, never half imported;
+the results of a left-out system stay out with it.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluator.core.errors import UserError
-from evaluator.core.hashing import folder_digest, sha256_bytes
+from evaluator.core.files import PARTIAL_PREFIX, remove_tree, write_atomic
+from evaluator.core.gate import Refused, read_bounded, walk
+from evaluator.core.hashing import sha256_bytes
+from evaluator.core.owner import owner_id
 from evaluator.store.check import OBJECT_FIELDS
-from evaluator.store.store import Store
+from evaluator.store.rows import result_problem, system_problem
+from evaluator.store.store import RESULT_FIELDS, SYSTEM_FIELDS, Store
+from evaluator.store.units import scores_problem
+
+MAX_ROWS = 500_000  # per table
+OBJECT_CAP = 1 << 30
+TEXT_CAP = 2 << 20  # a longer text value is cut, and its row then fails the schema
 
 
 @dataclass
@@ -38,91 +58,176 @@ class ImportReport:
                          f"with their results (import again once their training ends): "
                          f"{', '.join(self.busy)}")
         if self.refused:
-            lines.append(f"left out {len(self.refused)} rows whose objects or weights are "
-                         f"missing or corrupt:")
+            lines.append(f"left out {len(self.refused)} rows that failed a check (schema, "
+                         f"objects, weights or scores):")
             lines += [f"  {why}" for why in self.refused]
         return lines
 
 
 def import_store(store: Store, source: Path) -> ImportReport:
     """Copy `source`'s systems (with weights) and results (with objects) into `store`."""
-    other = Store(Path(source))  # read through paths only: its index is opened read-only
-    rows = _rows(other)
-    report = ImportReport()
-    left_out: set[str] = set()  # systems not imported: their results stay out with them
-    training = {lease["key"] for lease in store.live_leases()}
-    for row in rows["systems"]:
-        if store.get_system(row["key"]):
-            report.present += 1
-        elif row["key"] in training:
-            report.busy.append(row["system"])
-            left_out.add(row["system"])
-        elif (why := _copy_weights(store, other, row) or
-              _copy_objects(store, other, row, ("log_sha256",))):
-            report.refused.append(f"{row['system']} ({row['key'][:12]}): {why}")
-            left_out.add(row["system"])
-        else:
-            store.put_system(row)
-            report.systems += 1
-    for row in rows["results"]:
-        if store.get(row["key"]):
-            report.present += 1
-        elif row["bundle"] in left_out:
-            if row["bundle"] not in report.busy:
-                report.refused.append(f"{row['bundle']} on {row['testset']} "
-                                      f"({row['key'][:12]}): its system was left out")
-        elif why := _copy_objects(store, other, row, OBJECT_FIELDS):
-            report.refused.append(f"{row['bundle']} on {row['testset']} "
-                                  f"({row['key'][:12]}): {why}")
-        else:
-            store.put(row)
-            report.results += 1
-    return report
+    other = Store(Path(source))
+    staging = Path(tempfile.mkdtemp(prefix=f"{PARTIAL_PREFIX}import-{owner_id()}-",
+                                    dir=_made(store.workspace)))
+    try:
+        batch = _Batch(store, other, staging)
+        report = batch.verify(_rows(other, "systems", SYSTEM_FIELDS),
+                              _rows(other, "results", RESULT_FIELDS))
+        batch.commit()
+        return report
+    finally:
+        remove_tree(staging)
 
 
-def _rows(other: Store) -> dict[str, list[dict]]:
-    """The other store's system and result rows, read without writing to it."""
+def _made(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+class _Batch:
+    """What an import verified and staged, moved into the store only when all is checked."""
+
+    def __init__(self, store: Store, other: Store, staging: Path):
+        self.store, self.other, self.staging = store, other, staging
+        self.objects: dict[str, Path] = {}  # sha -> staged file
+        self.models: dict[str, Path] = {}  # weights digest -> staged folder
+        self.systems: list[dict] = []
+        self.results: list[dict] = []
+
+    def verify(self, systems: Iterator[dict], results: Iterator[dict]) -> ImportReport:
+        report = ImportReport()
+        left_out: set[str] = set()
+        training = {lease["key"] for lease in self.store.live_leases()}
+        for row in systems:
+            label = f"{str(row.get('system'))[:80]} ({str(row.get('key'))[:12]})"
+            if (why := system_problem(row)):
+                report.refused.append(f"{label}: {why}")
+                left_out.add(str(row.get("system")))
+            elif self.store.get_system(row["key"]):
+                report.present += 1
+            elif row["key"] in training:
+                report.busy.append(row["system"])
+                left_out.add(row["system"])
+            elif why := self._weights(row) or self._objects(row, ("log_sha256",)):
+                report.refused.append(f"{label}: {why}")
+                left_out.add(row["system"])
+            else:
+                self.systems.append(row)
+                report.systems += 1
+        for row in results:
+            label = (f"{str(row.get('bundle'))[:80]} on {str(row.get('testset'))[:80]} "
+                     f"({str(row.get('key'))[:12]})")
+            if (why := result_problem(row)):
+                report.refused.append(f"{label}: {why}")
+            elif self.store.get(row["key"]):
+                report.present += 1
+            elif row["bundle"] in left_out:
+                if row["bundle"] not in report.busy:
+                    report.refused.append(f"{label}: its system was left out")
+            elif why := self._objects(row, OBJECT_FIELDS) or self._scores(row):
+                report.refused.append(f"{label}: {why}")
+            else:
+                self.results.append(row)
+                report.results += 1
+        return report
+
+    def _objects(self, row: dict, fields: tuple[str, ...]) -> str:
+        """Stage the row's objects; why not, or "" when all are verified."""
+        for name in fields:
+            sha = row.get(name)
+            if not sha or sha in self.objects or self.store.get_object(sha) is not None:
+                continue
+            path = self.other.object_path(sha)
+            if not os.path.lexists(path):
+                return f"{name} {sha[:12]} is missing"
+            try:
+                data = read_bounded(path, OBJECT_CAP, f"{name} {sha[:12]}")
+            except Refused as exc:
+                return str(exc)
+            if sha256_bytes(data) != sha:
+                return f"{name} {sha[:12]} does not match its hash"
+            staged = self.staging / "objects" / sha
+            write_atomic(staged, data)
+            self.objects[sha] = staged
+        return ""
+
+    def _weights(self, row: dict) -> str:
+        """Stage the system's weights through the gate; why not, or "" when verified."""
+        digest = row["weights_digest"]
+        if digest in self.models or self.store.model_path(digest).is_dir():
+            return ""
+        folder = self.other.model_path(digest)
+        if not os.path.lexists(folder):
+            return f"its weights {digest[:12]} are missing"
+        staged = self.staging / "models" / digest
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            found = walk(folder, target=staged, label=f"its weights {digest[:12]}").digest
+        except Refused as exc:
+            remove_tree(staged)
+            return str(exc)
+        if found != digest:
+            remove_tree(staged)
+            return f"its weights {digest[:12]} do not match their digest"
+        self.models[digest] = staged
+        return ""
+
+    def _scores(self, row: dict) -> str:
+        data = self._object_bytes(row["scores_sha256"])
+        return scores_problem(row, data)
+
+    def _object_bytes(self, sha: str) -> bytes | None:
+        if sha in self.objects:
+            return self.objects[sha].read_bytes()
+        return self.store.get_object(sha)
+
+    def commit(self) -> None:
+        """Move the staged objects and weights in, then insert every row in one transaction."""
+        for sha, staged in self.objects.items():
+            target = self.store.object_path(sha)
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(staged, target)
+        for digest, staged in self.models.items():
+            target = self.store.model_path(digest)
+            if not target.is_dir():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                staged.rename(target)
+        self.store.put_many(self.systems, self.results)
+
+
+def _rows(other: Store, table: str, fields: tuple[str, ...]) -> Iterator[dict]:
+    """The other store's rows of `table`, known columns only, read without writing to it and
+    without running any of its schema's code."""
     db = other.db_path
-    if not db.is_file():
-        raise UserError(f"{other.workspace} is not a results store (no results.sqlite in it)")
+    try:
+        info = os.lstat(db)
+    except OSError:
+        raise UserError(f"{other.workspace} is not a results store (no results.sqlite in "
+                        f"it)") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise UserError(f"{db} is not a regular file; refused")
+    rows: list[dict] = []
     try:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        conn.row_factory = sqlite3.Row
         try:
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-            return {name: [dict(r) for r in conn.execute(f"SELECT * FROM {name} ORDER BY key")]
-                    if name in tables else [] for name in ("systems", "results")}
+            conn.execute("PRAGMA trusted_schema = OFF")
+            conn.execute("PRAGMA query_only = ON")
+            kinds = dict(conn.execute("SELECT name, type FROM sqlite_master "
+                                      "WHERE name IN ('systems', 'results')"))
+            if kinds.get(table) != "table":
+                return iter(())
+            columns = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+            wanted = [f for f in fields if f in columns]
+            bounded = ", ".join(f"CASE typeof({f}) WHEN 'text' THEN substr({f}, 1, {TEXT_CAP})"
+                                f" WHEN 'blob' THEN NULL ELSE {f} END" for f in wanted)
+            cursor = conn.execute(f"SELECT {bounded} FROM {table} LIMIT {MAX_ROWS + 1}")
+            for values in cursor:
+                rows.append(dict(zip(wanted, values, strict=True)))
+                if len(rows) > MAX_ROWS:
+                    raise UserError(f"{db} holds more than {MAX_ROWS:,} {table}; refused")
         finally:
             conn.close()
     except sqlite3.Error as exc:
         raise UserError(f"cannot read the results store {db}: {exc}") from None
-
-
-def _copy_objects(store: Store, other: Store, row: dict, fields: tuple[str, ...]) -> str:
-    """Copy the row's objects; why not, or "" when all are here and verified."""
-    for name in fields:
-        sha = row.get(name)
-        if not sha:
-            continue
-        path = other.object_path(sha)
-        if not path.is_file():
-            return f"{name} {sha[:12]} is missing"
-        data = path.read_bytes()
-        if sha256_bytes(data) != sha:
-            return f"{name} {sha[:12]} does not match its hash"
-        store.put_object(data)
-    return ""
-
-
-def _copy_weights(store: Store, other: Store, row: dict) -> str:
-    """Copy the system's weights folder; why not, or "" when it is here and verified."""
-    digest = row["weights_digest"]
-    if store.model_path(digest).is_dir():
-        return ""  # this store froze or imported these weights already
-    folder = other.model_path(digest)
-    if not folder.is_dir():
-        return f"its weights {digest[:12]} are missing"
-    if folder_digest(folder) != digest:
-        return f"its weights {digest[:12]} do not match their digest"
-    store.put_model(folder, digest)
-    return ""
+    return iter(rows)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from evaluator.core.errors import RunFailure
 from evaluator.core.hashing import canonical_json
-from evaluator.scoring.squad_v1 import Unit
+from evaluator.scoring.squad_v1 import Scores, Unit
 from evaluator.store.store import Store
 
 
@@ -26,3 +26,23 @@ def load_units(store: Store, row: dict) -> list[Unit]:
                          f"{row['bundle']} x {row['testset']} are missing or corrupt; "
                          f"re-run with --rerun")
     return [Unit(*u) for u in json.loads(data)["units"]]
+
+
+def scores_problem(row: dict, data: bytes | None) -> str:
+    """Why a result row's EM, F1 and n are not what its per-question scores object gives;
+    "" when they are."""
+    if data is None:
+        return "its per-question scores are missing or corrupt"
+    try:
+        doc = json.loads(data)
+        units = [Unit(*u) for u in doc["units"]]
+        scores = Scores(str(doc["scorer"]), tuple(units), len(units), 0, 0)
+        em, f1 = scores.em, scores.f1
+    except (ValueError, TypeError, KeyError, RecursionError):
+        return "its per-question scores cannot be read"
+    if len(units) != row["n"]:
+        return f"n is {row['n']} but its per-question scores hold {len(units)}"
+    if abs(em - row["em"]) > 1e-9 or abs(f1 - row["f1"]) > 1e-9:
+        return (f"its EM/F1 {row['em']:.3f}/{row['f1']:.3f} are not the {em:.3f}/{f1:.3f} "
+                f"its per-question scores give")
+    return ""

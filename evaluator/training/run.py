@@ -11,6 +11,7 @@ class; no system is stored for it.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import threading
 import time
@@ -21,6 +22,7 @@ from pathlib import Path
 from evaluator.bundles.spec import Bundle
 from evaluator.core.errors import RunFailure, UserError, failure_class_of
 from evaluator.core.files import write_atomic, write_json_atomic
+from evaluator.core.gate import Limits, Refused, read_json, walk
 from evaluator.core.hashing import canonical_json
 from evaluator.core.owner import pid_alive
 from evaluator.core.provenance import provenance
@@ -59,7 +61,7 @@ def system_bundle(job: TrainJob, row: dict, store: Store) -> Bundle:
         resources=approach.resources, metadata=metadata,
         model={"path": str(store.model_path(row["weights_digest"])),
                "sha256": row["weights_digest"]},
-        weights_digest=row["weights_digest"], libraries=approach.libraries)
+        weights_digest=row["weights_digest"], system_key=job.key, libraries=approach.libraries)
 
 
 def stored(job: TrainJob, store: Store) -> TrainedSystem | None:
@@ -101,7 +103,7 @@ def _train(job: TrainJob, runner: Dispatcher, store: Store, device: str,
         watcher.start()
         try:
             record = runner.runner_for(job.approach).train(request)
-            weights = _freeze(request.model_dir, store, job.system_id)
+            weights = _freeze(request, store, int(job.approach.resources["output"]))
             record.details["provenance"] = provenance(started, time.time(), record.device)
         finally:
             watcher.stop()
@@ -160,12 +162,18 @@ def _stop_orphan(pid_file: Path) -> None:
     pid_file.unlink(missing_ok=True)
 
 
-def _freeze(model_dir: Path, store: Store, label: str) -> str:
-    """Copy the weights, read-only, to the store's models/<digest>; the digest."""
-    if not model_dir.is_dir() or not any(model_dir.iterdir()):
+def _freeze(request: TrainRequest, store: Store, output_cap: int) -> str:
+    """Walk the checkpoints and the weights through the gate, together held to the
+    approach's output cap in bytes written; copy the weights, read-only, to the store's
+    models/<digest>; the digest."""
+    label, model_dir = request.label, request.model_dir
+    kept = walk(request.checkpoint_dir, limits=Limits(total_bytes=output_cap),
+                label=f"{label}: its checkpoints").total_bytes
+    if not model_dir.is_dir() or model_dir.is_symlink() or not any(model_dir.iterdir()):
         raise RunFailure("no-weights", f"{label}: training finished but wrote no weights "
                          f"to its model folder")
-    return store.put_model(model_dir)
+    return store.put_model(model_dir, limits=Limits(total_bytes=max(0, output_cap - kept)),
+                           label=f"{label}: its weights")
 
 
 class _ProgressWatch:
@@ -190,20 +198,30 @@ class _ProgressWatch:
             self._look()
 
     def _look(self) -> None:
-        try:
-            data = self.path.read_bytes()
-            doc = json.loads(data)
-        except (OSError, ValueError):
-            return
-        if data != self._last and isinstance(doc, dict):
-            self._last = data
+        doc = _progress(self.path)
+        if doc is not None and doc != self._last:
+            self._last = doc
             self.report(doc)
+
+
+PROGRESS_FIELDS = ("epoch", "epochs", "step", "steps", "loss", "eta_s")
+PROGRESS_CAP = 64 << 10
+
+
+def _progress(path: Path) -> dict | None:
+    """The numbers of a progress document the approach wrote, through the bounded reader;
+    None for a missing, refused or unreadable one (progress is shown, never trusted)."""
+    try:
+        doc = read_json(path, PROGRESS_CAP)
+    except Refused:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    return {k: doc[k] for k in PROGRESS_FIELDS
+            if isinstance(doc.get(k), int | float) and not isinstance(doc.get(k), bool)
+            and math.isfinite(doc[k])}
 
 
 def read_progress(store: Store, key: str) -> dict | None:
     """The last progress document of a train cell that is running (for `qashift status`)."""
-    try:
-        doc = json.loads((cell_dir(store, key) / "checkpoints" / PROGRESS_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
+    return _progress(cell_dir(store, key) / "checkpoints" / PROGRESS_FILE)

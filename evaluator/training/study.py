@@ -167,6 +167,16 @@ def draws(approach: Bundle, base: dict, count: int, taken: list[dict]) -> list[d
     return out
 
 
+MAX_SYSTEMS = 5_000  # a plan larger than this is a mistake, refused before it is expanded
+
+
+def _check_grid(path: Path, approach_id: str, plan, places: int, so_far: int) -> None:
+    count = (len(plan.settings) + plan.draws) * len(plan.seeds) * places
+    if plan.draws > MAX_SYSTEMS or so_far + count > MAX_SYSTEMS:
+        raise UserError(f"{path}: {approach_id}: the plan asks for {so_far + count:,} systems "
+                        f"or more, over the {MAX_SYSTEMS:,} a plan may hold; split it")
+
+
 def load(path: Path) -> Study:
     """The study a plan file describes; unknown approaches, test sets or keys are one-line
     errors, before anything runs."""
@@ -197,6 +207,8 @@ def load(path: Path) -> Study:
             raise UserError(f"{path}: {approach_id} is a {approach.kind} bundle, not an "
                             f"approach")
         for plan in plans if isinstance(plans, list) else [plans]:
+            _check_grid(path, approach_id, plan, len(targets) if targets else
+                        len(splits) * len(plan.sizes), len(jobs))
             settings = [dict(setting) for setting in plan.settings]
             settings += draws(approach, settings[0], plan.draws, settings)
             if targets is not None and plan.sizes != [None]:

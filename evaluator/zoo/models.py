@@ -26,7 +26,7 @@ import yaml
 from evaluator.core import settings
 from evaluator.core.errors import UserError
 from evaluator.core.files import write_csv_atomic
-from evaluator.core.hashing import weights_sha256
+from evaluator.core.gate import weights_sha256
 from evaluator.data import testsets
 from evaluator.data.derive.splits import heldout_split
 from evaluator.store.queries import latest_by_cell

@@ -37,7 +37,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from span_readers import frozen
 from torch import nn
+
+WEIGHTS = "bidaf.safetensors"  # float16: the stored form is the frozen system
 
 MAX_WORD = 16  # characters kept per word
 
@@ -263,7 +266,7 @@ def train(args) -> int:
                     checkpoint)
         write_progress(checkpoints, {"epoch": epoch + 1, "epochs": epochs, "loss": mean,
                                      "eta_s": eta})
-    torch.save(model.cpu().state_dict(), Path(args.model) / "bidaf.pt")
+    frozen.save_weights(Path(args.model) / WEIGHTS, model.state_dict())
     (Path(args.model) / "bidaf.json").write_text(json.dumps(
         {"hyperparameters": hp, "chars": chars}, sort_keys=True))
     return 0
@@ -284,7 +287,7 @@ def predict(args) -> int:
     hp, chars = spec["hyperparameters"], spec["chars"]
     set_threads(int(hp.get("threads", 0)))
     model = BiDAF(len(chars) + 2, hp)
-    model.load_state_dict(torch.load(Path(args.model) / "bidaf.pt", weights_only=True))
+    model.load_state_dict(frozen.load_weights(Path(args.model) / WEIGHTS))
     model.eval()
     items = examples(json.load(open(args.input)), spacy_tokenizer(), chars,
                      int(hp["max_passage"]), False)

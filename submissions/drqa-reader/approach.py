@@ -34,7 +34,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from span_readers import frozen
 from torch import nn
+
+WEIGHTS = "reader.safetensors"  # float16: the stored form is the frozen system
 
 POS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON",
        "PROPN", "PUNCT", "SCONJ", "SYM", "VERB", "X")
@@ -253,7 +256,7 @@ def train(args) -> int:
         (checkpoints / "progress.json.partial").write_text(json.dumps(
             {"epoch": epoch + 1, "epochs": epochs, "loss": mean, "eta_s": eta}))
         os.replace(checkpoints / "progress.json.partial", checkpoints / "progress.json")
-    torch.save(model.cpu().state_dict(), Path(args.model) / "reader.pt")
+    frozen.save_weights(Path(args.model) / WEIGHTS, model.state_dict())
     (Path(args.model) / "reader.json").write_text(json.dumps(
         {k: hp[k] for k in ("hidden", "layers", "dropout", "pos_ner", "max_passage",
                             "max_answer")} | {"features": data[0]["f"].shape[1],
@@ -267,7 +270,7 @@ def predict(args) -> int:
     spec = json.loads((Path(args.model) / "reader.json").read_text())
     model = Reader(spec["features"], spec["hidden"], spec["layers"], spec["dropout"],
                    len(spec["tuned"]))
-    model.load_state_dict(torch.load(Path(args.model) / "reader.pt", weights_only=True))
+    model.load_state_dict(frozen.load_weights(Path(args.model) / WEIGHTS))
     model.eval()
     items = examples(json.load(open(args.input)), spacy_pipeline(), spec["pos_ner"],
                      spec["max_passage"], False)

@@ -5,8 +5,8 @@ before the start/end layer (the ELMo-era recipe of contextual features under a t
 `head: linear` is the start/end layer alone (a probe of what the encoder already knows).
 
 Checkpoints after each epoch (head, optimizer, every RNG state); a killed run recomputes the
-encoder states and resumes from the last epoch. The frozen model holds the encoder, its
-tokenizer and the head.
+encoder states and resumes from the last epoch. The frozen model holds the head and a
+reference to the encoder (its package and file digests; see `span_readers.frozen`).
 """
 
 import argparse
@@ -18,9 +18,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from span_readers import layers, loop, windows
+from span_readers import frozen, layers, loop, windows
 from torch import nn
 from transformers import AutoModel, AutoTokenizer
+
+
+HEAD = "head.safetensors"
 
 
 class Head(nn.Module):
@@ -115,9 +118,8 @@ def train(args: argparse.Namespace) -> int:
                           "optimizer": optimizer.state_dict(), **loop.rng_state()}, checkpoint)
         loop.write_progress(checkpoints, {"epoch": epoch + 1, "epochs": epochs, "loss": mean,
                                           "eta_s": eta})
-    encoder.save_pretrained(args.model)
-    tokenizer.save_pretrained(args.model)
-    torch.save(head.state_dict(), Path(args.model) / "head.pt")
+    frozen.write_encoder_reference(Path(args.model))  # the encoder is the package's, unchanged
+    frozen.save_weights(Path(args.model) / HEAD, head.state_dict())
     (Path(args.model) / "head.json").write_text(json.dumps(spec, sort_keys=True))
     return 0
 
@@ -126,10 +128,11 @@ def predict(args: argparse.Namespace) -> int:
     torch.set_grad_enabled(False)
     spec = json.loads((Path(args.model) / "head.json").read_text())
     loop.set_threads(int(spec.get("threads", 0)))
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    encoder = AutoModel.from_pretrained(args.model).eval()
+    encoder_dir = frozen.checked_encoder_dir(Path(args.model))
+    tokenizer = AutoTokenizer.from_pretrained(encoder_dir)
+    encoder = AutoModel.from_pretrained(encoder_dir, num_hidden_layers=int(spec["layers"])).eval()
     head = Head(spec)
-    head.load_state_dict(torch.load(Path(args.model) / "head.pt", weights_only=True))
+    head.load_state_dict(frozen.load_weights(Path(args.model) / HEAD))
     head.eval()
 
     def logits(batch: dict):

@@ -14,6 +14,7 @@ with the highest start + end logit (end not before start, at most `max_answer_le
 
 Checkpoints (weights, optimizer, schedule, every RNG state, the step) are saved every
 `checkpoint_steps` steps and at the end of each epoch; a killed run resumes from the last.
+The frozen model stores only the tensors fine-tuning changed (see `span_readers.frozen`).
 """
 
 import argparse
@@ -26,8 +27,17 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from span_readers import loop, windows
+from span_readers import frozen, loop, windows
 from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+WEIGHTS = "reader.safetensors"
+
+
+def _base(layers: int) -> AutoModelForQuestionAnswering:
+    """The pinned encoder cut to `layers` layers under a span head (the head's starting
+    weights drawn from the seeded RNG)."""
+    return AutoModelForQuestionAnswering.from_pretrained(windows.encoder_dir(),
+                                                         num_hidden_layers=layers)
 
 
 def train(args: argparse.Namespace) -> int:
@@ -101,10 +111,15 @@ def train(args: argparse.Namespace) -> int:
                                          "epochs": epochs, "step": step, "steps": total,
                                          "loss": mean, "eta_s": eta})
             print(f"step {step}/{total} loss {mean:.4f}", flush=True)
-    model.save_pretrained(args.model)
-    tokenizer.save_pretrained(args.model)
+    # the stored form: the tensors fine-tuning changed (float16), the rest named by the
+    # encoder reference and restored from its package
+    base = {k: v for k, v in _base(int(hp["layers"])).state_dict().items()
+            if not k.startswith("qa_outputs")}  # the head starts random: always stored
+    frozen.write_encoder_reference(Path(args.model))
+    frozen.save_weights(Path(args.model) / WEIGHTS, model.state_dict(), base)
     with open(os.path.join(args.model, "qa.json"), "w") as handle:
-        json.dump({k: hp[k] for k in ("max_seq_len", "doc_stride")}, handle, sort_keys=True)
+        json.dump({k: hp[k] for k in ("max_seq_len", "doc_stride", "layers")}, handle,
+                  sort_keys=True)
     return 0
 
 
@@ -113,8 +128,11 @@ def predict(args: argparse.Namespace) -> int:
     torch.set_grad_enabled(False)
     loop.set_threads(0)
     settings = json.load(open(os.path.join(args.model, "qa.json")))
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = AutoModelForQuestionAnswering.from_pretrained(args.model).eval()
+    encoder_dir = frozen.checked_encoder_dir(Path(args.model))
+    tokenizer = AutoTokenizer.from_pretrained(encoder_dir)
+    model = _base(int(settings["layers"]))
+    model.load_state_dict(frozen.load_weights(Path(args.model) / WEIGHTS, model.state_dict()))
+    model.eval()
 
     def logits(batch: dict):
         out = model(**batch)

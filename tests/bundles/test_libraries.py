@@ -11,7 +11,7 @@ import pytest
 
 from evaluator.bundles import spec as bundles
 from evaluator.core.errors import ConfigError
-from evaluator.core.hashing import folder_digest
+from evaluator.core.gate import folder_digest
 from evaluator.data.testsets import input_document
 from evaluator.runners.base import RunRequest
 from evaluator.runners.docker import daemon_available

@@ -7,7 +7,7 @@ import shutil
 import socket
 import subprocess
 
-from evaluator.core.hashing import folder_digest
+from evaluator.core.gate import folder_digest
 from evaluator.store import store as store_module
 from evaluator.store.store import Store
 
@@ -20,28 +20,28 @@ def test_two_controllers_freezing_the_same_weights_both_get_them(workspace, tmp_
     store = Store.open_default()
     weights = tmp_path / "model"
     weights.mkdir()
-    (weights / "reader.pt").write_bytes(b"weights")
+    (weights / "reader.safetensors").write_bytes(b"weights")
     digest = folder_digest(weights)
     models = store.model_path(digest).parent
     models.mkdir(parents=True)
     dead = subprocess.Popen(["true"])
     dead.wait()
     host = socket.gethostname()
-    stale = models / f".partial-{digest[:16]}-{host}:{dead.pid}-killed"
-    live = models / f".partial-{digest[:16]}-{host}:{os.getpid()}-copying"  # still at work
-    odd = models / f".partial-{digest[:16]}-not-a-copy"
+    stale = models / f".partial-{host}:{dead.pid}-killed"
+    live = models / f".partial-{host}:{os.getpid()}-copying"  # still at work
+    odd = models / ".partial-not-a-copy"
     for folder in (stale, live, odd):
         folder.mkdir()
-        (folder / "reader.pt").write_bytes(b"half")
+        (folder / "reader.safetensors").write_bytes(b"half")
         folder.chmod(0o555)
-    copy = shutil.copytree
+    walk = store_module.walk
 
-    def copied_while_another_froze(src, dst, **kwargs):
-        out = copy(src, dst, **kwargs)
-        copy(src, store.model_path(digest))  # the other controller's rename lands first
-        return out
+    def copied_while_another_froze(src, **kwargs):
+        out = walk(src, **kwargs)
+        shutil.copytree(src, store.model_path(digest))  # the other controller's rename lands
+        return out  # first
 
-    monkeypatch.setattr(store_module.shutil, "copytree", copied_while_another_froze)
+    monkeypatch.setattr(store_module, "walk", copied_while_another_froze)
     assert store.put_model(weights) == digest
-    assert (store.model_path(digest) / "reader.pt").read_bytes() == b"weights"
+    assert (store.model_path(digest) / "reader.safetensors").read_bytes() == b"weights"
     assert sorted(p.name for p in models.iterdir()) == sorted([digest, live.name, odd.name])

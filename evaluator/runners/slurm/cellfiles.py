@@ -13,10 +13,11 @@ inner run record) or `failure.json` (failure class, message, log tail).
 
 from __future__ import annotations
 
-import json
+import os
 from enum import StrEnum
 from pathlib import Path
 
+from evaluator.core import gate
 from evaluator.core.files import write_json_atomic
 
 SPEC_VERSION = 1
@@ -32,10 +33,14 @@ class Stage(StrEnum):
 
 
 def read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+    """A cell file that a node wrote, through the bounded reader; None if missing or bad."""
+    if not os.path.lexists(path):
         return None
+    try:
+        doc = gate.read_json(path, 16 << 20)
+    except gate.Refused:
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def read_state(cell: Path) -> dict | None:

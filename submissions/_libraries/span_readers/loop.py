@@ -6,10 +6,10 @@
 Training: seeded, batches of similar passage length in shuffled order, Adamax or Adam,
 gradient clipping; after each epoch a checkpoint (weights, optimizer, every RNG state, the
 epoch) and `progress.json`, so a killed run resumes from the last epoch. The frozen model is
-`reader.pt` plus `reader.json` (the hyperparameters and what the data decided: feature width,
-tuned words, character vocabulary) and, with `contextual: true`, the frozen encoder whose
-states the reader reads (`encoder/`). Training runs on the config's device; prediction on the
-CPU.
+`reader.safetensors` (float16, see `frozen`) plus `reader.json` (the hyperparameters and what
+the data decided: feature width, tuned words, character vocabulary) and, with
+`contextual: true`, `encoder.json`, the reference to the pinned encoder whose states the
+reader reads. Training runs on the config's device; prediction on the CPU.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from span_readers import text, windows
+from span_readers import frozen, text, windows
 
-ENCODER = "encoder"  # in a frozen model with `contextual`: the encoder it was trained with
+WEIGHTS = "reader.safetensors"
 
 
 def set_threads(threads: int) -> None:
@@ -119,9 +119,9 @@ def train(reader: type[nn.Module], args: argparse.Namespace) -> int:
                      "optimizer": optimizer.state_dict(), **rng_state()}, checkpoint)
         write_progress(checkpoints, {"epoch": epoch + 1, "epochs": epochs, "loss": mean,
                                      "eta_s": eta})
-    torch.save(model.cpu().state_dict(), Path(args.model) / "reader.pt")
-    if encoder is not None:  # the frozen system carries the encoder it was trained with
-        encoder.save(Path(args.model) / ENCODER)
+    frozen.save_weights(Path(args.model) / WEIGHTS, model.state_dict())
+    if encoder is not None:  # the frozen system names the encoder it was trained with
+        frozen.write_encoder_reference(Path(args.model))
     (Path(args.model) / "reader.json").write_text(json.dumps(
         {"spec": spec, "tuned": tuned, "chars": chars}, sort_keys=True))
     return 0
@@ -133,13 +133,14 @@ def predict(reader: type[nn.Module], args: argparse.Namespace) -> int:
     spec, tuned = saved["spec"], saved["tuned"]
     set_threads(int(spec.get("threads", 0)))
     model = reader(spec)
-    model.load_state_dict(torch.load(Path(args.model) / "reader.pt", weights_only=True))
+    model.load_state_dict(frozen.load_weights(Path(args.model) / WEIGHTS))
     model.eval()
     tags = bool(spec.get("features", True))
     items = text.examples(json.load(open(args.input)), text.spacy_pipeline(tags),
                           saved["chars"], tags, int(spec["max_passage"]), False)
     if spec.get("contextual"):
-        text.add_context(items, text.ContextualEncoder(Path(args.model) / ENCODER))
+        encoder_dir = frozen.checked_encoder_dir(Path(args.model))
+        text.add_context(items, text.ContextualEncoder(encoder_dir))
     answers = {}
     order = sorted(range(len(items)), key=lambda k: len(items[k]["p"].words))
     for b in range(0, len(order), 64):

@@ -153,10 +153,6 @@ class ContextualEncoder:
         self.encoder = AutoModel.from_pretrained(directory).eval()
         self.size = int(self.encoder.config.hidden_size)
 
-    def save(self, directory: Path) -> None:
-        self.tokenizer.save_pretrained(directory)
-        self.encoder.save_pretrained(directory)
-
     def annotate(self, texts: list[Text], strings: list[str], batch_size: int = 32) -> None:
         """Set `context` (float16, tokens x size) on each Text from its source string."""
         order = sorted(range(len(texts)), key=lambda k: len(strings[k]))

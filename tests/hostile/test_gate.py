@@ -1,0 +1,175 @@
+"""The one gate and the one bounded reader: what a container or another store hands in is
+walked with lstat, never through a link, hashed and copied in the same pass; what the
+controller reads that a submission wrote is a capped regular file or a refusal of one line."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from evaluator.core.gate import (
+    Limits,
+    Refused,
+    folder_digest,
+    is_digest,
+    read_bounded,
+    read_json,
+    walk,
+)
+
+
+def weights(folder: Path) -> Path:
+    (folder / "sub").mkdir(parents=True)
+    (folder / "reader.safetensors").write_bytes(b"\x01" * 1000)
+    (folder / "reader.json").write_text('{"hidden": 4}')
+    (folder / "sub" / "vocab.txt").write_text("a\nb\n")
+    return folder
+
+
+def digest_by_the_definition(folder: Path) -> str:
+    """sha256 over (relative path, NUL, the file's sha256) in path order, written out here
+    from the contract rather than taken from the code under test."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    outer = hashlib.sha256()
+    for path in files:
+        outer.update(path.relative_to(folder).as_posix().encode() + b"\0")
+        outer.update(hashlib.sha256(path.read_bytes()).digest())
+    return outer.hexdigest()
+
+
+def refused(folder: Path, pattern: str, **options) -> str:
+    with pytest.raises(Refused, match=pattern) as info:
+        walk(folder, **options)
+    assert "\n" not in str(info.value) and info.value.failure_class == "refused-files"
+    return str(info.value)
+
+
+def test_the_walk_hashes_by_the_contract_and_copies_exactly_what_it_hashed(tmp_path):
+    source = weights(tmp_path / "w")
+    walked = walk(source, target=tmp_path / "copy")
+    assert walked.digest == digest_by_the_definition(source) == folder_digest(source)
+    assert is_digest(walked.digest)
+    assert walked.total_bytes == 1000 + 13 + 4
+    assert digest_by_the_definition(tmp_path / "copy") == walked.digest
+    assert stat.S_IMODE(os.stat(tmp_path / "copy" / "reader.json").st_mode) == 0o444
+    assert stat.S_IMODE(os.stat(tmp_path / "copy" / "sub").st_mode) == 0o555
+
+
+@pytest.mark.parametrize("make, pattern", [
+    (lambda f, out: (f / "gold.json").symlink_to(out), r"gold.json is a link \(to .*secret"),
+    (lambda f, out: (f / "sub" / "env").symlink_to("/proc/self/environ"),
+     r"sub/env is a link \(to /proc/self/environ\)"),
+    (lambda f, out: (f / "data").symlink_to(out.parent, target_is_directory=True),
+     r"data is a link"),
+    (lambda f, out: os.link(f / "reader.json", f / "again.json"), r"is a hard link"),
+    (lambda f, out: os.mkfifo(f / "pipe"), r"pipe is a FIFO"),
+    (lambda f, out: _socket(f / "sock"), r"sock is a socket"),
+])
+def test_links_hard_links_and_special_files_are_refused_naming_them(tmp_path, make, pattern):
+    secret = tmp_path / "host" / "secret.json"
+    secret.parent.mkdir()
+    secret.write_text('{"gold": "answers"}')
+    folder = weights(tmp_path / "w")
+    make(folder, secret)
+    refused(folder, pattern, target=tmp_path / "copy")
+    assert not any(p.name == "secret.json" for p in (tmp_path / "copy").rglob("*"))
+
+
+def _socket(path: Path) -> None:
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(path))
+    listener.close()
+
+
+def test_a_device_node_is_refused(tmp_path):
+    folder = weights(tmp_path / "w")
+    try:
+        os.mknod(folder / "zero", stat.S_IFCHR | 0o666, os.makedev(1, 5))
+    except PermissionError:
+        pytest.skip("creating a device node needs root")
+    refused(folder, r"zero is a device")
+
+
+def test_the_folder_itself_may_not_be_a_link(tmp_path):
+    real = weights(tmp_path / "w")
+    (tmp_path / "alias").symlink_to(real, target_is_directory=True)
+    refused(tmp_path / "alias", r"alias is a link")
+
+
+def test_sizes_counts_depth_and_sparse_files_are_bounded(tmp_path):
+    folder = weights(tmp_path / "w")
+    refused(folder, r"reader.safetensors holds 1,000 bytes, over the 999 allowed",
+            limits=Limits(file_bytes=999))
+    refused(folder, r"over its 1,010 bytes", limits=Limits(total_bytes=1010))
+    refused(folder, r"one file more than the 2 allowed", limits=Limits(files=2))
+    deep = tmp_path / "deep"
+    (deep / "a" / "b" / "c").mkdir(parents=True)
+    (deep / "a" / "b" / "c" / "f").write_text("x")
+    refused(deep, r"nested deeper than 2 folders", limits=Limits(depth=2))
+    sparse = tmp_path / "sparse"
+    sparse.mkdir()
+    with open(sparse / "hole.bin", "wb") as handle:
+        handle.truncate(64 << 20)  # 64 MiB that occupy no blocks
+    refused(sparse, r"hole.bin is a sparse file")
+
+
+def test_a_refused_copy_leaves_nothing_that_looks_stored(tmp_path):
+    folder = weights(tmp_path / "w")
+    os.mkfifo(folder / "sub" / "z-pipe")
+    with pytest.raises(Refused):
+        walk(folder, target=tmp_path / "copy")
+    # the caller removes the partial target; the walk never sealed it as a finished copy
+    assert not (tmp_path / "copy" / "sub" / "z-pipe").exists()
+
+
+# -- the bounded reader --------------------------------------------------------------------
+def finishes(action, seconds: float = 10.0):
+    """Run `action` in a thread; fail the test (instead of hanging it) if it blocks."""
+    box: dict = {}
+
+    def target():
+        try:
+            box["value"] = action()
+        except BaseException as exc:  # noqa: BLE001  (handed back to the test)
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "the reader blocked"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def test_the_reader_never_blocks_on_a_fifo_nor_follows_a_link(tmp_path):
+    os.mkfifo(tmp_path / "progress.json")
+    with pytest.raises(Refused, match=r"progress.json is a FIFO, not a regular file"):
+        finishes(lambda: read_bounded(tmp_path / "progress.json", 1000))
+    (tmp_path / "secret").write_text("gold")
+    (tmp_path / "link.json").symlink_to(tmp_path / "secret")
+    with pytest.raises(Refused, match=r"link.json is a link"):
+        finishes(lambda: read_bounded(tmp_path / "link.json", 1000))
+    with pytest.raises(Refused, match=r"is a device"):
+        finishes(lambda: read_bounded(Path("/dev/zero"), 1000))
+
+
+def test_the_reader_caps_the_size_before_parsing_and_any_parse_error_is_a_refusal(tmp_path):
+    path = tmp_path / "record.json"
+    path.write_text(json.dumps({"epoch": 1, "loss": 0.5}))
+    assert read_json(path, 1000) == {"epoch": 1, "loss": 0.5}
+    with pytest.raises(Refused, match=r"holds 25 bytes, over the 10 allowed"):
+        read_json(path, 10)
+    path.write_text("[" * 200_000 + "]" * 200_000)
+    with pytest.raises(Refused, match=r"nested too deeply"):
+        read_json(path, 1 << 20)
+    path.write_bytes(b"\xff\xfe{")
+    with pytest.raises(Refused, match=r"is not valid JSON"):
+        read_json(path, 1 << 20)
