@@ -13,7 +13,7 @@ from evaluator.core.files import write_csv_atomic
 from evaluator.core.hashing import canonical_json
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
-from evaluator.training import study, table
+from evaluator.training import frozen, study, table
 
 PLAN = click.Path(exists=True, dir_okay=False, path_type=Path)
 LEDGER = click.option(
@@ -102,6 +102,35 @@ def table_command(plan, out, data_dir, workspace) -> None:
         rows = study.rows(found, Store.open_default(), table.read(out))
         table.write(rows, out)
     click.echo(f"wrote {len(rows)} rows to {out}")
+
+
+@study_group.command("freeze")
+@click.argument("plan", type=PLAN)
+@click.option("--table", "table_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="the study's results table, for the headline scores of "
+                                 "systems the store has not scored")
+@settings_options
+def freeze_command(plan, table_path, data_dir, workspace) -> None:
+    """Write every system of the plan that this store trained into the repository's frozen/
+    folder (weights through the gate, a manifest with digests and headline scores), so a
+    clean clone runs it without training. Artifacts already there are kept."""
+    configure(data_dir, workspace)
+    found = study.load(plan)
+    store = Store.open_default()
+    rows = study.rows(found, store, table.read(table_path) if table_path else [])
+    scores: dict[str, dict] = {}
+    for r in rows:
+        cell = scores.setdefault(r["model"], {}).setdefault(r["testset"], {"n": int(r["n"])})
+        cell[r["metric"]] = float(r["value"])
+    written = kept = 0
+    for job in found.trainings:
+        if store.exists() and store.get_system(job.key) is not None:
+            folder, new = frozen.write(job, store, scores.get(job.system_id, {}))
+            written, kept = written + new, kept + (not new)
+            if new:
+                console.say(f"froze {job.system_id} -> {folder}")
+    click.echo(f"{written} systems frozen, {kept} already frozen, "
+               f"{len(found.trainings) - written - kept} of the plan not trained in this store")
 
 
 RUN_COLUMNS = ("approach", "benchmark", "system", "seed", "hyperparameters", "em", "f1",

@@ -18,6 +18,7 @@ from evaluator.store.store import Store
 from evaluator.training import table
 from evaluator.training.job import TrainJob
 from evaluator.training.run import train
+from evaluator.training.systems import trained_rows
 
 
 def _overrides(pairs: tuple[str, ...]) -> dict:
@@ -87,12 +88,16 @@ def systems_command(table_path) -> None:
     """The trained systems in the store, and optionally their results table (CSV)."""
     earlier = table.read(Path(table_path)) if table_path else []  # not a table: one line
     store = Store.open_default()
-    found = store.systems() if store.exists() else []
+    found = trained_rows(store)
+    if not found:
+        console.say("no trained systems: none in the store and none frozen in the repository "
+                    "(train one with `qashift train -a APPROACH -t SPLIT`)")
     width = max([len(s["system"]) for s in found] + [6])
-    click.echo(f"{'system':<{width}}  {'weights':<12}  {'device':<6}  train_s")
+    click.echo(f"{'system':<{width}}  {'weights':<12}  {'kept':<6}  {'device':<6}  train_s")
     for s in found:
-        click.echo(f"{s['system']:<{width}}  {s['weights_digest'][:12]}  {s['device']:<6}  "
-                   f"{s['wall_s']:.0f}")
+        click.echo(f"{s['system']:<{width}}  {s['weights_digest'][:12]}  "
+                   f"{'frozen' if s.get('frozen') else 'store':<6}  {s['device'] or '':<6}  "
+                   f"{s['wall_s'] or 0:.0f}")
     if table_path:
         good, _ = testsets.scan()
         approaches, _ = bundles.scan()

@@ -31,6 +31,7 @@ from evaluator.runners.base import TrainRequest
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.runners.limits import kill_group
 from evaluator.store.store import Store, StoreError
+from evaluator.training import frozen
 from evaluator.training.job import TrainJob, downsample
 
 PROGRESS_FILE = "progress.json"  # what an approach writes to {checkpoints} after each epoch
@@ -59,14 +60,24 @@ def system_bundle(job: TrainJob, row: dict, store: Store) -> Bundle:
         id=job.system_id, name=f"{approach.name} ({job.system_id})", kind="command",
         folder=approach.folder, command=approach.command, environment=approach.environment,
         resources=approach.resources, metadata=metadata,
-        model={"path": str(store.model_path(row["weights_digest"])),
-               "sha256": row["weights_digest"]},
+        model={"path": str(weights_folder(row, store)), "sha256": row["weights_digest"]},
         weights_digest=row["weights_digest"], system_key=job.key, libraries=approach.libraries)
 
 
+def weights_folder(row: dict, store: Store) -> Path:
+    """Where a trained system's weights are: its frozen artifact's, or the store's copy."""
+    if row.get("frozen"):
+        return Path(row["frozen"]) / frozen.WEIGHTS
+    return store.model_path(row["weights_digest"])
+
+
 def stored(job: TrainJob, store: Store) -> TrainedSystem | None:
+    """The trained system of `job`: the store's, else the repository's frozen artifact
+    (verified file by file); None when neither holds it."""
     row = store.get_system(job.key) if store.exists() else None
     if row is None or not store.model_path(row["weights_digest"]).is_dir():
+        row = frozen.find(job)
+    if row is None:
         return None
     return TrainedSystem(row, True, system_bundle(job, row, store))
 

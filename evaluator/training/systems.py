@@ -10,6 +10,7 @@ from evaluator.bundles.spec import Bundle
 from evaluator.core.errors import UserError
 from evaluator.data import testsets
 from evaluator.store.store import Store
+from evaluator.training import frozen
 from evaluator.training.job import TrainJob, parse_system_id
 from evaluator.training.run import stored
 
@@ -27,6 +28,8 @@ def job_for(system_id: str, store: Store | None = None) -> TrainJob:
     overrides: dict = {}
     if parts["hp"]:
         rows = store.systems(system_id) if store is not None and store.exists() else []
+        rows = rows or [frozen.row_of(m) for m in frozen.manifests()
+                        if m["system"].get("system") == system_id]
         if not rows:
             raise UserError(f"no trained system {system_id} in the store: its hyperparameter "
                             f"hash cannot be undone; train it with qashift train --set ...")
@@ -34,6 +37,15 @@ def job_for(system_id: str, store: Store | None = None) -> TrainJob:
         defaults = approach.hyperparameters.get("defaults") or {}
         overrides = {k: v for k, v in stored_hp.items() if defaults.get(k) != v}
     return TrainJob(approach, split, parts["seed"], parts["size"], overrides)
+
+
+def trained_rows(store: Store) -> list[dict]:
+    """Every trained system this machine can run: the store's, and the repository's frozen
+    artifacts the store does not hold (a row with `frozen` naming its folder)."""
+    rows = store.systems() if store.exists() else []
+    keys = {r["key"] for r in rows}
+    rows += [frozen.row_of(m) for m in frozen.manifests() if m["system"].get("key") not in keys]
+    return sorted(rows, key=lambda r: (r["system"], r["created_at"] or 0))
 
 
 def resolve(system_id: str, store: Store) -> Bundle:

@@ -1,0 +1,89 @@
+"""Frozen systems in the repository: a study's systems, frozen from the store, run on a clean
+machine (an empty workspace) without training, give the answers they gave where they were
+trained, and refuse a weights file that is not the manifest's."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.hostile.test_trained import hostile  # noqa: F401  (the fixture)
+
+PLAN = ("id: tiny\nname: tiny\nsplit: tiny-train\ntestsets: [tiny-test]\n"
+        "approaches:\n  attacker: {settings: [{}], seeds: [0, 1]}\n")
+SYSTEMS = ("attacker@tiny-train/s0", "attacker@tiny-train/s1")
+
+
+def run(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, env=os.environ.copy(),
+                          timeout=600)
+
+
+def score(system: str) -> dict:
+    done = run("evaluate", "-b", system, "-t", "tiny-test", "--runner", "local", "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)["results"][0]
+
+
+@pytest.fixture
+def frozen_plan(hostile, tmp_path, monkeypatch):  # noqa: F811
+    """The plan trained and scored in one workspace, then frozen into a repository folder;
+    the process then moves to an empty workspace, as a clean clone would have."""
+    monkeypatch.setenv("QASHIFT_FROZEN", str(tmp_path / "frozen"))
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(PLAN)
+    assert run("qashift", "study", "run", str(plan), "--runner", "local").returncode == 0
+    table = tmp_path / "plan.csv"
+    assert run("qashift", "study", "table", str(plan), "--out", str(table)).returncode == 0
+    before = {name: score(name) for name in SYSTEMS}
+    done = run("qashift", "study", "freeze", str(plan))
+    assert done.returncode == 0, done.stderr
+    assert "2 systems frozen, 0 already frozen" in done.stdout
+    monkeypatch.setenv("QASHIFT_WORKSPACE", str(tmp_path / "clean"))
+    return {"plan": plan, "table": table, "before": before, "frozen": tmp_path / "frozen"}
+
+
+def test_a_frozen_system_runs_on_a_clean_workspace_without_training(frozen_plan):
+    listed = run("qashift", "systems")
+    assert listed.returncode == 0, listed.stderr
+    assert all(name in listed.stdout for name in SYSTEMS) and "frozen" in listed.stdout
+    status = run("qashift", "study", "status", str(frozen_plan["plan"]), "--table",
+                 str(frozen_plan["table"]))
+    assert "trained 2" in status.stdout and "0 cells to go" in status.stdout, status.stdout
+    for name in SYSTEMS:
+        again = score(name)
+        assert again["f1"] == frozen_plan["before"][name]["f1"] and not again["cached"]
+    assert not (Path(os.environ["QASHIFT_WORKSPACE"]) / "models").exists()  # nothing trained
+    manifest = json.loads((frozen_plan["frozen"] / "attacker" / "tiny-train" / "s0" /
+                           "manifest.json").read_text())
+    assert manifest["system"]["system"] == SYSTEMS[0]
+    assert manifest["files"] == {"weights.txt": manifest["files"]["weights.txt"]}
+    assert manifest["scores"]["tiny-test"]["f1"] == pytest.approx(
+        frozen_plan["before"][SYSTEMS[0]]["f1"]["value"], abs=1e-4)
+    frozen_again = run("qashift", "study", "freeze", str(frozen_plan["plan"]))
+    assert "0 systems frozen" in frozen_again.stdout  # this store trained nothing
+
+
+@pytest.mark.parametrize("tamper, why", [
+    (lambda w: (w / "weights.txt").write_text("tampered"),
+     r"weights/weights.txt does not match its sha256 in the manifest"),
+    (lambda w: (w / "extra.json").write_text("{}"), r"weights/extra.json is not in its manifest"),
+    (lambda w: (w / "weights.txt").unlink(), r"weights/weights.txt is missing"),
+    (lambda w: ((w / "weights.txt").unlink(), (w / "weights.txt").symlink_to("/etc/hostname")),
+     r"weights.txt is a link"),
+])
+def test_a_tampered_frozen_system_is_refused_naming_the_file(frozen_plan, tamper, why):
+    weights = frozen_plan["frozen"] / "attacker" / "tiny-train" / "s0" / "weights"
+    weights.chmod(0o755)
+    for path in weights.iterdir():
+        path.chmod(0o644)
+    tamper(weights)
+    done = run("evaluate", "-b", SYSTEMS[0], "-t", "tiny-test", "--runner", "local")
+    assert done.returncode != 0
+    [line] = [x for x in done.stderr.splitlines() if x.startswith("error")]
+    assert __import__("re").search(why, line), line
+    assert score(SYSTEMS[1])["n"] > 0  # the other system is untouched
