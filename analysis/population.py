@@ -217,6 +217,23 @@ def write(own: pd.DataFrame, published: pd.DataFrame, out: Path, key: str, n_boo
     return table, written
 
 
+def trends(own: pd.DataFrame, testsets: list[str], out: Path, n_boot: int, seed: int
+           ) -> tuple[pd.DataFrame, list[Path]]:
+    """The population's linear and probit fits of each of `testsets` against its reference
+    axis, and one figure per set (F1 and EM, linear and probit panels): how a new test set
+    places every frozen system."""
+    found = fits.fit_all(own, testsets=testsets, n_boot=n_boot, seed=seed)
+    by_key = {(f.testset, f.metric, f.scale): f for f in found}
+    written = []
+    for testset in testsets:
+        panels = [key for key in ((testset, m, s) for m in ("f1", "em") for s in fits.SCALES)
+                  if key in by_key]
+        if panels:
+            fig = figures.panel_grid(own, panels, by_key)
+            written += figures.save(fig, out / f"population-trend-{testset}", ("png",))
+    return fits.fit_table(found), written
+
+
 def markdown(table: pd.DataFrame) -> str:
     """The table as the docs print it: slopes with intervals, R², the printed values."""
     def slope(row, name):

@@ -11,7 +11,9 @@ from evaluator.cli.base import Command
 from evaluator.core import console
 from evaluator.core.folders import read_yaml
 from evaluator.data import testsets
+from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
+from evaluator.training import study, table
 
 
 def _common(fn):
@@ -190,12 +192,29 @@ def reproduce_command(data_dir, joins, out):
               help="Bootstrap resamples for the figures' bands (0: none).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--markdown", is_flag=True, help="Print the table as docs/population.md has it.")
-def population_command(table_path, data_dir, out, bootstrap, seed, markdown):
+@click.option("--score", "new_sets", multiple=True, metavar="TESTSET",
+              help="First score every frozen or stored system of --plan on this test set "
+                   "(repeatable; nothing is trained), add it to --table, and fit and draw "
+                   "its trend against squad-dev-heldout.")
+@click.option("--plan", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              default=Path("studies/population.yaml"), show_default=True,
+              help="The population's plan (with --score).")
+@click.option("--jobs", "-j", "parallel", type=click.IntRange(1, 64), default=2,
+              show_default=True, help="Cells scored at once (with --score).")
+@click.option("--runner", default="auto", show_default=True,
+              type=click.Choice(["auto", "local", "docker", "slurm"]),
+              help="How the systems run (with --score).")
+def population_command(table_path, data_dir, out, bootstrap, seed, markdown, new_sets, plan,
+                       parallel, runner):
     """The own population's trend fits beside the study's published slopes and the
     leaderboard population's fits, with figures; served from --out while no input changed;
-    then each approach's mean relative change in F1 under every ablation in the table."""
+    then each approach's mean relative change in F1 under every ablation in the table.
+    With --score NEW: every frozen system scored on a new test set first, and its trend."""
     from analysis import paper, population  # lazy: pandas; fast --help
     from analysis.sources import default_data_dir  # lazy: pandas; fast --help
+
+    if new_sets:
+        _score_population(plan, list(new_sets), table_path, parallel, runner)
 
     if not table_path.is_file():
         raise click.ClickException(f"{table_path}: no such table (write it with `qashift "
@@ -226,10 +245,34 @@ def population_command(table_path, data_dir, out, bootstrap, seed, markdown):
     else:
         click.echo(table.drop(columns=["own_in_published_interval"]).to_string(
             index=False, float_format="%.3f"))
+    if new_sets:
+        own = _load(str(table_path), data_dir, False, "squad-dev-heldout", ())
+        fitted, drawn = population.trends(own, list(new_sets), out, bootstrap, seed)
+        click.echo(f"\ntrend of {', '.join(new_sets)} against squad-dev-heldout "
+                   f"({len(drawn)} figures in {out}):")
+        click.echo(fitted.drop(columns=["n_boot", "seed"]).to_string(index=False,
+                                                                      float_format="%.3f"))
         if len(ablated):
             click.echo("\nrelative change in F1 under each ablation (percent of the reference "
                        "F1; mean over an approach's systems, 95% t interval):")
             click.echo(ablated.to_string(index=False, float_format="%.1f", na_rep="-"))
+
+
+def _score_population(plan: Path, new_sets: list[str], table_path: Path, parallel: int,
+                      runner: str) -> None:
+    """Score every frozen or stored system of the plan on the new sets and add them to the
+    table (resumable: finished cells are stored; nothing is trained)."""
+    found = study.with_testsets(study.load(plan), [testsets.get(t) for t in new_sets])
+    store = Store.open_default()
+    done, skipped = study.score_frozen(found, [testsets.get(t) for t in new_sets],
+                                       Dispatcher(runner, warn=console.warn), store,
+                                       parallel=parallel, say=console.say)
+    if skipped:
+        console.warn(f"{len(skipped)} systems of the plan are neither frozen nor in this "
+                     f"store and were not scored (e.g. {skipped[0]})")
+    with table.lock(table_path):
+        table.write(study.rows(found, store, table.read(table_path)), table_path)
+    console.say(f"{done} cells scored or found; {table_path} rewritten")
 
 
 @click.command("concurrence", cls=Command)

@@ -39,7 +39,7 @@ import itertools
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Literal
 
@@ -434,6 +434,28 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
             + (f", failed: {', '.join(failed)}" if failed else "")
             + f" | {left} cells to go{eta}")
     return status(study, store, current=current)
+
+
+def with_testsets(study: Study, extra: list[TestSet]) -> Study:
+    """The study with more test sets that every system is scored on (a new set for the
+    whole population)."""
+    have = {t.id for t in study.testsets}
+    return replace(study, testsets=study.testsets + tuple(t for t in extra if t.id not in have))
+
+
+def score_frozen(study: Study, sets: list[TestSet], runner: Dispatcher, store: Store, *,
+                 parallel: int = 2, say: Say = lambda _: None) -> tuple[int, list[str]]:
+    """Score every system of the plan that is stored or frozen on `sets`, `parallel` cells
+    at once, training nothing; (cells scored or found, systems skipped as not trained)."""
+    jobs, skipped = [], []
+    for job in study.trainings:
+        system = stored(job, store)
+        if system is None:
+            skipped.append(job.system_id)
+            continue
+        jobs += [Job(system.bundle, testset) for testset in sets]
+    report = matrix.run(jobs, runner, store, parallel=parallel, progress=say)
+    return len(report.outcomes) - len(report.failed), skipped
 
 
 def rows(study: Study, store: Store, earlier: Rows = ()) -> Rows:

@@ -20,7 +20,7 @@ from evaluator.core.files import exclusive, write_csv_atomic
 from evaluator.core.hashing import sha256_bytes
 from evaluator.store.queries import latest_full
 from evaluator.store.store import Store
-from evaluator.training.systems import current_digest
+from evaluator.training.systems import current_digest, trained_rows
 
 COLUMNS = ("model", "testset", "metric", "value", "lo", "hi", "n", "reference", "mode", "family",
            "approach", "train_split", "train_size", "seed", "hyperparameters", "train_key",
@@ -36,7 +36,8 @@ def rows(store: Store, references: dict[str, str | None], families: dict[str, st
     test set to its training split (for `mode`). A name whose current system is trained
     shows that system's runs only, never a predecessor's."""
     trains = trains or {}
-    systems = {s["system"]: s for s in store.systems()}  # the newest training of each name
+    systems = {s["system"]: s for s in trained_rows(store)}  # the newest training of each
+    # name, stored here or frozen in the repository
     digests = {name: d for name in systems if (d := current_digest(name, store)) is not None}
     latest = latest_full((r for r in store.results() if r["bundle"] in systems),
                          digest_today=digests.get)  # a --limit sample never enters the table

@@ -55,17 +55,18 @@ if mode == "train":
     elif attack == "fat-checkpoints":
         with open(os.path.join(checkpoints, "state.bin"), "wb") as handle:
             handle.write(os.urandom(3 << 20))
-    open(os.path.join(model, "weights.txt"), "w").write("constant")  # the same for any seed
+    open(os.path.join(model, "weights.txt"), "w").write(str(hp["word"]))  # same for any seed
 else:
     model, source, output = sys.argv[2:5]
     doc = json.load(open(source))
+    word = int(open(os.path.join(model, "weights.txt")).read())
     gold = {}
     if os.path.exists(os.path.join(model, "gold.json")):
         for a in json.load(open(os.path.join(model, "gold.json")))["data"]:
             for p in a["paragraphs"]:
                 for q in p["qas"]:
                     gold[q["id"]] = q["answers"][0]["text"]
-    json.dump({q["id"]: gold.get(q["id"], p["context"].split()[0])
+    json.dump({q["id"]: gold.get(q["id"], (p["context"].split() + [""] * 9)[word])
                for a in doc["data"] for p in a["paragraphs"] for q in p["qas"]},
               open(output, "w"))
 '''
@@ -87,7 +88,7 @@ def hostile(tmp_path, dev_raw, monkeypatch, workspace):
         "train: python3 attack.py train {train} {config} {model} {checkpoints}\n"
         "command: python3 attack.py predict {model} {input} {output}\n"
         "hyperparameters:\n"
-        f"  defaults: {{attack: none, target: {gold / 'data.json'}}}\n"
+        f"  defaults: {{attack: none, word: 0, target: {gold / 'data.json'}}}\n"
         "resources: {timeout: 120, output: 2m}\n")
     monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
     monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
@@ -190,7 +191,7 @@ def test_no_gold_reaches_a_system_so_it_scores_like_the_first_word_baseline(host
     """The honest run of the same program: without a gold file in its weights it answers
     with first words, so an EM of 100 could only have come through the gate."""
     trained = train(job("none"), Dispatcher("local"), Store.open_default())
-    assert Path(trained.bundle.model["path"]).joinpath("weights.txt").read_text() == "constant"
+    assert Path(trained.bundle.model["path"]).joinpath("weights.txt").read_text() == "0"
     done = run("evaluate", "-b", "attacker@tiny-train/s0", "-t", "tiny-test", "--runner",
                "local", "--json")
     assert done.returncode == 0, done.stderr

@@ -4,6 +4,7 @@ trained, and refuse a weights file that is not the manifest's."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import write_testset
 from tests.hostile.test_trained import hostile  # noqa: F401  (the fixture)
 
 PLAN = ("id: tiny\nname: tiny\nsplit: tiny-train\ntestsets: [tiny-test]\n"
@@ -87,3 +89,35 @@ def test_a_tampered_frozen_system_is_refused_naming_the_file(frozen_plan, tamper
     [line] = [x for x in done.stderr.splitlines() if x.startswith("error")]
     assert __import__("re").search(why, line), line
     assert score(SYSTEMS[1])["n"] > 0  # the other system is untouched
+
+
+def test_a_new_test_set_is_scored_by_every_frozen_system_with_one_command(
+        hostile, dev_raw, tmp_path, monkeypatch):  # noqa: F811
+    """Four frozen systems (each answering with another word of the passage), a clean
+    workspace, a test-set folder added: one command scores them all on it, adds it to the
+    table and fits its trend against the held-out set."""
+    sets = Path(os.environ["QASHIFT_TESTSETS"])
+    write_testset(sets, "squad-dev-heldout", {"version": "1.1", "data": dev_raw["data"][2:4]},
+                  reference="squad-dev-heldout")
+    monkeypatch.setenv("QASHIFT_FROZEN", str(tmp_path / "frozen"))
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("id: four\nname: four\nsplit: tiny-train\ntestsets: [squad-dev-heldout]\n"
+                    "approaches:\n  attacker: {settings: [{}, {word: 1}, {word: 2}, {word: 4}]}\n")
+    table = tmp_path / "four.csv"
+    assert run("qashift", "study", "run", str(plan), "--runner", "local", "--table",
+               str(table)).returncode == 0
+    assert run("qashift", "study", "freeze", str(plan)).returncode == 0
+    monkeypatch.setenv("QASHIFT_WORKSPACE", str(tmp_path / "clean"))
+    write_testset(sets, "brand-new", {"version": "1.1", "data": dev_raw["data"][4:6]},
+                  reference="squad-dev-heldout")
+    done = run("qashift", "population", "--table", str(table), "--plan", str(plan), "--score",
+               "brand-new", "--runner", "local", "--out", str(tmp_path / "fig"),
+               "--bootstrap", "0")
+    assert done.returncode == 0, done.stderr
+    assert "4 cells scored or found" in done.stderr
+    with open(table) as handle:
+        rows = [r for r in csv.DictReader(handle) if r["testset"] == "brand-new"]
+    assert len({r["model"] for r in rows}) == 4
+    assert "trend of brand-new against squad-dev-heldout" in done.stdout
+    assert (tmp_path / "fig" / "population-trend-brand-new.png").is_file()
+    assert not (tmp_path / "clean" / "models").exists()  # nothing was trained
