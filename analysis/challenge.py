@@ -8,13 +8,15 @@ import json
 from evaluator.data import testsets
 from evaluator.data.derive import base_question_id
 from evaluator.scoring import challenge as cm
-from evaluator.store.queries import latest_result
+from evaluator.store.queries import cell_result
 from evaluator.store.store import Store
 from evaluator.store.units import load_units
+from evaluator.training import systems
 
 
 def _latest(store: Store, bundle: str, ts) -> dict | None:
-    return latest_result(store, bundle, ts.id, testset_sha256=ts.sha256)
+    return cell_result(store, bundle, ts.id, digest_today=systems.digest_today(store),
+                       sha_today={ts.id: ts.sha256}.get)
 
 
 def ablation_table(store, bundle_ids: list[str], only: set[str] | None = None) -> list[dict]:

@@ -48,7 +48,7 @@ from evaluator.pipeline.samples import write_samples
 from evaluator.pipeline.status import CellStatus, matrix_status
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.stats.intervals import check_level
-from evaluator.store.queries import latest_result
+from evaluator.store.queries import cell_result, is_sample, latest
 from evaluator.store.store import Store
 from evaluator.store.units import load_units
 from evaluator.training import systems
@@ -568,23 +568,40 @@ def results_group() -> None:
 @click.option("--bundle", default=None)
 @click.option("--testset", default=None)
 @click.option("--failures", is_flag=True, help="list failed runs instead")
-def results_list(bundle, testset, failures) -> None:
+@click.option("--include-samples", is_flag=True,
+              help="also the runs on a sample of questions (--limit, check), labelled")
+def results_list(bundle, testset, failures, include_samples) -> None:
+    """The result of every stored cell (its newest full run of the bundle as it is today),
+    with the test set's digest; samples only when asked, and labelled."""
     store = Store.open_default()
     if not store.exists():
         raise UserError(f"no results store at {store.db_path}; run evaluate first")
-    rows = store.failures() if failures else store.results(bundle, testset)
-    wb = max([len("bundle"), *(len(r["bundle"]) for r in rows)])
-    wt = max([len("testset"), *(len(r["testset"]) for r in rows)])
     if failures:
+        rows = store.failures()
+        wb = max([len("bundle"), *(len(r["bundle"]) for r in rows)])
+        wt = max([len("testset"), *(len(r["testset"]) for r in rows)])
         for f in rows:
             click.echo(f"{f['bundle']:<{wb}} {f['testset']:<{wt}} {f['failure_class']:<22} "
                        f"{f['message']}")
         return
+    stored = store.results(bundle, testset)
+    rows = sorted(latest(stored, digest_today=systems.digest_today(store)).values(),
+                  key=lambda r: (r["bundle"], r["testset"]))
+    if include_samples:
+        rows += sorted((r for r in stored if is_sample(r)),
+                       key=lambda r: (r["bundle"], r["testset"], r["created_at"]))
+    wb = max([len("bundle"), *(len(r["bundle"]) for r in rows)])
+    wt = max([len("testset"), *(len(r["testset"]) for r in rows)])
     click.echo(f"{'bundle':<{wb}} {'testset':<{wt}} {'n':>6} {'miss':>5} {'EM':>8} {'F1':>8}  "
-               f"runner  key")
+               f"{'runner':<7} {'set sha256':<12} {'key':<12} run")
     for r in rows:
+        kind = f"sample of {r['n']}" if is_sample(r) else "full"
         click.echo(f"{r['bundle']:<{wb}} {r['testset']:<{wt}} {r['n']:>6} {r['missing']:>5} "
-                   f"{r['em']:8.3f} {r['f1']:8.3f}  {r['runner']:<7} {r['key'][:12]}")
+                   f"{r['em']:8.3f} {r['f1']:8.3f}  {r['runner']:<7} "
+                   f"{r['testset_sha256'][:12]} {r['key'][:12]} {kind}")
+    hidden = sum(1 for r in stored if is_sample(r))
+    if hidden and not include_samples:
+        console.say(f"{hidden} runs on samples of questions not shown (--include-samples)")
 
 
 @results_group.command("export")
@@ -594,11 +611,7 @@ def results_list(bundle, testset, failures) -> None:
 def results_export(bundle, testset, out) -> None:
     """Write a cell's predictions.json and per-question scores.csv to --out."""
     store = Store.open_default()
-    current = bundles.available().get(bundle)
-    row = latest_result(store, bundle, testset,
-                        bundle_digest=bundles.from_folder(current).digest if current else None)
-    if row is None:
-        raise UserError(f"no stored result for {bundle} x {testset}; run evaluate first")
+    row = _cell(store, bundle, testset)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     predictions = store.get_object(row["predictions_sha256"])
@@ -655,15 +668,27 @@ def results_samples(bundle_names, testset_names, out) -> None:
     click.echo(f"{written} cells written to {out}")
 
 
+def _cell(store: Store, bundle: str, testset: str) -> dict:
+    """The result of a cell (the one rule of store.queries); a one-line error without one,
+    saying when only a sample of it is stored."""
+    row = cell_result(store, bundle, testset, digest_today=systems.digest_today(store))
+    if row is None:
+        sample = cell_result(store, bundle, testset, samples=True)
+        if sample is not None:
+            raise UserError(f"only a sample of {sample['n']} questions of {bundle} x {testset} "
+                            f"is stored (results list --include-samples); run evaluate for "
+                            f"its result")
+        raise UserError(f"no stored result for {bundle} x {testset}; run evaluate first")
+    return row
+
+
 @results_group.command("show")
 @click.argument("bundle")
 @click.argument("testset")
 def results_show(bundle, testset) -> None:
     """A cell's latest stored result with its provenance (tool, commit, software, host)."""
     store = Store.open_default()
-    row = latest_result(store, bundle, testset)
-    if row is None:
-        raise UserError(f"no stored result for {bundle} x {testset}; run evaluate first")
+    row = _cell(store, bundle, testset)
     record = json.loads(row["run_record"])
     for key in ("bundle", "testset", "n", "missing", "em", "f1", "scorer_version", "runner",
                 "device", "wall_s", "key", "bundle_digest", "testset_sha256"):

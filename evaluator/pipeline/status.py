@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from evaluator.bundles.spec import Bundle
 from evaluator.data.testsets import TestSet
-from evaluator.store.queries import latest_by_cell
+from evaluator.store.queries import latest
 from evaluator.store.store import Store
 
 STATES = ("done", "running", "failed", "pending", "n/a")
@@ -26,8 +26,8 @@ def matrix_status(store: Store, bundles: list[Bundle], testsets: list[TestSet]
                   ) -> list[CellStatus]:
     """One CellStatus per (bundle, test set), bundles outer."""
     have = store.exists()
-    latest = latest_by_cell(store.results() if have else [],
-                            bundle_digests={b.id: b.digest for b in bundles})
+    digests = {b.id: b.digest for b in bundles}
+    done = latest(store.results() if have else [], digest_today=digests.get)
     running = {(lease["bundle"], lease["testset"]) for lease in store.live_leases()} \
         if have else set()
     failures = {(f["bundle"], f["testset"]): f["failure_class"]
@@ -38,8 +38,8 @@ def matrix_status(store: Store, bundles: list[Bundle], testsets: list[TestSet]
             cell = (bundle.id, testset.id)
             if bundle.applicable(testset.id) is not None:
                 out.append(CellStatus(*cell, "n/a"))
-            elif cell in latest:
-                out.append(CellStatus(*cell, "done", row=latest[cell]))
+            elif cell in done:
+                out.append(CellStatus(*cell, "done", row=done[cell]))
             elif cell in running:
                 out.append(CellStatus(*cell, "running"))
             elif cell in failures:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Protocol
 
 from evaluator.bundles.spec import Bundle
+from evaluator.core.errors import RunFailure
 
 PREDICTIONS_FILE = "predictions.json"
 LOG_TAIL_BYTES = 64 << 10
@@ -80,6 +81,59 @@ def read_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
         handle.seek(max(0, size - limit))
         text = handle.read().decode("utf-8", errors="replace")
     return (f"[... {size - limit} earlier bytes dropped ...]\n" if size > limit else "") + text
+
+
+NO_GPU_KERNEL = "no kernel image is available for execution on the device"
+OOM_WORDS = ("out of memory", "memoryerror", "cannot allocate memory")
+
+
+@dataclass
+class Exit:
+    """How a submission's process ended, as a runner saw it."""
+
+    exit_code: int | None
+    log: str
+    timed_out: bool = False
+    timeout_s: float = 0.0
+    killed_for_memory: bool = False  # the engine says so (Docker's OOMKilled)
+    peak_memory: int | None = None
+    memory_limit: int | None = None  # None where the runner sets none (local)
+    output_exceeded: bool = False
+    output_limit: int | None = None
+    produced: bool = True  # the expected output file exists
+
+
+def classify(label: str, ended: Exit) -> None:
+    """Raise the run's failure, by one rule for every runner, or return when it succeeded.
+
+    Out of memory: the engine says the process was killed for memory; or it was killed by
+    SIGKILL (status -9 or 137) with no time-out and either no memory limit to compare with
+    (the kernel's OOM killer, under the local runner) or a peak within 5% of the limit; or it
+    failed saying so in its last output (Python's MemoryError, CUDA's "out of memory")."""
+    log = ended.log
+    if ended.output_exceeded:
+        limit = f"{ended.output_limit / (1 << 20):.0f} MiB" if ended.output_limit else "its limit"
+        raise RunFailure("output-too-large", f"{label} wrote more than {limit} to its output "
+                         f"folders and was killed (raise resources.output)", log)
+    if ended.timed_out:
+        raise RunFailure("timeout", f"{label} ran past its {ended.timeout_s:g} s time limit "
+                         f"and was killed", log)
+    if ended.exit_code in (0, None) and ended.produced:
+        return
+    killed = ended.exit_code in (-9, 137)
+    near_limit = ended.memory_limit is None or (
+        ended.peak_memory is not None and ended.peak_memory >= 0.95 * ended.memory_limit)
+    said = ended.exit_code != 0 and any(w in log[-4000:].lower() for w in OOM_WORDS)
+    if ended.killed_for_memory or (killed and near_limit) or said:
+        limit = f" of {ended.memory_limit / (1 << 20):.0f} MiB" if ended.memory_limit else ""
+        raise RunFailure("out-of-memory", f"{label} exceeded its memory limit{limit} and was "
+                         f"killed (raise resources.memory)", log)
+    if NO_GPU_KERNEL in log:
+        raise RunFailure("no-gpu-kernel", f"{label}: the framework has no CUDA kernel for "
+                         f"this GPU ({NO_GPU_KERNEL}); retry with --device cpu", log)
+    if ended.exit_code not in (0, None):
+        raise RunFailure("nonzero-exit", f"{label} exited with status {ended.exit_code}: "
+                         f"{last_line(log)}", log)
 
 
 def last_line(log: str) -> str:

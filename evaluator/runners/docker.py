@@ -49,11 +49,12 @@ from evaluator.runners import hfqa, images, interrupts
 from evaluator.runners.base import (
     LOG_TAIL_BYTES,
     PREDICTIONS_FILE,
+    Exit,
     RunRecord,
     RunRequest,
     TrainRequest,
+    classify,
     fill_command,
-    last_line,
 )
 from evaluator.runners.images import PYTHON_TAG, RUNNER_TAGS
 from evaluator.runners.watchdog import spawn as spawn_watchdog
@@ -67,7 +68,6 @@ CONFIG, CHECKPOINTS = "/input/config.json", "/checkpoints"  # training
 LIBRARY_MOUNT = "/libraries"  # shared packages a bundle names (`libraries:`)
 QA_CODE = Path(qa.__file__).resolve().parent  # the only project code a container sees
 GRACE_S = 10.0  # start-up allowance before the watchdog enforces a container's time limit
-NO_GPU_KERNEL = "no kernel image is available for execution on the device"
 PING_TIMEOUT_S = 2.0
 
 
@@ -360,27 +360,12 @@ class DockerRunner:
         return kwargs
 
     def _classify(self, bundle: Bundle, outcome: _Outcome, staging: Path) -> None:
-        log = outcome.log
-        if outcome.output_exceeded:
-            raise RunFailure("output-too-large", f"{bundle.id} wrote more than "
-                             f"{_output_limit(bundle) / (1 << 20):.0f} MiB or "
-                             f"{MAX_OUTPUT_FILES:,} files to /output and was killed (raise "
-                             f"resources.output)", log)
-        if outcome.timed_out:
-            raise RunFailure("timeout", f"{bundle.id} ran past its {bundle.timeout:g} s time "
-                             f"limit; its container was killed and removed", log)
-        if outcome.oom_killed or (outcome.exit_code == 137 and outcome.peak_memory and
-                                  outcome.peak_memory >= 0.95 * outcome.memory_limit):
-            raise RunFailure("out-of-memory", f"{bundle.id} exceeded its memory limit of "
-                             f"{outcome.memory_limit / (1 << 20):.0f} MiB and was killed "
-                             f"(raise resources.memory)", log)
-        missing = not (staging / PREDICTIONS_FILE).exists()
-        if NO_GPU_KERNEL in log and (outcome.exit_code != 0 or missing):
-            raise RunFailure("no-gpu-kernel", f"{bundle.id}: the framework has no CUDA kernel "
-                             f"for this GPU ({NO_GPU_KERNEL}); retry with --device cpu", log)
-        if outcome.exit_code != 0:
-            raise RunFailure("nonzero-exit", f"{bundle.id} exited with status "
-                             f"{outcome.exit_code}: {last_line(log)}", log)
+        classify(bundle.id, Exit(
+            outcome.exit_code, outcome.log, outcome.timed_out, bundle.timeout,
+            killed_for_memory=outcome.oom_killed, peak_memory=outcome.peak,
+            memory_limit=outcome.memory_limit, output_exceeded=outcome.output_exceeded,
+            output_limit=_output_limit(bundle),
+            produced=(staging / PREDICTIONS_FILE).exists() or bundle.kind == "approach"))
 
     # -- images ---------------------------------------------------------------------------
     def resolve_image(self, bundle: Bundle, ref: str | None = None) -> tuple[str, str, str]:

@@ -33,7 +33,7 @@ from evaluator.core.gate import Refused, read_json, weights_sha256
 from evaluator.qa.decode import QASettings
 from evaluator.qa.predict import ModelSpec, NoCUDA, pick_device, predict, program_args
 from evaluator.runners import interrupts
-from evaluator.runners.base import RunRecord, RunRequest, last_line, read_tail
+from evaluator.runners.base import Exit, RunRecord, RunRequest, classify, read_tail
 from evaluator.runners.limits import cancel_all, run_with_limit
 
 
@@ -144,14 +144,7 @@ class HFQARunner:
                 shlex.join(argv), Path(tmp), env, log_path, bundle.timeout, cpus=request.cpus)
             log = read_tail(log_path)
             details = _record(record_path)
-        if timed_out:
-            raise RunFailure("timeout", f"{bundle.id} ran past its {bundle.timeout:g} s time "
-                             f"limit and was killed", log)
-        if exit_code != 0:
-            oom = exit_code in (-9, 137) or "out of memory" in log.lower()
-            raise RunFailure("out-of-memory" if oom else "nonzero-exit",
-                             f"{bundle.id} exited with status {exit_code}: {last_line(log)}",
-                             log)
+        classify(bundle.id, Exit(exit_code, log, timed_out, bundle.timeout, peak_memory=peak))
         return RunRecord(runner=self.name, wall_s=wall, exit_code=0, log=log,
                          peak_memory_bytes=details.get("peak_gpu_bytes", peak),
                          device="gpu" if device.startswith("cuda") else "cpu",

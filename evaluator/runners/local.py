@@ -19,9 +19,11 @@ from evaluator.core.errors import RunFailure
 from evaluator.core.files import exclusive, run_tempdir
 from evaluator.runners import interrupts
 from evaluator.runners.base import (
+    Exit,
     RunRecord,
     RunRequest,
     TrainRequest,
+    classify,
     fill_command,
     last_line,
     read_tail,
@@ -84,12 +86,7 @@ class LocalRunner:
         record = RunRecord(runner=self.name, wall_s=wall, exit_code=exit_code, log=log,
                            peak_memory_bytes=peak, device="gpu" if device == "gpu" else "cpu",
                            details={"isolated": False, "cpus": list(cpus) or None})
-        if timed_out:
-            raise RunFailure("timeout", f"{label} ran past its {bundle.timeout:g} s time "
-                             f"limit and was killed", log)
-        if exit_code != 0:
-            raise RunFailure("nonzero-exit", f"{label} exited with status {exit_code}: "
-                             f"{last_line(log)}", log)
+        classify(label, Exit(exit_code, log, timed_out, bundle.timeout, peak_memory=peak))
         return record
 
 

@@ -1,58 +1,64 @@
-"""The latest valid result of a cell: the one rule every report uses.
+"""The result of a cell: the one rule every view of the store uses.
 
-A cell is (bundle id, test-set id). Of its stored rows, the valid ones are those made from
-the bundle's current digest and the test set's current sha256, when the caller knows them
-(a result of an edited bundle or a changed data file describes something else); the latest
-is the newest of those by creation time.
+A cell is (bundle id, test-set id). Its result is its newest *full* run (a `--limit` or
+`check` sample is never taken for it, unless samples are asked for, and then each is
+labelled by its n) made from the bundle's current digest and the test set's current sha256.
+"Current" is what the caller's registry says today (`digest_today`, `sha_today`); where it
+names nothing (a folder gone or broken, a set not worth deriving for a listing), the digest
+of the id's newest run stands. Runs of any other digest are superseded: they describe
+something else.
+
+`latest` is the one function that picks the newest row; `cell_result` asks it for one cell.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 
 from evaluator.store.store import Store
 
 Cell = tuple[str, str]
+Today = Callable[[str], str | None]
 
 
-def latest_by_cell(rows: Iterable[dict], *, bundle_digests: Mapping[str, str] | None = None,
-                   testset_shas: Mapping[str, str] | None = None) -> dict[Cell, dict]:
-    """{(bundle, testset): newest valid row} over `rows`.
-
-    `bundle_digests` / `testset_shas` map ids to their current digest; a row of an id they
-    name must match it, and ids they do not name are not filtered."""
-    bundle_digests, testset_shas = bundle_digests or {}, testset_shas or {}
-    latest: dict[Cell, dict] = {}
-    for row in rows:
-        if bundle_digests.get(row["bundle"], row["bundle_digest"]) != row["bundle_digest"]:
-            continue
-        if testset_shas.get(row["testset"], row["testset_sha256"]) != row["testset_sha256"]:
-            continue
-        cell = (row["bundle"], row["testset"])
-        if cell not in latest or row["created_at"] > latest[cell]["created_at"]:
-            latest[cell] = row
-    return latest
+def _none(_: str) -> None:
+    return None
 
 
-def latest_full(rows: Iterable[dict],
-                digest_today: Callable[[str], str | None] = lambda _: None) -> list[dict]:
-    """The newest full result of every cell (a `--limit` sample is never mixed in), of the
-    digest each bundle id names today: `digest_today(id)`, or where that names none (a
-    folder gone or broken) the digest of the id's newest row. Runs of any other digest are
-    superseded. What every reader of the store's results (analysis, API) means by them."""
-    full = sorted((r for r in rows if "limit" not in json.loads(r["options"])),
+def is_sample(row: dict) -> bool:
+    """A run on a seeded sample of the test set (`--limit`, `qashift check`)."""
+    return "limit" in json.loads(row["options"])
+
+
+def latest(rows: Iterable[dict], *, digest_today: Today = _none, sha_today: Today = _none,
+           samples: bool = False) -> dict[Cell, dict]:
+    """{(bundle, testset): its result} over `rows`: the newest full run of the bundle's
+    digest today and the test set's bytes today (`samples`: sampled runs count too)."""
+    kept = sorted((r for r in rows if samples or not is_sample(r)),
                   key=lambda r: r["created_at"])
-    digests = {row["bundle"]: row["bundle_digest"] for row in full}  # the newest of each id
+    digests = {r["bundle"]: r["bundle_digest"] for r in kept}  # the newest of each id
+    shas = {r["testset"]: r["testset_sha256"] for r in kept}
     for bundle_id in sorted(digests):
         digests[bundle_id] = digest_today(bundle_id) or digests[bundle_id]
-    return list(latest_by_cell(full, bundle_digests=digests).values())
+    for testset_id in sorted(shas):
+        shas[testset_id] = sha_today(testset_id) or shas[testset_id]
+    out: dict[Cell, dict] = {}
+    for row in kept:  # oldest first: a newer row of the same cell replaces an older one
+        if row["bundle_digest"] == digests[row["bundle"]] and \
+                row["testset_sha256"] == shas[row["testset"]]:
+            out[(row["bundle"], row["testset"])] = row
+    return out
 
 
-def latest_result(store: Store, bundle: str, testset: str, *, bundle_digest: str | None = None,
-                  testset_sha256: str | None = None) -> dict | None:
-    """The newest valid stored row of one cell, or None."""
+def latest_full(rows: Iterable[dict], digest_today: Today = _none) -> list[dict]:
+    """Every cell's result, as a list (what the analysis and the API read)."""
+    return list(latest(rows, digest_today=digest_today).values())
+
+
+def cell_result(store: Store, bundle: str, testset: str, *, digest_today: Today = _none,
+                sha_today: Today = _none, samples: bool = False) -> dict | None:
+    """The result of one cell, or None."""
     rows = store.results(bundle, testset) if store.exists() else []
-    found = latest_by_cell(rows, bundle_digests={bundle: bundle_digest} if bundle_digest else None,
-                           testset_shas={testset: testset_sha256} if testset_sha256 else None)
-    return found.get((bundle, testset))
+    return latest(rows, digest_today=digest_today, sha_today=sha_today,
+                  samples=samples).get((bundle, testset))

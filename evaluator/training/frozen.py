@@ -34,8 +34,10 @@ MANIFEST_CAP = 4 << 20
 
 
 def root() -> Path:
-    """The folder of frozen systems: `QASHIFT_FROZEN`, or `frozen/` in the repository."""
-    return Path(os.environ.get("QASHIFT_FROZEN") or settings.REPO_ROOT / "frozen")
+    """The folder of frozen systems: `QASHIFT_FROZEN`, or `frozen/` in the checkout
+    (`QASHIFT_ROOT`, else this source tree)."""
+    checkout = Path(os.environ.get("QASHIFT_ROOT") or settings.REPO_ROOT)
+    return Path(os.environ.get("QASHIFT_FROZEN") or checkout / "frozen")
 
 
 def folder_of(job: TrainJob) -> Path:

