@@ -3,6 +3,7 @@ once, one line each (exit 1 if there is any), without running anything."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -11,28 +12,70 @@ import click
 
 from evaluator.bundles import spec as bundles
 from evaluator.bundles.schema import BundleFile
-from evaluator.core.errors import ConfigError
-from evaluator.data import testsets
+from evaluator.core.errors import ConfigError, DataError, UserError
+from evaluator.core.hashing import file_sha256
+from evaluator.data import checks, testsets
+from evaluator.data.fetch import cached_path
 from evaluator.data.schema import TestSetFile
 from evaluator.data.testsets import TestSet
 from evaluator.training.study import StudyFile
 
 
-def _data_problem(testset: TestSet) -> str | None:
-    """A folder's own data file that is missing (fetched and derived sets are checked when
-    they are used: fetching needs a mirror or the network)."""
-    if testset.source is None and testset.derive is None:
+def _data_problems(testset: TestSet) -> list[str]:
+    """What is wrong with a test set's data: a folder's own file is opened and checked
+    question by question, and against its pinned sha256; a fetched set is checked where a
+    copy is already here (fetching needs a mirror or the network); a derived set is checked
+    by its transform when it is generated."""
+    if testset.derive is not None:
+        return []
+    if testset.source is not None:
+        path = cached_path(testset.source.sha256)
+        if not path.is_file():
+            return []
+    else:
         path = testset.folder / testset.data_file
         if not path.is_file():
-            return f"{testset.folder / 'testset.yaml'}: data file {testset.data_file} is missing"
-    return None
+            return [f"{testset.folder / 'testset.yaml'}: data file {testset.data_file} is "
+                    f"missing"]
+    try:
+        raw = testsets.read_document(path, testset.id)
+        if testset.source is None:
+            testset.sha256  # noqa: B018  (the pin is checked on reading it)
+    except DataError as error:
+        return [str(error)]
+    return checks.problems(raw, path, expected=testset.questions,
+                           aligned=testset.answers_aligned)
+
+
+def _pin(folder: Path, version: str | None) -> str:
+    """Write the data file's sha256 (and `version`) into the folder's testset.yaml, once its
+    content passes every check; what was done, one line."""
+    testset = testsets.from_folder(folder)
+    if testset.data_file is None:
+        raise UserError(f"{folder}: only a folder's own data file (file: NAME) is pinned here")
+    problems = _data_problems(dataclasses.replace(testset, pinned=None))
+    if problems:
+        raise UserError(f"{folder} is not pinned: {problems[0]}")
+    sha = file_sha256(folder / testset.data_file)
+    if testset.pinned and testset.pinned.lower() != sha and version in (None, testset.version):
+        raise UserError(f"{folder}: {testset.data_file} changed since it was pinned; pin it "
+                        f"again with a new version (--version, now {testset.version})")
+    where = folder / "testset.yaml"
+    lines = [line for line in where.read_text().splitlines()
+             if not line.startswith("sha256:") and not (version and line.startswith("version:"))]
+    lines += [f"version: '{version}'"] if version else []
+    lines.append(f"sha256: {sha}")
+    where.write_text("\n".join(lines) + "\n")
+    testsets.from_folder(folder)  # still a valid folder
+    return f"pinned {folder.name}: sha256 {sha[:12]}" + (f", version {version}" if version else "")
 
 
 def _check_folder(folder: Path) -> tuple[str, str | None]:
     """(what the folder is, its problem or None)."""
     try:
         if (folder / "testset.yaml").is_file():
-            return f"test set {folder.name}", _data_problem(testsets.from_folder(folder))
+            found = _data_problems(testsets.from_folder(folder))
+            return f"test set {folder.name}", "; ".join(found) if found else None
         if (folder / "bundle.yaml").is_file():
             bundles.from_folder(folder)
             return f"bundle {folder.name}", None
@@ -51,8 +94,20 @@ SCHEMAS = {"bundle": BundleFile, "testset": TestSetFile, "study": StudyFile}
 @click.option("--schema", type=click.Choice(sorted(SCHEMAS)), default=None,
               help="Print the JSON Schema of bundle.yaml, testset.yaml or a study plan (for "
                    "editors: YAML language servers read it) and exit.")
-def validate_command(paths, schema) -> None:
-    """Check folders (default: every test set and bundle) and list every problem."""
+@click.option("--pin", is_flag=True,
+              help="For each test-set FOLDER given, once its data passes every check, write "
+                   "its data file's sha256 into testset.yaml: an edit is then refused.")
+@click.option("--version", default=None,
+              help="With --pin: the new version to write (needed to pin a changed file).")
+def validate_command(paths, schema, pin, version) -> None:
+    """Check folders (default: every test set and bundle) and list every problem: a test
+    set's data is opened and checked question by question."""
+    if pin:
+        if not paths:
+            raise UserError("--pin needs the test-set folders to pin")
+        for folder in paths:
+            click.echo(_pin(folder, version))
+        return
     if schema:
         doc = {"$schema": "https://json-schema.org/draft/2020-12/schema",
                **SCHEMAS[schema].model_json_schema()}
@@ -70,7 +125,7 @@ def validate_command(paths, schema) -> None:
         good_bundles, broken_bundles = bundles.scan()
         problems += [f"test set {n}: {p}" for n, p in sorted(broken_sets.items())]
         problems += [f"test set {t.id}: {p}" for t in good_sets.values()
-                     if (p := _data_problem(t))]
+                     for p in _data_problems(t)]
         problems += [f"bundle {n}: {p}" for n, p in sorted(broken_bundles.items())]
         checked = len(good_sets) + len(broken_sets) + len(good_bundles) + len(broken_bundles)
     for line in problems:

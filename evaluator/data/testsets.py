@@ -19,6 +19,7 @@ from evaluator.core import settings
 from evaluator.core.errors import ConfigError, DataError
 from evaluator.core.hashing import file_sha256, sha256_bytes
 from evaluator.core.schema import validate
+from evaluator.data import checks
 from evaluator.data import derive as derive_mod
 from evaluator.data.derive import DeriveSpec
 from evaluator.data.fetch import Source, fetch
@@ -88,6 +89,8 @@ class TestSet:
     derive: DeriveSpec | None = None  # generated from a parent (or from nothing) on first use
     train: str | None = None  # the training split of this test split (approach-level runs)
     label: str | None = None  # the short name figures print
+    pinned: str | None = None  # `sha256:` of a folder's own data file
+    unaligned_answers: str | None = None  # the stated reason answers may move
 
     @property
     def sha256(self) -> str:
@@ -96,7 +99,14 @@ class TestSet:
             return self.source.sha256
         if self.derive is not None:
             return self.derived().sha256
-        return file_sha256(self.folder / self.data_file)
+        path = self.local_path()
+        actual = file_sha256(path)
+        if self.pinned is not None and actual != self.pinned.lower():
+            raise DataError(f"test set {self.id!r}: {path} was changed after it was pinned "
+                            f"(sha256 {actual[:12]}, testset.yaml pins {self.pinned[:12]}); "
+                            f"if the change is meant, raise its version and run `qashift "
+                            f"validate --pin {self.folder}`")
+        return actual
 
     def local_path(self, mirrors: list[Path] | None = None) -> Path:
         if self.source is not None:
@@ -124,9 +134,17 @@ class TestSet:
         shas = "+".join(p.sha256 for p in parents)
         return derive_mod.materialize(spec, self.id, joined, sha256_bytes(shas.encode()))
 
+    @property
+    def answers_aligned(self) -> bool:
+        """Whether every answer must stand at its answer_start: a set's own or fetched data,
+        unless its folder states why not (a derived set is checked by its transform)."""
+        return self.derive is None and not self.unaligned_answers
+
     def load(self, mirrors: list[Path] | None = None) -> Dataset:
         path = self.local_path(mirrors)
-        return _load_dataset(str(path), self.id, self.questions, self.cluster, file_sha256(path))
+        sha = self.sha256 if self.source is None and self.derive is None else file_sha256(path)
+        return _load_dataset(str(path), self.id, self.questions, self.cluster, sha,
+                             self.answers_aligned)
 
 
 MAX_DERIVE_DEPTH = 16
@@ -148,21 +166,25 @@ def _check_derive_chain(start: TestSet) -> None:
             stack.append((get(name), (*chain, name)))
 
 
-@cache
-def _load_dataset(path: str, set_id: str, expected: int, cluster: str, sha256: str) -> Dataset:
+def read_document(path: Path | str, set_id: str) -> dict:
+    """A test set's JSON file; a one-line DataError when it is not valid JSON."""
     try:
         with open(path, encoding="utf-8") as handle:
-            raw = json.load(handle)
+            return json.load(handle)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DataError(f"test set {set_id!r}: {path} is not valid JSON ({exc}); the file is "
                         f"truncated or corrupt: replace it") from None
+
+
+@cache
+def _load_dataset(path: str, set_id: str, expected: int, cluster: str, sha256: str,
+                  aligned: bool = True) -> Dataset:
+    raw = read_document(path, set_id)
+    found = checks.problems(raw, path, expected=expected, aligned=aligned)
+    if found:
+        more = f" (and {len(found) - 1} more: qashift validate)" if len(found) > 1 else ""
+        raise DataError(f"test set {set_id!r}: {found[0]}{more}")
     questions = parse_questions(raw, set_id)
-    if len(questions) != expected:
-        raise DataError(f"test set {set_id!r}: {path} has {len(questions)} questions, "
-                        f"testset.yaml expects {expected}; wrong file or wrong version")
-    ids = [q.id for q in questions]
-    if len(set(ids)) != len(ids):
-        raise DataError(f"test set {set_id!r}: {path} has duplicate question ids")
     return Dataset(raw=raw, questions=tuple(questions), sha256=sha256)
 
 
@@ -236,6 +258,9 @@ def from_folder(folder: Path) -> TestSet:
         raise ConfigError(f"{where}: give exactly one of source: {{file, sha256, url}}, "
                           f"file: NAME or derive: {{from, transform, params, seed}}"
                           + (f" (got {', '.join(given)})" if given else ""))
+    if spec.sha256 is not None and spec.file is None:
+        raise ConfigError(f"{where}: sha256 pins a folder's own data file (file: NAME); a "
+                          f"fetched set pins it in source.sha256")
     derive = DeriveSpec.from_yaml(spec.derive, where) if spec.derive is not None else None
     source = None
     if spec.source is not None:
@@ -249,7 +274,7 @@ def from_folder(folder: Path) -> TestSet:
         cluster=spec.cluster, license=spec.license, citation=spec.citation.strip(),
         folder=folder, source=source, data_file=spec.file,
         description=spec.description.strip(), derive=derive, train=spec.train,
-        label=spec.label,
+        label=spec.label, pinned=spec.sha256, unaligned_answers=spec.unaligned_answers,
     )
 
 

@@ -362,7 +362,7 @@ class DockerRunner:
     def _classify(self, bundle: Bundle, outcome: _Outcome, staging: Path) -> None:
         classify(bundle.id, Exit(
             outcome.exit_code, outcome.log, outcome.timed_out, bundle.timeout,
-            killed_for_memory=outcome.oom_killed, peak_memory=outcome.peak,
+            killed_for_memory=outcome.oom_killed, peak_memory=outcome.peak_memory,
             memory_limit=outcome.memory_limit, output_exceeded=outcome.output_exceeded,
             output_limit=_output_limit(bundle),
             produced=(staging / PREDICTIONS_FILE).exists() or bundle.kind == "approach"))

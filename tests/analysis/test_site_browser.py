@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.analysis.test_site import (
+from tests.support.site import (
     build_published_site,
     build_store_site,
     bundle_names,

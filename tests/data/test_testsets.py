@@ -74,7 +74,7 @@ def test_a_truncated_file_in_a_plain_folder_says_so(tmp_path, small_dev):
 
 def test_a_wrong_question_count_is_reported(tmp_path, small_dev):
     write_testset(tmp_path, "mine", small_dev, questions=5)
-    with pytest.raises(DataError, match="questions, testset.yaml expects 5"):
+    with pytest.raises(DataError, match="questions, testset.yaml says questions: 5"):
         testsets.get("mine", tmp_path).load()
 
 

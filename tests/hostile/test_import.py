@@ -20,7 +20,7 @@ from evaluator.store import check as store_check
 from evaluator.store.store import Store
 from evaluator.store.transfer import import_store
 from evaluator.training.run import train
-from tests.hostile.test_trained import hostile, job  # noqa: F401  (the fixture)
+from tests.support.hostile import job
 
 
 def run(*argv: str) -> subprocess.CompletedProcess:
@@ -29,7 +29,7 @@ def run(*argv: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def elsewhere(hostile, tmp_path, monkeypatch):  # noqa: F811
+def elsewhere(hostile, tmp_path, monkeypatch):
     """A store that trained the honest system and scored it (the other machine's), and an
     empty store here."""
     made = Store.open_default()

@@ -16,12 +16,12 @@ from evaluator.store import check as store_check
 from evaluator.store.store import Store
 from evaluator.training.job import TrainJob
 from evaluator.training.run import train
-from tests.training.test_train import f1_of, registry  # noqa: F401  (the fixture)
+from tests.support.training import f1_of
 
 SYSTEM = "logreg-rajpurkar@tiny-train/s0"
 
 
-def made_elsewhere(registry: dict, monkeypatch) -> tuple[Path, dict]:  # noqa: F811
+def made_elsewhere(registry: dict, monkeypatch) -> tuple[Path, dict]:
     """A system trained and scored in the registry's store, which then stands for another
     machine's: this process switches to a fresh, empty workspace."""
     store = Store(registry["workspace"])
@@ -37,7 +37,7 @@ def import_(source: Path):
     return CliRunner().invoke(main, ["store", "import", str(source)])
 
 
-def test_an_imported_system_is_neither_trained_nor_scored_again(registry, monkeypatch):  # noqa: F811
+def test_an_imported_system_is_neither_trained_nor_scored_again(registry, monkeypatch):
     elsewhere, scored = made_elsewhere(registry, monkeypatch)
     done = import_(elsewhere)
     assert done.exit_code == 0, done.output
@@ -58,7 +58,7 @@ def test_an_imported_system_is_neither_trained_nor_scored_again(registry, monkey
     assert len(here.results()) == 1 and len(here.systems()) == 1
 
 
-def test_a_result_whose_objects_are_corrupt_is_left_out(registry, monkeypatch):  # noqa: F811
+def test_a_result_whose_objects_are_corrupt_is_left_out(registry, monkeypatch):
     elsewhere, _ = made_elsewhere(registry, monkeypatch)
     [result] = Store(elsewhere).results()
     predictions = Store(elsewhere).object_path(result["predictions_sha256"])
@@ -74,7 +74,7 @@ def test_a_result_whose_objects_are_corrupt_is_left_out(registry, monkeypatch): 
 
 
 def test_a_system_whose_weights_are_corrupt_is_left_out_with_its_results(
-        registry, monkeypatch):  # noqa: F811
+        registry, monkeypatch):
     elsewhere, _ = made_elsewhere(registry, monkeypatch)
     [system] = Store(elsewhere).systems()
     for path in Store(elsewhere).model_path(system["weights_digest"]).rglob("*"):
@@ -94,7 +94,7 @@ def test_a_system_whose_weights_are_corrupt_is_left_out_with_its_results(
 
 
 def test_a_system_in_training_here_is_left_out_until_its_training_ends(
-        registry, monkeypatch):  # noqa: F811
+        registry, monkeypatch):
     """A controller here holds the system's train lease: the imported row would be replaced
     by that training's when it finishes, so neither it nor its results come in yet."""
     elsewhere, _ = made_elsewhere(registry, monkeypatch)
@@ -111,7 +111,7 @@ def test_a_system_in_training_here_is_left_out_until_its_training_ends(
     assert "imported 1 trained systems and 1 results (0 already here)" in again.output
 
 
-def test_a_folder_that_is_no_store_is_one_line(registry, tmp_path):  # noqa: F811
+def test_a_folder_that_is_no_store_is_one_line(registry, tmp_path):
     done = import_(tmp_path)
     assert done.exit_code != 0
     assert "is not a results store" in done.output

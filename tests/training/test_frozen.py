@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_testset
-from tests.hostile.test_trained import hostile  # noqa: F401  (the fixture)
 
 PLAN = ("id: tiny\nname: tiny\nsplit: tiny-train\ntestsets: [tiny-test]\n"
         "approaches:\n  attacker: {settings: [{}], seeds: [0, 1]}\n")
@@ -32,7 +31,7 @@ def score(system: str) -> dict:
 
 
 @pytest.fixture
-def frozen_plan(hostile, tmp_path, monkeypatch):  # noqa: F811
+def frozen_plan(hostile, tmp_path, monkeypatch):
     """The plan trained and scored in one workspace, then frozen into a repository folder;
     the process then moves to an empty workspace, as a clean clone would have."""
     monkeypatch.setenv("QASHIFT_FROZEN", str(tmp_path / "frozen"))
@@ -92,7 +91,7 @@ def test_a_tampered_frozen_system_is_refused_naming_the_file(frozen_plan, tamper
 
 
 def test_a_new_test_set_is_scored_by_every_frozen_system_with_one_command(
-        hostile, dev_raw, tmp_path, monkeypatch):  # noqa: F811
+        hostile, dev_raw, tmp_path, monkeypatch):
     """Four frozen systems (each answering with another word of the passage), a clean
     workspace, a test-set folder added: one command scores them all on it, adds it to the
     table and fits its trend against the held-out set."""

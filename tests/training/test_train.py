@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -27,45 +26,9 @@ from evaluator.training import table
 from evaluator.training.job import TrainJob
 from evaluator.training.run import cell_dir, train
 from evaluator.training.systems import resolve
-from tests.conftest import REPO, raced_store, write_testset
+from tests.conftest import raced_store
 from tests.docker_kit import needs_docker
-
-LOGREG = REPO / "submissions" / "logreg-rajpurkar"
-FAST = ["--set", "epochs=2"]
-
-
-@pytest.fixture
-def registry(tmp_path, dev_raw, monkeypatch, workspace):
-    """A training split (2 dev articles) and a test split (the third), with the approach."""
-    subs, sets = tmp_path / "subs", tmp_path / "sets"
-    shutil.copytree(LOGREG, subs / "logreg-rajpurkar")
-    shutil.copytree(REPO / "submissions" / "sliding-window", subs / "sliding-window")
-    train_folder = write_testset(sets, "tiny-train", {"version": "1.1",
-                                                      "data": dev_raw["data"][:2]})
-    text = (train_folder / "testset.yaml").read_text().replace("kind: derived",
-                                                               "kind: training")
-    (train_folder / "testset.yaml").write_text(text)
-    test_folder = write_testset(sets, "tiny-test", {"version": "1.1",
-                                                    "data": dev_raw["data"][2:3]})
-    (test_folder / "testset.yaml").write_text((test_folder / "testset.yaml").read_text() +
-                                              "train: tiny-train\n")
-    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
-    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
-    return {"subs": subs, "sets": sets, "workspace": workspace}
-
-
-def qashift(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["qashift", *args], capture_output=True, text=True,
-                          env=os.environ.copy(), timeout=600)
-
-
-def f1_of(bundle_id: str, testset: str, runner: str = "local", *extra: str) -> dict:
-    result = CliRunner().invoke(evaluate_cmd, ["-b", bundle_id, "-t", testset, "--runner",
-                                               runner, "--json", *extra])
-    assert result.exit_code == 0, result.output
-    [cell] = json.loads(result.stdout)["results"]
-    return cell
-
+from tests.support.training import FAST, f1_of, qashift
 
 SYSTEM = "logreg-rajpurkar@tiny-train/s0/he2826b04"  # epochs=2 differs from the default
 
