@@ -594,8 +594,10 @@ def results_list(bundle, testset, failures, include_samples) -> None:
     wt = max([len("testset"), *(len(r["testset"]) for r in rows)])
     click.echo(f"{'bundle':<{wb}} {'testset':<{wt}} {'n':>6} {'miss':>5} {'EM':>8} {'F1':>8}  "
                f"{'runner':<7} {'set sha256':<12} {'key':<12} run")
+    present = set(testsets.available())
     for r in rows:
         kind = f"sample of {r['n']}" if is_sample(r) else "full"
+        kind += "" if r["testset"] in present else ", its test-set folder is gone"
         click.echo(f"{r['bundle']:<{wb}} {r['testset']:<{wt}} {r['n']:>6} {r['missing']:>5} "
                    f"{r['em']:8.3f} {r['f1']:8.3f}  {r['runner']:<7} "
                    f"{r['testset_sha256'][:12]} {r['key'][:12]} {kind}")

@@ -78,3 +78,10 @@ def test_a_cell_with_only_a_sample_says_so(tmp_path, small_dev, monkeypatch, wor
     assert done.exit_code != 0
     assert "only a sample of 5 questions of honest x toy is stored" in done.output
     assert "done 1" not in cli("status", "-b", "honest", "-t", "toy")
+
+
+def test_a_result_of_a_deleted_test_set_folder_is_marked(cell, tmp_path):
+    import shutil
+
+    shutil.rmtree(tmp_path / "sets" / "toy")
+    assert "its test-set folder is gone" in cli("results", "list")
