@@ -29,6 +29,7 @@ from evaluator.cli.analysis import (
     strata_command,
 )
 from evaluator.cli.base import Command, Group, configure, console_options, settings_options
+from evaluator.cli.compare import compare_command
 from evaluator.cli.derive import challenge, testsets_derive
 from evaluator.cli.images import images_group
 from evaluator.cli.store import store_group
@@ -299,6 +300,7 @@ def _register_optional() -> None:
     main.add_command(extra_data_command)
     main.add_command(report_command)
     main.add_command(challenge)
+    main.add_command(compare_command)
     main.add_command(images_group)
     main.add_command(zoo_group)
     bundles_group.add_command(export_onnx)

@@ -1,0 +1,128 @@
+"""`qashift compare A B -t SET [--against ORIGINAL]`: two systems on the same questions.
+
+Reads both cells' results (the one rule of `store.queries`) and their stored per-question
+scores, pairs them by question, and reports the paired difference in EM and F1 (bootstrap
+interval, paired t-test, McNemar's exact test for EM); with `--against`, also whether A's
+drop from the original set to SET differs from B's. `--diff FILE.csv` writes the questions
+where the two systems' answers differ.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import numpy as np
+
+from evaluator.core.errors import UserError
+from evaluator.core.files import write_csv_atomic
+from evaluator.data import testsets
+from evaluator.stats import paired as paired_stats
+from evaluator.store.queries import cell_result
+from evaluator.store.store import Store
+from evaluator.store.units import load_units
+from evaluator.training import systems
+
+
+def _paired_units(store: Store, a: str, b: str, testset: str) -> tuple[dict, dict, list[str]]:
+    """Both cells' rows, and the question ids both were scored on, in A's order."""
+    today = systems.digest_today(store)
+    rows = {}
+    for name in (a, b):
+        row = cell_result(store, name, testset, digest_today=today)
+        if row is None:
+            raise UserError(f"no stored result for {name} x {testset}; run evaluate first")
+        rows[name] = row
+    if rows[a]["testset_sha256"] != rows[b]["testset_sha256"]:
+        raise UserError(f"{a} and {b} were scored on different bytes of {testset}; "
+                        f"evaluate both again")
+    units = {name: {u.id: u for u in load_units(store, rows[name])} for name in (a, b)}
+    ids = [i for i in units[a] if i in units[b]]
+    if not ids:
+        raise UserError(f"{a} and {b} share no question of {testset}")
+    return rows, units, ids
+
+
+def _scores(units: dict, name: str, ids: list[str], metric: str) -> np.ndarray:
+    return np.array([getattr(units[name][i], metric) for i in ids], dtype=float)
+
+
+@click.command("compare")
+@click.argument("a")
+@click.argument("b")
+@click.option("--testset", "-t", required=True, help="the set both were scored on")
+@click.option("--against", default=None,
+              help="an original set both were scored on: also compare their drops to -t")
+@click.option("--bootstrap", type=click.IntRange(min=100), default=10_000, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--level", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True)
+@click.option("--diff", "diff_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="write the questions where the answers differ (CSV)")
+@click.option("--json", "as_json", is_flag=True)
+def compare_command(a, b, testset, against, bootstrap, seed, level, diff_path, as_json) -> None:
+    """Is A better than B on the same questions, and does it lose more or less under shift?"""
+    store = Store.open_default()
+    rows, units, ids = _paired_units(store, a, b, testset)
+    out: dict = {"a": a, "b": b, "testset": testset, "n": len(ids), "paired": [], "drop": []}
+    for metric in ("em", "f1"):
+        out["paired"].append(paired_stats.paired(
+            metric, _scores(units, a, ids, metric), _scores(units, b, ids, metric),
+            n_boot=bootstrap, seed=seed, level=level).to_dict())
+    if against:
+        _, orig_units, orig_ids = _paired_units(store, a, b, against)
+        out["against"] = against
+        for metric in ("em", "f1"):
+            out["drop"].append(paired_stats.drop_difference(
+                metric, (_scores(orig_units, a, orig_ids, metric),
+                         _scores(orig_units, b, orig_ids, metric)),
+                (_scores(units, a, ids, metric), _scores(units, b, ids, metric)),
+                n_boot=bootstrap, seed=seed, level=level).to_dict())
+    if diff_path is not None:
+        count = _write_diff(store, rows, units, ids, a, b, testset, diff_path)
+        out["diff_file"], out["differing"] = str(diff_path), count
+    if as_json:
+        click.echo(json.dumps(out, indent=1))
+        return
+    pct = f"{int(level * 100)}%"
+    click.echo(f"{a} vs {b} on {testset}: {len(ids)} questions scored for both")
+    for p in out["paired"]:
+        line = (f"  {p['metric'].upper():<3} {p['a']:7.3f} vs {p['b']:7.3f}: difference "
+                f"{p['diff']:+.3f} [{p['lo']:+.3f}, {p['hi']:+.3f}] ({pct} paired bootstrap), "
+                f"paired t p = {p['t_p']:.3g}")
+        if p["metric"] == "em":
+            line += (f", McNemar exact p = {p['mcnemar_p']:.3g} ({p['a_only']} right only "
+                     f"for A, {p['b_only']} only for B)")
+        click.echo(line)
+    for d in out["drop"]:
+        click.echo(f"  drop {against} -> {testset}, {d['metric'].upper()}: A {d['drop_a']:+.3f}, "
+                   f"B {d['drop_b']:+.3f}; A loses {d['diff']:+.3f} more "
+                   f"[{d['lo']:+.3f}, {d['hi']:+.3f}] ({pct} bootstrap within each set)")
+    if diff_path is not None:
+        click.echo(f"  {out['differing']} questions answered differently: {diff_path}")
+
+
+def _write_diff(store: Store, rows: dict, units: dict, ids: list[str], a: str, b: str,
+                testset: str, path: Path) -> int:
+    predictions = {name: json.loads(store.get_object(rows[name]["predictions_sha256"]) or b"{}")
+                   for name in (a, b)}
+    questions = {}
+    try:
+        dataset = testsets.get(testset).load()
+        questions = {q.id: q for q in dataset.questions}
+    except UserError:
+        pass  # the data is not here: the answers and scores are still written
+    out = []
+    for i in ids:
+        pa, pb = predictions[a].get(i), predictions[b].get(i)
+        if pa == pb:
+            continue
+        q = questions.get(i)
+        out.append({"id": i, "gold": " | ".join(q.answers) if q else "",
+                    "answer_a": pa if pa is not None else "", "em_a": units[a][i].em,
+                    "f1_a": round(units[a][i].f1, 4),
+                    "answer_b": pb if pb is not None else "", "em_b": units[b][i].em,
+                    "f1_b": round(units[b][i].f1, 4)})
+    write_csv_atomic(path, ["id", "gold", "answer_a", "em_a", "f1_a", "answer_b", "em_b",
+                            "f1_b"], out)
+    return len(out)

@@ -1,0 +1,80 @@
+"""Paired comparison of two systems on the same questions: McNemar's exact test agrees with
+statsmodels', the paired t-test with its textbook formula, the bootstrap interval with the
+normal one on many questions, and the drop difference with its definition."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from scipy import stats
+from statsmodels.stats.contingency_tables import mcnemar
+
+from evaluator.cli.main import evaluate_cmd, main
+from evaluator.stats.paired import drop_difference, mcnemar_exact, paired
+from tests.conftest import FIRST_WORD, tiny_registry
+
+
+@pytest.mark.parametrize("a_only, b_only", [(0, 0), (3, 0), (12, 5), (40, 61)])
+def test_mcnemar_matches_statsmodels_exact(a_only, b_only):
+    table = [[100, a_only], [b_only, 50]]
+    assert mcnemar_exact(a_only, b_only) == pytest.approx(
+        mcnemar(table, exact=True).pvalue, rel=1e-12)
+
+
+def test_the_paired_difference_its_t_test_and_its_bootstrap_interval():
+    rng = np.random.default_rng(7)
+    b = rng.random(4000)
+    a = np.clip(b + rng.normal(0.02, 0.1, 4000), 0, 1)
+    found = paired("f1", a, b, n_boot=4000, seed=1)
+    d = a - b
+    t = d.mean() / (d.std(ddof=1) / math.sqrt(len(d)))
+    assert found.t_p == pytest.approx(2 * stats.t.sf(abs(t), len(d) - 1), rel=1e-9)
+    assert found.diff == pytest.approx(100 * d.mean())
+    half = 1.959964 * d.std(ddof=1) / math.sqrt(len(d)) * 100
+    assert found.lo == pytest.approx(found.diff - half, abs=0.1 * half)
+    assert found.hi == pytest.approx(found.diff + half, abs=0.1 * half)
+    same = paired("em", b.round(), b.round(), n_boot=200)
+    assert (same.diff, same.lo, same.hi, same.mcnemar_p, same.t_p) == (0, 0, 0, 1.0, 1.0)
+
+
+def test_the_drop_difference_is_the_difference_of_the_drops():
+    orig = (np.array([1, 1, 1, 0.0]), np.array([1, 0, 1, 0.0]))
+    new = (np.array([0, 1, 0, 0.0]), np.array([1, 0, 0, 0.0]))
+    found = drop_difference("em", orig, new, n_boot=500)
+    assert (found.drop_a, found.drop_b) == (50.0, 25.0)
+    assert found.diff == 25.0 and found.lo <= 25.0 <= found.hi
+
+
+SECOND_WORD = FIRST_WORD.replace('p["context"].split()[0]', 'p["context"].split()[1]')
+
+
+def test_compare_reads_both_stored_cells_and_writes_their_differences(
+        tmp_path, small_dev, dev_raw, monkeypatch, workspace):
+    other = {"version": "1.1", "data": dev_raw["data"][3:4]}
+    tiny_registry(tmp_path, monkeypatch, {"toy": small_dev, "other": other},
+                  {"first": FIRST_WORD, "second": SECOND_WORD})
+    for bundle in ("first", "second"):
+        for testset in ("toy", "other"):
+            assert CliRunner().invoke(evaluate_cmd, ["-b", bundle, "-t", testset, "--runner",
+                                                     "local"]).exit_code == 0
+    diff = tmp_path / "diff.csv"
+    done = CliRunner().invoke(main, ["compare", "first", "second", "-t", "other", "--against",
+                                     "toy", "--diff", str(diff), "--json",
+                                     "--bootstrap", "500"])
+    assert done.exit_code == 0, done.output
+    out = json.loads(done.stdout)
+    em = next(p for p in out["paired"] if p["metric"] == "em")
+    lines = diff.read_text().splitlines()
+    assert out["differing"] == len(lines) - 1 > 0
+    rows = [line.split(",") for line in lines[1:]]
+    assert em["a_only"] + em["b_only"] <= len(rows)
+    assert {d["metric"] for d in out["drop"]} == {"em", "f1"}
+    text = CliRunner().invoke(main, ["compare", "first", "second", "-t", "other",
+                                     "--bootstrap", "500"])
+    assert "McNemar exact p" in text.output and "paired bootstrap" in text.output
+    missing = CliRunner().invoke(main, ["compare", "first", "nobody", "-t", "other"])
+    assert missing.exit_code != 0 and "no stored result for nobody x other" in missing.output
