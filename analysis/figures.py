@@ -119,7 +119,11 @@ def comparison_row(sources: Sequence[tuple], testset: str | None, metric: str,
                                                            panel_size), squeeze=False)
         for ax, (name, df, *own) in zip(axes.flat, sources):
             shown = own[0] if own else testset
-            fit = fit_panel(df, shown, metric, scale, n_boot=n_boot, seed=seed)
+            try:
+                fit = fit_panel(df, shown, metric, scale, n_boot=n_boot, seed=seed)
+            except ValueError:
+                plt.close(fig)
+                raise
             scatter_panel(ax, df, shown, metric, scale, fit=fit,
                           title=f"{name}\n{_label(shown)}, {METRIC_LABEL[metric]} ({scale})")
         fig.tight_layout()

@@ -48,8 +48,10 @@ def regenerate(df: pd.DataFrame, out: Path | str, n_boot: int = fits.DEFAULT_BOO
             written += figures.save(fig, out / f"{t}-{m}")
     for m in metrics:
         for s in fits.SCALES:
-            fig = figures.panel_grid(df, [(t, m, s) for t in testsets if (t, m) in present],
-                                     by_key, ncols=2)
+            grid = [(t, m, s) for t in testsets if (t, m) in present]
+            if not grid:
+                continue  # no set has this metric on both axes
+            fig = figures.panel_grid(df, grid, by_key, ncols=2)
             written += figures.save(fig, out / f"grid-{m}-{s}")
     tables = {"fits": fits.fit_table(all_fits),
               "effective_robustness": fits.effective_robustness(df, all_fits)}

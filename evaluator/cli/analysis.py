@@ -85,11 +85,19 @@ def _comparisons(df, name, other, other_name, out: Path, n_boot: int, seed: int)
     if not common:
         raise click.ClickException(f"{name!r} and {other_name!r} share no compared test set")
     written: list[Path] = []
+    skipped = []
     for testset in common:
         for metric in METRICS:
-            fig = figures.comparison_row([(name, df), (other_name, other)],
-                                         testset, metric, "linear", n_boot, seed)
+            try:
+                fig = figures.comparison_row([(name, df), (other_name, other)],
+                                             testset, metric, "linear", n_boot, seed)
+            except ValueError:  # one side has fewer than 3 models with both scores
+                skipped.append(f"{testset} {metric}")
+                continue
             written += figures.save(fig, Path(out) / f"compare-{testset}-{metric}")
+    if skipped:
+        console.warn(f"no comparison drawn for {', '.join(skipped)}: one source has fewer "
+                     f"than 3 models with scores on both axes there")
     return written
 
 

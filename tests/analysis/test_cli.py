@@ -89,3 +89,25 @@ def test_figures_compare_puts_two_trends_side_by_side(tmp_path, shared_data):
     for metric in ("f1", "em"):
         assert (out / f"compare-new-wiki-{metric}.png").stat().st_size > 10_000
     assert not list(out.glob("compare-reddit-*"))  # only sets both sources have
+
+
+def test_figures_compare_skips_a_set_one_source_cannot_fit_with_a_warning(tmp_path, shared_data):
+    """AddOneSent has EM only in the published data: no F1 comparison, a warning, no
+    traceback (the README's zoo command)."""
+    from click.testing import CliRunner
+
+    from evaluator.cli.analysis import figures_command
+
+    rows = ["model,testset,metric,value,reference"]
+    for i, (x, y) in enumerate([(60, 40), (70, 47), (80, 55), (90, 61)]):
+        for metric in ("f1", "em"):
+            rows.append(f"m{i},squad-dev-heldout,{metric},{x},")
+            rows.append(f"m{i},addonesent,{metric},{y},squad-dev-heldout")
+    table = tmp_path / "zoo.csv"
+    table.write_text("\n".join(rows) + "\n")
+    result = CliRunner().invoke(figures_command, [
+        "--source", str(table), "--compare", "squadshifts-published", "--data-dir",
+        str(shared_data), "--out", str(tmp_path / "figs"), "--bootstrap", "20"])
+    assert result.exit_code == 0, result.output
+    assert "no comparison drawn for addonesent f1" in result.output
+    assert (tmp_path / "figs" / "compare-addonesent-em.png").is_file()
