@@ -96,13 +96,19 @@ class Bundle:
 
     def applicable(self, testset_id: str) -> str | None:
         """None if the bundle can run on the test set, else the reason it cannot."""
+        if (why := self.blocked()) is not None:
+            return why
+        if self.kind == "predictions" and testset_id not in self.predictions:
+            have = ", ".join(sorted(self.predictions)) or "none"
+            return f"no stored predictions for {testset_id} (has: {have})"
+        return None
+
+    def blocked(self) -> str | None:
+        """Why the bundle cannot run on any set here (whatever the set), or None."""
         if self.status != "ready":
             return f"bundle is {self.status}"
         if self.kind == "approach":
             return "an approach is trained first: evaluate one of its systems (APPROACH@SPLIT/sN)"
-        if self.kind == "predictions" and testset_id not in self.predictions:
-            have = ", ".join(sorted(self.predictions)) or "none"
-            return f"no stored predictions for {testset_id} (has: {have})"
         if self.kind == "hf-qa" and "cache" in self.model and \
                 not (settings.cache_dir() / self.model["cache"]).exists():
             how = self.model.get("rebuild", "build it")

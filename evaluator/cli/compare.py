@@ -13,12 +13,10 @@ import json
 from pathlib import Path
 
 import click
-import numpy as np
 
 from evaluator.core.errors import UserError
 from evaluator.core.files import write_csv_atomic
 from evaluator.data import testsets
-from evaluator.stats import paired as paired_stats
 from evaluator.store.queries import cell_result
 from evaluator.store.store import Store
 from evaluator.store.units import load_units
@@ -44,8 +42,8 @@ def _paired_units(store: Store, a: str, b: str, testset: str) -> tuple[dict, dic
     return rows, units, ids
 
 
-def _scores(units: dict, name: str, ids: list[str], metric: str) -> np.ndarray:
-    return np.array([getattr(units[name][i], metric) for i in ids], dtype=float)
+def _scores(units: dict, name: str, ids: list[str], metric: str) -> list[float]:
+    return [float(getattr(units[name][i], metric)) for i in ids]
 
 
 @click.command("compare")
@@ -62,6 +60,8 @@ def _scores(units: dict, name: str, ids: list[str], metric: str) -> np.ndarray:
 @click.option("--json", "as_json", is_flag=True)
 def compare_command(a, b, testset, against, bootstrap, seed, level, diff_path, as_json) -> None:
     """Is A better than B on the same questions, and does it lose more or less under shift?"""
+    from evaluator.stats import paired as paired_stats  # lazy: numpy, scipy; fast start
+
     store = Store.open_default()
     rows, units, ids = _paired_units(store, a, b, testset)
     out: dict = {"a": a, "b": b, "testset": testset, "n": len(ids), "paired": [], "drop": []}

@@ -481,29 +481,39 @@ def bundles_group() -> None:
 
 
 @bundles_group.command("list")
-@click.option("--runnable", "show", flag_value="runnable", help="only bundles that can run")
+@click.option("--runnable", "show", flag_value="runnable", help="only bundles that run here")
 @click.option("--awaiting", "show", flag_value="awaiting", help="only bundles still lacking "
               "their program files")
+@click.option("--all", "show", flag_value="all", help="every bundle")
 def bundles_list(show) -> None:
-    """Every submission, whether it can run, and what it lacks if not."""
-    click.echo(f"{'id':<44} {'kind':<12} {'status':<17} runs on / lacks")
-    counts = {"ready": 0, "other": 0}
+    """The submissions that run here, those that need something first (an approach's
+    training, a model's weights) and what; `--awaiting` lists the leaderboard entries still
+    lacking their program files."""
     good, broken = bundles.scan()
-    for name in sorted([*good, *broken]):
-        if name in broken:
-            click.echo(f"{name:<44} BROKEN: {broken[name]}")
-            continue
+    rows, counts = [], {"runnable": 0, "blocked": 0, "awaiting": 0}
+    for name in sorted(good):
         b = good[name]
-        ready = b.status == "ready"
-        counts["ready" if ready else "other"] += 1
-        if (show == "runnable" and not ready) or (show == "awaiting" and ready):
-            continue
-        if ready:
-            what = ", ".join(sorted(b.predictions)) if b.kind == "predictions" else "any set"
+        if b.status != "ready":
+            state, what = "awaiting", "lacks " + lacks(b.status, b.command, b.environment)
+        elif (why := b.blocked()) is not None:
+            state, what = "blocked", why
         else:
-            what = "lacks " + lacks(b.status, b.command, b.environment)
-        click.echo(f"{b.id:<44} {b.kind:<12} {b.status:<17} {what}")
-    click.echo(f"{counts['ready']} runnable, {counts['other']} waiting for program files"
+            state = "runnable"
+            what = ", ".join(sorted(b.predictions)) if b.kind == "predictions" else "any set"
+        counts[state] += 1
+        shown = {None: ("runnable", "blocked"), "all": ("runnable", "blocked", "awaiting"),
+                 "runnable": ("runnable",), "awaiting": ("awaiting",)}[show]
+        if state in shown:
+            rows.append((b.id, b.kind, state if state != "awaiting" else b.status, what))
+    width = max([len(r[0]) for r in rows] + [len("id")])
+    click.echo(f"{'id':<{width}} {'kind':<12} {'status':<17} runs on / needs")
+    for row in rows:
+        click.echo(f"{row[0]:<{width}} {row[1]:<12} {row[2]:<17} {row[3]}")
+    for name in sorted(broken):
+        click.echo(f"{name:<{width}} BROKEN: {broken[name]}")
+    click.echo(f"{counts['runnable']} runnable here, {counts['blocked']} need something first, "
+               f"{counts['awaiting']} waiting for program files"
+               + (" (--awaiting lists them)" if show is None and counts["awaiting"] else "")
                + (f", {len(broken)} broken (qashift bundles show ID says why)" if broken else ""))
 
 

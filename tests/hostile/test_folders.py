@@ -195,7 +195,7 @@ def test_a_question_without_its_question_is_a_data_error(tmp_path, small_dev):
     raw = json.loads(json.dumps(small_dev))
     del raw["data"][0]["paragraphs"][0]["qas"][0]["question"]
     write_testset(tmp_path, "holey", raw)
-    with pytest.raises(DataError, match=r"not a SQuAD-format file .*question"):
+    with pytest.raises(DataError, match=r"question .*: has no question text"):
         testsets.get("holey", tmp_path).load()
 
 
