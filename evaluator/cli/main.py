@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import difflib
 import json
+import platform
+import socket
 import sys
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -41,6 +44,7 @@ from evaluator.core import console, settings
 from evaluator.core.errors import FAILURE_CLASSES, UserError
 from evaluator.core.files import write_csv_atomic, write_json_atomic
 from evaluator.core.folders import read_yaml, unknown_name
+from evaluator.core.provenance import cpu, software
 from evaluator.data import stats, testsets
 from evaluator.data.fetch import cached_path
 from evaluator.jobs.plan import plan
@@ -223,8 +227,17 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
                "failure_class": o.failure_class, "message": o.message} for o in report.failed]
     not_applicable = [{"bundle": b, "testset": t, "reason": r} for b, t, r in skipped]
     if output_path:
-        _write_study(Path(output_path), {"results": results, "failed": failed,
-                                         "not_applicable": not_applicable}, store, level)
+        config = {"bundles": list(bundle_names), "testsets": list(testset_names),
+                  "level": level, "cluster": cluster, "rerun": rerun, "runner": runner,
+                  "backend": the_runner.backend, "device": device, "parallel": parallel,
+                  "limit": limit, "seed": seed, "model_args": _parse_model_args(model_args),
+                  "workspace": str(settings.current().workspace)}
+        _write_study(Path(output_path), {
+            "config": config, "provenance": {**software(), "host": socket.gethostname(),
+                                             "platform": platform.platform(), "cpu": cpu(),
+                                             "date": datetime.now(UTC).isoformat()},
+            "results": results, "failed": failed, "not_applicable": not_applicable},
+            store, level)
     if as_json:
         click.echo(json.dumps({"results": results, "failed": failed,
                                "not_applicable": not_applicable}, indent=2))

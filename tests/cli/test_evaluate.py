@@ -385,6 +385,10 @@ def test_a_study_file_runs_with_qashift_run_and_flags_win(tmp_path, monkeypatch,
     document = json.loads((out / "results.json").read_text())
     assert len(document["results"]) == 4
     assert {r["em"]["level"] for r in document["results"]} == {0.9}
+    assert document["config"]["bundles"] == ["sliding-window", "first-word"]
+    assert document["config"]["level"] == 0.9 and document["config"]["backend"] == "local"
+    assert {"qashift", "commit", "python", "packages", "host", "date"} <= \
+        set(document["provenance"])
     assert len(list((out / "samples").glob("*.jsonl"))) == 4
     assert (out / "figures" / "tiny-shift-f1.png").stat().st_size > 1000
     flagged = CliRunner().invoke(main, ["run", str(study), "-t", "tiny", "--json"])
