@@ -202,7 +202,7 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
     slurm = {"partition": partition, "account": account} if runner == "slurm" else {}
     the_runner = Dispatcher(runner, warn=console.warn, **slurm)
     console.debug(f"{len(jobs)} cells planned, {len(skipped)} not applicable, runner "
-                  f"{the_runner.backend}, workspace {settings.current().workspace}")
+                  f"{the_runner.requested}, workspace {settings.current().workspace}")
     def progress(message: str) -> None:
         if len(jobs) > 1:
             console.say(message)  # one line per finished cell: each is kept
@@ -229,7 +229,7 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
     if output_path:
         config = {"bundles": list(bundle_names), "testsets": list(testset_names),
                   "level": level, "cluster": cluster, "rerun": rerun, "runner": runner,
-                  "backend": the_runner.backend, "device": device, "parallel": parallel,
+                  "device": device, "parallel": parallel,
                   "limit": limit, "seed": seed, "model_args": _parse_model_args(model_args),
                   "workspace": str(settings.current().workspace)}
         _write_study(Path(output_path), {

@@ -386,7 +386,7 @@ def test_a_study_file_runs_with_qashift_run_and_flags_win(tmp_path, monkeypatch,
     assert len(document["results"]) == 4
     assert {r["em"]["level"] for r in document["results"]} == {0.9}
     assert document["config"]["bundles"] == ["sliding-window", "first-word"]
-    assert document["config"]["level"] == 0.9 and document["config"]["backend"] == "local"
+    assert document["config"]["level"] == 0.9 and document["config"]["runner"] == "local"
     assert {"qashift", "commit", "python", "packages", "host", "date"} <= \
         set(document["provenance"])
     assert len(list((out / "samples").glob("*.jsonl"))) == 4
