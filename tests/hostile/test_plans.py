@@ -65,3 +65,19 @@ def test_a_plan_of_millions_of_systems_is_refused_at_once(sets, tmp_path):
                     "  logreg-rajpurkar: {draws: 100000000}\n")
     with pytest.raises(UserError, match=r"over the 5,000 a plan may hold"):
         study.load(plan)
+
+
+@pytest.mark.parametrize("params, why", [
+    ("{questions: 100000000000}", r"derive.params.questions is 100,000,000,000, beyond"),
+    ("{ratio: .inf}", r"derive.params.ratio must be a finite number"),
+    ("{sizes: [1, 2, 9999999999]}", r"derive.params.sizes is 9,999,999,999, beyond"),
+])
+def test_generator_parameters_beyond_any_generator_are_one_line(sets, params, why):
+    folder = sets / "huge"
+    folder.mkdir()
+    (folder / "testset.yaml").write_text(
+        "id: huge\nname: huge\nversion: '1'\nkind: synthetic\nquestions: 10\n"
+        "scorer: squad-v1.1\ncluster: paragraph\nlicense: CC0\ncitation: test\n"
+        f"derive: {{transform: babi, params: {params}}}\n")
+    with pytest.raises(UserError, match=why):
+        testsets.from_folder(folder)

@@ -109,6 +109,9 @@ class DeriveSpec:
         params = block.get("params") or {}
         if not isinstance(params, dict):
             raise ConfigError(f"{where}: derive.params must be a mapping")
+        for key, value in params.items():
+            if (why := _unbounded(value)) is not None:
+                raise ConfigError(f"{where}: derive.params.{key} {why}")
         seed = block.get("seed", 0)
         seeds = seed if isinstance(seed, list) else [seed]
         if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
@@ -138,6 +141,28 @@ class Derived:
     path: Path
     sha256: str
     provenance: dict
+
+
+MAX_PARAM = 1_000_000  # no generator needs a count, size or length beyond this
+MAX_ITEMS = 10_000
+
+
+def _unbounded(value: object) -> str | None:
+    """Why a generator parameter is out of bounds (a count that would hang the machine, a
+    non-finite number, a list too long), or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return "must be a finite number"
+        if abs(value) > MAX_PARAM:
+            return f"is {value:,}, beyond the {MAX_PARAM:,} any generator takes"
+    if isinstance(value, list | dict):
+        items = list(value.values()) if isinstance(value, dict) else value
+        if len(items) > MAX_ITEMS:
+            return f"holds {len(items):,} items, beyond the {MAX_ITEMS:,} allowed"
+        return next((why for item in items if (why := _unbounded(item)) is not None), None)
+    return None
 
 
 def cache_key(parent_sha256: str | None, spec: DeriveSpec, transform: Transform,
