@@ -113,3 +113,24 @@ def test_zoo_commands_list_the_recipes(workspace):
     assert len(rows) >= 8 and {r["layers"] for r in rows} >= {1, 2, 3, 4, 6}
     bad = CliRunner().invoke(zoo_group, ["build", "no-such-model"])
     assert bad.exit_code != 0
+
+
+def test_a_rebuild_to_other_weights_says_it_rewrote_the_pinned_bundle(tmp_path, caplog,
+                                                                      monkeypatch):
+    import logging
+
+    logger = logging.getLogger("qashift")
+    logger.addHandler(caplog.handler)
+    monkeypatch.setattr(logger, "level", logging.INFO)
+    recipe = zoo.Recipe("tiny")
+    meta = {"train_questions": 1, "train_features": 1, "training_seconds": 1.0,
+            "device": "cpu", "torch": "x", "transformers": "y", "encoder": "z"}
+    zoo.write_bundle(recipe, meta, "a" * 64, tmp_path)
+    assert not caplog.records
+    zoo.write_bundle(recipe, meta, "a" * 64, tmp_path)  # the same weights: no word needed
+    assert not caplog.records
+    zoo.write_bundle(recipe, meta, "b" * 64, tmp_path)
+    [record] = caplog.records
+    assert "are not the ones it pinned (aaaaaaaaaaaa" in record.getMessage()
+    assert "b" * 64 in (tmp_path / "zoo-tiny" / "bundle.yaml").read_text()
+    logger.removeHandler(caplog.handler)
