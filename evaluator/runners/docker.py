@@ -21,10 +21,13 @@ memory, CPU and process-count limits.
 from __future__ import annotations
 
 import collections
+import contextlib
+import dataclasses
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -41,8 +44,9 @@ from evaluator.bundles import policy
 from evaluator.bundles.spec import Bundle
 from evaluator.core import settings
 from evaluator.core.errors import RunFailure, UserError
-from evaluator.core.files import exclusive, run_tempdir
-from evaluator.core.gate import Refused, folder_digest, read_bounded, read_json
+from evaluator.core.files import exclusive, remove_tree, run_tempdir, write_atomic
+from evaluator.core.gate import Limits, Refused, folder_digest, read_bounded, read_json, walk
+from evaluator.core.hashing import sha256_bytes
 from evaluator.core.owner import owner_alive, owner_id
 from evaluator.qa.predict import program_args
 from evaluator.runners import hfqa, images, interrupts
@@ -144,6 +148,95 @@ def program_for(bundle: Bundle, gpus: int) -> Program:
         environment=environment)
 
 
+RESUMABLE = ("nonzero-exit", "timeout", "out-of-memory", "no-gpu-kernel")  # a training that
+# ended so keeps its staged checkpoints for the next attempt
+
+
+class TrainingStage:
+    """The folders a training container sees, outside the workspace: a copy of the approach
+    and its libraries, the train split and config, a fresh weights folder, and the
+    checkpoints. Its name is a digest of the cell's folder, so an attempt after a killed
+    controller finds its checkpoints again; it is removed once the weights are handed back
+    (through the gate). The container's mount table then names no workspace or checkout."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.checkpoints, self.model = root / "checkpoints", root / "model"
+        self.train, self.config = root / "input" / "train.json", root / "input" / "config.json"
+
+    @classmethod
+    def of(cls, request: TrainRequest) -> TrainingStage:
+        cell = sha256_bytes(str(request.checkpoint_dir.resolve()).encode())[:24]
+        return cls(Path(tempfile.gettempdir()) / f"qashift-train-{cell}")
+
+    def prepare(self, request: TrainRequest) -> Bundle:
+        """Stage everything; the approach as the container sees it (its staged copy)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.root.chmod(0o711)
+        request.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        if not self.checkpoints.is_dir():  # a first attempt, or one after another runner's
+            walk(request.checkpoint_dir, target=self.checkpoints,
+                 label=f"{request.label}: its checkpoints")
+        for folder in (self.root / "input", self.root / "code"):
+            remove_tree(folder)
+        (self.root / "input").mkdir()
+        shutil.copyfile(request.train_path, self.train)
+        shutil.copyfile(request.config_path, self.config)
+        approach = request.approach
+        code = self.root / "code"
+        libraries = []
+        for source, target in [(approach.folder, code / "approach"),
+                               *((lib, code / "libraries" / lib.name)
+                                 for lib in approach.libraries)]:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            walk(source, target=target, label=str(source), skip=_no_caches)
+            libraries.append(target)
+        remove_tree(self.model)
+        self.model.mkdir()
+        for path in [self.root / "input", *(self.root / "input").iterdir(), code,
+                     *code.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        for path in [self.model, self.checkpoints, *self.checkpoints.rglob("*")]:
+            path.chmod(0o777 if path.is_dir() else 0o666)  # the container's user owns nothing
+        return dataclasses.replace(approach, folder=libraries[0], libraries=tuple(libraries[1:]))
+
+    @contextlib.contextmanager
+    def mirroring_progress(self, checkpoint_dir: Path, every: float = 1.0):
+        """Copy the container's progress document (through the bounded reader) to the
+        cell's checkpoint folder while it trains, where the controller shows it."""
+        done = threading.Event()
+
+        def loop() -> None:
+            while not done.wait(every):
+                try:
+                    data = read_bounded(self.checkpoints / "progress.json", 64 << 10)
+                except Refused:
+                    continue
+                write_atomic(checkpoint_dir / "progress.json", data)
+
+        thread = threading.Thread(target=loop, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join(timeout=5)
+
+    def hand_back(self, request: TrainRequest, output_cap: int) -> None:
+        """Check the checkpoints at the gate, move the weights to the cell's model folder
+        (through it too), and remove the stage."""
+        kept = walk(self.checkpoints, limits=Limits(total_bytes=output_cap),
+                    label=f"{request.label}: its checkpoints").total_bytes
+        remove_tree(request.model_dir)
+        walk(self.model, target=request.model_dir, limits=Limits(
+            total_bytes=max(0, output_cap - kept)), label=f"{request.label}: its weights")
+        remove_tree(self.root)
+
+
+def _no_caches(name: str, is_dir: bool) -> bool:
+    return is_dir and name == "__pycache__"
+
+
 def library_binds(bundle: Bundle) -> tuple[dict[str, Path], dict[str, str]]:
     """The shared packages a bundle names, read-only under /libraries, on its PYTHONPATH."""
     if not bundle.libraries:
@@ -185,28 +278,34 @@ class DockerRunner:
         """An approach's train command in its container: the train split read-only at
         /input/input.json, its config read-only, the weights folder writable at /output (held
         to resources.output together with the checkpoint folder, writable at /checkpoints); no
-        network."""
+        network. Everything it sees is staged outside the workspace (`TrainingStage`), so its
+        mount table names no host folder of the controller's."""
         approach = request.approach
         gpus = self._gpus(approach, request.device)
-        for folder in (request.model_dir, request.checkpoint_dir):
-            folder.mkdir(parents=True, exist_ok=True)
-            folder.chmod(0o777)  # the container's user owns nothing on the host
-        mounts, environment = library_binds(approach)
+        stage = TrainingStage.of(request)
+        staged = stage.prepare(request)
+        mounts, environment = library_binds(staged)
         program = Program(["/bin/sh", "-c", fill_command(
             approach.train_command, train=INPUT, config=CONFIG, model=OUTPUT,
-            checkpoints=CHECKPOINTS)], mounts={CONFIG: request.config_path, **mounts},
-            writable={CHECKPOINTS: request.checkpoint_dir}, environment=environment)
+            checkpoints=CHECKPOINTS)], mounts={CONFIG: stage.config, **mounts},
+            writable={CHECKPOINTS: stage.checkpoints}, environment=environment)
         image_id, image_ref, image_digest = self.resolve_image(approach, program.image)
-        as_run = RunRequest(approach, request.train_path, request.model_dir, request.label,
-                            request.device)
-        outcome = self._run_container(as_run, program, image_id, request.model_dir, gpus,
-                                      also_held=(request.checkpoint_dir,))
+        as_run = RunRequest(staged, stage.train, stage.model, request.label, request.device)
+        with stage.mirroring_progress(request.checkpoint_dir):
+            outcome = self._run_container(as_run, program, image_id, stage.model, gpus,
+                                          also_held=(stage.checkpoints,))
         outcome.details.update(image=image_ref, image_id=image_id)
         record = RunRecord(runner=self.name, wall_s=outcome.wall_s, exit_code=outcome.exit_code,
                            log=outcome.log, peak_memory_bytes=outcome.peak_memory,
                            image_digest=image_digest, device="gpu" if gpus else "cpu",
                            details=outcome.details)
-        self._classify(approach, outcome, request.model_dir)
+        try:
+            self._classify(approach, outcome, stage.model)
+            stage.hand_back(request, _output_limit(approach))
+        except RunFailure as failure:
+            if failure.failure_class not in RESUMABLE:
+                remove_tree(stage.root)  # nothing worth resuming from: refused or over the cap
+            raise
         return record
 
     # -- the run --------------------------------------------------------------------------

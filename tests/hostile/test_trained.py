@@ -11,6 +11,7 @@ import csv
 import json
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from tests.support.hostile import job
 
 def refused_training(attack: str, runner: str, pattern: str) -> None:
     store = Store.open_default()
+    stages = set(Path(tempfile.gettempdir()).glob("qashift-train-*"))
     with pytest.raises(RunFailure, match=pattern) as caught:
         train(job(attack), Dispatcher(runner), store)
     assert caught.value.failure_class == "refused-files" and "\n" not in str(caught.value)
@@ -32,6 +34,7 @@ def refused_training(attack: str, runner: str, pattern: str) -> None:
     [failure] = store.failures()
     assert failure["failure_class"] == "refused-files"
     assert not list((store.workspace / "models").glob("[0-9a-f]*"))  # nothing stored
+    assert set(Path(tempfile.gettempdir()).glob("qashift-train-*")) == stages  # nor staged
 
 
 ATTACKS = [
@@ -57,6 +60,21 @@ def test_what_a_local_training_hands_back_passes_the_gate_or_is_a_recorded_failu
 def test_what_a_container_training_hands_back_passes_the_gate_or_is_a_recorded_failure(
         hostile, client, attack, pattern):
     refused_training(attack, "docker", pattern)
+
+
+@pytest.mark.usefixtures("no_container_left_behind")
+@needs_docker[0]
+def test_a_training_container_sees_no_host_folder_of_the_controller(hostile, client):
+    from tests.conftest import REPO
+
+    store = Store.open_default()
+    stages = set(Path(tempfile.gettempdir()).glob("qashift-train-*"))
+    trained = train(job("mountinfo"), Dispatcher("docker"), store)
+    seen = (Path(trained.bundle.model["path"]) / "mounts.txt").read_text()
+    assert "/input/input.json" in seen and "/checkpoints" in seen  # it did read its mounts
+    for host in (str(store.workspace), str(REPO), str(hostile["subs"]), str(hostile["gold"])):
+        assert host not in seen, host
+    assert set(Path(tempfile.gettempdir()).glob("qashift-train-*")) == stages  # removed
 
 
 @pytest.mark.usefixtures("no_container_left_behind")

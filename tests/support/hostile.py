@@ -38,6 +38,9 @@ if mode == "train":
     elif attack == "typed-progress":
         json.dump({"epoch": "one", "epochs": [2], "loss": {"x": 1}, "eta_s": None},
                   open(os.path.join(checkpoints, "progress.json"), "w"))
+    elif attack == "mountinfo":  # what the container can learn of the host's folders
+        open(os.path.join(model, "mounts.txt"), "w").write(open("/proc/self/mountinfo").read()
+                                                           + json.dumps(dict(os.environ)))
     elif attack == "fat-checkpoints":
         with open(os.path.join(checkpoints, "state.bin"), "wb") as handle:
             handle.write(os.urandom(3 << 20))
