@@ -129,7 +129,7 @@ def test_the_tests_mirror_the_tree():
     stages = {p.name for p in (ROOT / "evaluator").iterdir() if (p / "__init__.py").is_file()}
     folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir()
                and p.name != "__pycache__"}
-    assert folders <= stages | {"analysis", "e2e", "hostile"}, folders - stages
+    assert folders <= stages | {"analysis", "e2e", "hostile", "support"}, folders - stages
 
 
 def test_the_import_contracts_hold():

@@ -4,6 +4,8 @@ apply for as long as the command runs, and -v/-q/--log-file set up the console."
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
 from evaluator.core import console, settings
@@ -32,7 +34,35 @@ class OneLineErrors:
 
 
 class Group(OneLineErrors, click.Group):
-    """A command group with one-line errors."""
+    """A command group with one-line errors. `lazy` names commands as "module:attribute",
+    imported only when one of them is asked for, so a command starts without importing
+    every other; `sections` groups the help's command list by what a user does."""
+
+    def __init__(self, *args, lazy: dict[str, str] | None = None,
+                 sections: dict[str, tuple[str, ...]] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy, self.sections = dict(lazy or {}), dict(sections or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy and name not in self.commands:
+            module, _, attribute = self.lazy[name].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), name)
+        return super().get_command(ctx, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        if not self.sections:
+            return super().format_commands(ctx, formatter)
+        listed = {n for names in self.sections.values() for n in names}
+        rest = tuple(n for n in self.list_commands(ctx) if n not in listed)
+        for title, names in [*self.sections.items(), *([("Other", rest)] if rest else [])]:
+            rows = [(n, cmd.get_short_help_str(formatter.width - 20)) for n in names
+                    if (cmd := self.get_command(ctx, n)) is not None and not cmd.hidden]
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
 
 
 class Command(OneLineErrors, click.Command):

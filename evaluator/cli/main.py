@@ -21,25 +21,7 @@ import yaml
 from evaluator import __version__
 from evaluator.bundles import spec as bundles
 from evaluator.bundles.leaderboard import complete, import_export, lacks
-from evaluator.cli.analysis import (
-    concurrence_command,
-    extra_data_command,
-    figures_command,
-    fit_command,
-    population_command,
-    report_command,
-    reproduce_command,
-    strata_command,
-)
 from evaluator.cli.base import Command, Group, configure, console_options, settings_options
-from evaluator.cli.compare import compare_command
-from evaluator.cli.derive import challenge, testsets_derive
-from evaluator.cli.images import images_group
-from evaluator.cli.store import store_group
-from evaluator.cli.study import study_group
-from evaluator.cli.train import systems_command, train_command
-from evaluator.cli.validate import validate_command
-from evaluator.cli.zoo import export_onnx, zoo_group
 from evaluator.core import console, settings
 from evaluator.core.errors import FAILURE_CLASSES, UserError
 from evaluator.core.files import write_csv_atomic, write_json_atomic
@@ -283,7 +265,36 @@ def evaluate_command() -> None:
     sys.exit(evaluate_cmd.main(args=sys.argv[1:], prog_name="evaluate"))
 
 
-@click.group(cls=Group)
+COMMANDS = {  # the commands of the other cli modules, imported when asked for
+    "store": "evaluator.cli.store:store_group",
+    "train": "evaluator.cli.train:train_command",
+    "systems": "evaluator.cli.train:systems_command",
+    "study": "evaluator.cli.study:study_group",
+    "validate": "evaluator.cli.validate:validate_command",
+    "figures": "evaluator.cli.analysis:figures_command",
+    "fit": "evaluator.cli.analysis:fit_command",
+    "concurrence": "evaluator.cli.analysis:concurrence_command",
+    "population": "evaluator.cli.analysis:population_command",
+    "reproduce": "evaluator.cli.analysis:reproduce_command",
+    "strata": "evaluator.cli.analysis:strata_command",
+    "extra-data": "evaluator.cli.analysis:extra_data_command",
+    "report": "evaluator.cli.analysis:report_command",
+    "challenge": "evaluator.cli.derive:challenge",
+    "compare": "evaluator.cli.compare:compare_command",
+    "images": "evaluator.cli.images:images_group",
+    "zoo": "evaluator.cli.zoo:zoo_group",
+}
+SECTIONS = {  # `qashift --help`, by what a user does
+    "Evaluate": ("evaluate", "run", "check", "status", "results", "compare"),
+    "Test sets and submissions": ("testsets", "bundles", "validate", "images"),
+    "Train and study": ("train", "systems", "study", "zoo"),
+    "Analyse": ("figures", "fit", "population", "concurrence", "strata", "extra-data",
+                "challenge", "reproduce", "report"),
+    "Store": ("store",),
+}
+
+
+@click.group(cls=Group, lazy=COMMANDS, sections=SECTIONS)
 @click.version_option(__version__, prog_name="qashift")
 @console_options
 @click.option("--data-dir", multiple=True, type=click.Path(file_okay=False),
@@ -295,29 +306,6 @@ def main(data_dir, workspace) -> None:
 
 
 main.add_command(evaluate_cmd)
-main.add_command(store_group)
-main.add_command(train_command)
-main.add_command(systems_command)
-main.add_command(study_group)
-main.add_command(validate_command)
-
-
-def _register_optional() -> None:
-    """The commands of the other cli modules, added once the groups below exist."""
-    main.add_command(figures_command)
-    main.add_command(fit_command)
-    main.add_command(concurrence_command)
-    main.add_command(population_command)
-    main.add_command(reproduce_command)
-    main.add_command(strata_command)
-    main.add_command(extra_data_command)
-    main.add_command(report_command)
-    main.add_command(challenge)
-    main.add_command(compare_command)
-    main.add_command(images_group)
-    main.add_command(zoo_group)
-    bundles_group.add_command(export_onnx)
-    testsets_group.add_command(testsets_derive)
 
 
 @main.command("status")
@@ -400,7 +388,7 @@ def check_command(bundle_name, testset_name, questions, runner, data_dir, worksp
 
 
 # test sets -------------------------------------------------------------------
-@main.group("testsets")
+@main.group("testsets", cls=Group, lazy={"derive": "evaluator.cli.derive:testsets_derive"})
 def testsets_group() -> None:
     """List, inspect and fetch test sets."""
 
@@ -488,7 +476,7 @@ def testsets_fetch(names) -> None:
 
 
 # bundles ---------------------------------------------------------------------
-@main.group("bundles")
+@main.group("bundles", cls=Group, lazy={"export-onnx": "evaluator.cli.zoo:export_onnx"})
 def bundles_group() -> None:
     """List and inspect submissions."""
 
@@ -746,7 +734,6 @@ def results_log(bundle, testset) -> None:
     click.echo((data or b"(no output captured)").decode("utf-8", errors="replace"))
 
 
-_register_optional()
 
 if __name__ == "__main__":
     main()

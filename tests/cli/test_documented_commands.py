@@ -70,17 +70,22 @@ def check(line: str) -> None:
                 index += 1  # its value
         elif isinstance(command, click.Group):  # a group takes a subcommand, nothing else
             for name in token.split("|"):
-                assert name in command.commands, f"no command {name} under {command.name}"
-            current, command = command, command.commands[token.split("|")[0]]
-            chosen = [current.commands[name] for name in token.split("|")]
+                assert subcommand(command, name), f"no command {name} under {command.name}"
+            current, command = command, subcommand(command, token.split("|")[0])
+            chosen = [subcommand(current, name) for name in token.split("|")]
             path.append(token)
         index += 1
     for segment in alternatives:
-        assert current is not None and segment[0] in current.commands, \
+        assert current is not None and subcommand(current, segment[0]), \
             f"no command {segment[0]} under {current and current.name}"
-        chosen.append(current.commands[segment[0]])
+        chosen.append(subcommand(current, segment[0]))
     for command in chosen or [PROGRAMS[first[0]]]:
         required(command, given)
+
+
+def subcommand(group: click.Group, name: str) -> click.Command | None:
+    """A group's subcommand by name, a lazily imported one included."""
+    return group.get_command(click.Context(group), name)
 
 
 @pytest.mark.parametrize("where, line", quoted_commands(), ids=lambda v: str(v)[:60])
