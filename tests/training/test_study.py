@@ -186,8 +186,10 @@ def test_a_failure_counts_for_its_own_cell_only(plan):
 
 
 def test_status_by_approach_says_where_the_work_left_lies(plan):
-    shutil.copytree(REPO / "submissions" / "bidaf",
-                    Path(os.environ["QASHIFT_SUBMISSIONS"]) / "bidaf")
+    for name in ("bidaf", "_libraries"):
+        shutil.copytree(REPO / "submissions" / name,
+                        Path(os.environ["QASHIFT_SUBMISSIONS"]) / name,
+                        ignore=shutil.ignore_patterns("__pycache__"))
     plan.write_text(PLAN + "  bidaf: {settings: [{epochs: 1}]}\n")
     result = CliRunner().invoke(main, ["study", "status", str(plan), "--by-approach"])
     assert result.exit_code == 0, result.output

@@ -383,7 +383,8 @@ class SlurmRunner:
                 spec["trained"] = {"id": request.bundle.id, "name": request.bundle.name,
                                    "model": request.bundle.model,
                                    "metadata": request.bundle.metadata,
-                                   "weights_digest": request.bundle.weights_digest}
+                                   "weights_digest": request.bundle.weights_digest,
+                                   "system_key": request.bundle.system_key}
             shutil.copyfile(request.input_path, cell / INPUT_FILE)  # answer-free, as given
             (cell / INPUT_FILE).chmod(0o444)
             spec |= {"task": "evaluate", "testset": request.testset_id,

@@ -96,7 +96,8 @@ def _prepare(spec: dict) -> tuple[RunRequest | TrainRequest, object]:
         bundle = dataclasses.replace(
             bundle, id=trained["id"], name=trained["name"], kind="command",
             model=trained["model"], metadata=trained["metadata"],
-            weights_digest=trained["weights_digest"], train_command=None, hyperparameters={})
+            weights_digest=trained["weights_digest"], system_key=trained.get("system_key"),
+            train_command=None, hyperparameters={})
     if bundle.digest != spec["bundle_digest"]:
         raise RunFailure("build-failed", f"bundle folder {folder} on node "
                          f"{socket.gethostname()} differs from the controller's copy (digest "
