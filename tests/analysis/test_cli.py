@@ -69,18 +69,23 @@ def test_the_analysis_commands_import_only_click():
     assert out.stdout.strip() == "[]"
 
 
+def trend_table(path, testset: str, points: list[tuple[int, int]]):
+    """A results CSV of four models: (held-out score, `testset` score), EM and F1 alike."""
+    rows = ["model,testset,metric,value,reference"]
+    for i, (x, y) in enumerate(points):
+        for metric in ("f1", "em"):
+            rows.append(f"m{i},squad-dev-heldout,{metric},{x},")
+            rows.append(f"m{i},{testset},{metric},{y},squad-dev-heldout")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
 def test_figures_compare_puts_two_trends_side_by_side(tmp_path, shared_data):
     from click.testing import CliRunner
 
     from evaluator.cli.analysis import figures_command
 
-    rows = ["model,testset,metric,value,reference"]
-    for i, (x, y) in enumerate([(60, 50), (70, 62), (80, 71), (90, 83)]):
-        for metric in ("f1", "em"):
-            rows.append(f"m{i},squad-dev-heldout,{metric},{x},")
-            rows.append(f"m{i},new-wiki,{metric},{y},squad-dev-heldout")
-    table = tmp_path / "zoo.csv"
-    table.write_text("\n".join(rows) + "\n")
+    table = trend_table(tmp_path / "zoo.csv", "new-wiki", [(60, 50), (70, 62), (80, 71), (90, 83)])
     out = tmp_path / "figs"
     result = CliRunner().invoke(figures_command, [
         "--source", str(table), "--compare", "squadshifts-published", "--data-dir",
@@ -98,13 +103,8 @@ def test_figures_compare_skips_a_set_one_source_cannot_fit_with_a_warning(tmp_pa
 
     from evaluator.cli.analysis import figures_command
 
-    rows = ["model,testset,metric,value,reference"]
-    for i, (x, y) in enumerate([(60, 40), (70, 47), (80, 55), (90, 61)]):
-        for metric in ("f1", "em"):
-            rows.append(f"m{i},squad-dev-heldout,{metric},{x},")
-            rows.append(f"m{i},addonesent,{metric},{y},squad-dev-heldout")
-    table = tmp_path / "zoo.csv"
-    table.write_text("\n".join(rows) + "\n")
+    table = trend_table(tmp_path / "zoo.csv", "addonesent",
+                        [(60, 40), (70, 47), (80, 55), (90, 61)])
     result = CliRunner().invoke(figures_command, [
         "--source", str(table), "--compare", "squadshifts-published", "--data-dir",
         str(shared_data), "--out", str(tmp_path / "figs"), "--bootstrap", "20"])
