@@ -9,7 +9,7 @@ import pytest
 
 pytest_plugins = ["tests.docker_kit",  # the Docker fixtures (client, toy, ...)
                   "tests.support.training",  # registry: a small training registry
-                  "tests.support.hostile"]  # hostile: an attacking approach
+                  "tests.support.approaches"]  # words: an approach trained in seconds
 
 REPO = Path(__file__).resolve().parents[1]
 SLIDING_WINDOW = REPO / "submissions" / "sliding-window"  # the reference baseline bundle

@@ -20,7 +20,7 @@ from evaluator.store import check as store_check
 from evaluator.store.store import Store
 from evaluator.store.transfer import import_store
 from evaluator.training.run import train
-from tests.support.hostile import job
+from tests.support.approaches import train_job
 
 
 def run(*argv: str) -> subprocess.CompletedProcess:
@@ -29,18 +29,18 @@ def run(*argv: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def elsewhere(hostile, tmp_path, monkeypatch):
+def elsewhere(words, tmp_path, monkeypatch):
     """A store that trained the honest system and scored it (the other machine's), and an
     empty store here."""
     made = Store.open_default()
-    train(job("none"), Dispatcher("local"), made)
+    train(train_job("words"), Dispatcher("local"), made)
     made.close()
-    done = run("evaluate", "-b", "attacker@tiny-train/s0", "-t", "tiny-test", "--runner",
+    done = run("evaluate", "-b", "words@tiny-train/s0", "-t", "tiny-test", "--runner",
                "local")
     assert done.returncode == 0, done.stderr
     here = tmp_path / "here"
     monkeypatch.setenv("QASHIFT_WORKSPACE", str(here))
-    return {"other": hostile["workspace"], "here": here, "gold": hostile["gold"]}
+    return {"other": words["workspace"], "here": here, "gold": words["gold"]}
 
 
 def sql(workspace: Path, statement: str, *args) -> None:
@@ -68,7 +68,7 @@ def test_a_weights_digest_that_is_a_path_is_refused_and_never_mounted(elsewhere)
     assert report.systems == 0 and report.results == 0
     assert any("weights_digest is not a sha256 digest" in why for why in report.refused)
     assert Store(elsewhere["here"]).systems() == []
-    done = run("evaluate", "-b", "attacker@tiny-train/s0", "-t", "tiny-test", "--runner",
+    done = run("evaluate", "-b", "words@tiny-train/s0", "-t", "tiny-test", "--runner",
                "local")
     assert done.returncode != 0 and "not trained yet" in done.stderr
 

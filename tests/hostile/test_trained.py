@@ -21,7 +21,66 @@ from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
 from evaluator.training.run import train
 from tests.docker_kit import needs_docker
-from tests.support.hostile import job
+from tests.support.approaches import approach_registry, train_job
+
+# The attacker: its train command does what `attack` says, and its predict command answers
+# from a gold file in its weights when one got through (which would score EM 100).
+ATTACKER = r'''
+import json, os, sys
+mode = sys.argv[1]
+if mode == "train":
+    train, config, model, checkpoints = sys.argv[2:6]
+    hp = json.load(open(config))["hyperparameters"]
+    attack, target = hp["attack"], hp["target"]
+    if attack == "link-gold":
+        os.symlink(target, os.path.join(model, "gold.json"))
+    elif attack == "link-environ":
+        os.symlink("/proc/self/environ", os.path.join(model, "environ"))
+    elif attack == "link-folder":
+        os.symlink(os.path.dirname(target), os.path.join(model, "data"))
+    elif attack == "hard-link":
+        open(os.path.join(model, "w.bin"), "w").write("w")
+        os.link(os.path.join(model, "w.bin"), os.path.join(model, "w2.bin"))
+    elif attack == "fifo-weights":
+        os.mkfifo(os.path.join(model, "w.bin"))
+    elif attack == "fifo-progress":
+        os.mkfifo(os.path.join(checkpoints, "progress.json"))
+    elif attack == "deep-progress":
+        open(os.path.join(checkpoints, "progress.json"), "w").write("[" * 200000 + "]" * 200000)
+    elif attack == "typed-progress":
+        json.dump({"epoch": "one", "epochs": [2], "loss": {"x": 1}, "eta_s": None},
+                  open(os.path.join(checkpoints, "progress.json"), "w"))
+    elif attack == "mountinfo":  # what the container can learn of the host's folders
+        open(os.path.join(model, "mounts.txt"), "w").write(open("/proc/self/mountinfo").read()
+                                                           + json.dumps(dict(os.environ)))
+    elif attack == "fat-checkpoints":
+        with open(os.path.join(checkpoints, "state.bin"), "wb") as handle:
+            handle.write(os.urandom(3 << 20))
+    open(os.path.join(model, "weights.txt"), "w").write(str(hp["word"]))  # same for any seed
+else:
+    model, source, output = sys.argv[2:5]
+    doc = json.load(open(source))
+    word = int(open(os.path.join(model, "weights.txt")).read())
+    gold = {}
+    if os.path.exists(os.path.join(model, "gold.json")):
+        for a in json.load(open(os.path.join(model, "gold.json")))["data"]:
+            for p in a["paragraphs"]:
+                for q in p["qas"]:
+                    gold[q["id"]] = q["answers"][0]["text"]
+    json.dump({q["id"]: gold.get(q["id"], (p["context"].split() + [""] * 9)[word])
+               for a in doc["data"] for p in a["paragraphs"] for q in p["qas"]},
+              open(output, "w"))
+'''
+
+
+@pytest.fixture
+def hostile(tmp_path, dev_raw, monkeypatch, workspace):
+    """The registry with the attacker (its gold file on the host, where a link could reach)."""
+    return approach_registry(tmp_path, dev_raw, monkeypatch, workspace, "attacker", ATTACKER)
+
+
+def job(attack: str, seed: int = 0):
+    return train_job("attacker", seed, **({} if attack == "none" else {"attack": attack}))
 
 
 def refused_training(attack: str, runner: str, pattern: str) -> None:

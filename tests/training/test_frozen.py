@@ -15,8 +15,8 @@ import pytest
 from tests.conftest import write_testset
 
 PLAN = ("id: tiny\nname: tiny\nsplit: tiny-train\ntestsets: [tiny-test]\n"
-        "approaches:\n  attacker: {settings: [{}], seeds: [0, 1]}\n")
-SYSTEMS = ("attacker@tiny-train/s0", "attacker@tiny-train/s1")
+        "approaches:\n  words: {settings: [{}], seeds: [0, 1]}\n")
+SYSTEMS = ("words@tiny-train/s0", "words@tiny-train/s1")
 
 
 def run(*argv: str) -> subprocess.CompletedProcess:
@@ -31,7 +31,7 @@ def score(system: str) -> dict:
 
 
 @pytest.fixture
-def frozen_plan(hostile, tmp_path, monkeypatch):
+def frozen_plan(words, tmp_path, monkeypatch):
     """The plan trained and scored in one workspace, then frozen into a repository folder;
     the process then moves to an empty workspace, as a clean clone would have."""
     monkeypatch.setenv("QASHIFT_FROZEN", str(tmp_path / "frozen"))
@@ -59,7 +59,7 @@ def test_a_frozen_system_runs_on_a_clean_workspace_without_training(frozen_plan)
         again = score(name)
         assert again["f1"] == frozen_plan["before"][name]["f1"] and not again["cached"]
     assert not (Path(os.environ["QASHIFT_WORKSPACE"]) / "models").exists()  # nothing trained
-    manifest = json.loads((frozen_plan["frozen"] / "attacker" / "tiny-train" / "s0" /
+    manifest = json.loads((frozen_plan["frozen"] / "words" / "tiny-train" / "s0" /
                            "manifest.json").read_text())
     assert manifest["system"]["system"] == SYSTEMS[0]
     assert manifest["files"] == {"weights.txt": manifest["files"]["weights.txt"]}
@@ -78,7 +78,7 @@ def test_a_frozen_system_runs_on_a_clean_workspace_without_training(frozen_plan)
      r"weights.txt is a link"),
 ])
 def test_a_tampered_frozen_system_is_refused_naming_the_file(frozen_plan, tamper, why):
-    weights = frozen_plan["frozen"] / "attacker" / "tiny-train" / "s0" / "weights"
+    weights = frozen_plan["frozen"] / "words" / "tiny-train" / "s0" / "weights"
     weights.chmod(0o755)
     for path in weights.iterdir():
         path.chmod(0o644)
@@ -91,7 +91,7 @@ def test_a_tampered_frozen_system_is_refused_naming_the_file(frozen_plan, tamper
 
 
 def test_a_new_test_set_is_scored_by_every_frozen_system_with_one_command(
-        hostile, dev_raw, tmp_path, monkeypatch):
+        words, dev_raw, tmp_path, monkeypatch):
     """Four frozen systems (each answering with another word of the passage), a clean
     workspace, a test-set folder added: one command scores them all on it, adds it to the
     table and fits its trend against the held-out set."""
@@ -101,7 +101,7 @@ def test_a_new_test_set_is_scored_by_every_frozen_system_with_one_command(
     monkeypatch.setenv("QASHIFT_FROZEN", str(tmp_path / "frozen"))
     plan = tmp_path / "plan.yaml"
     plan.write_text("id: four\nname: four\nsplit: tiny-train\ntestsets: [squad-dev-heldout]\n"
-                    "approaches:\n  attacker: {settings: [{}, {word: 1}, {word: 2}, {word: 4}]}\n")
+                    "approaches:\n  words: {settings: [{}, {word: 1}, {word: 2}, {word: 4}]}\n")
     table = tmp_path / "four.csv"
     assert run("qashift", "study", "run", str(plan), "--runner", "local", "--table",
                str(table)).returncode == 0
