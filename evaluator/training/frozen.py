@@ -110,15 +110,19 @@ def verify(manifest: dict) -> None:
 
 def write(job: TrainJob, store: Store, scores: dict[str, dict]) -> tuple[Path, bool]:
     """Freeze the stored system of `job` into the repository (through the gate); (folder,
-    written). An artifact already there with the same train key and weights is kept as it is;
-    one with other weights is never replaced silently."""
+    written). An artifact already there with the same train key and weights is kept (its
+    headline scores brought up to date); one with other weights is never replaced silently."""
     row = store.get_system(job.key)
     if row is None:
         raise UserError(f"{job.system_id} is not trained in this store")
     folder = folder_of(job)
     if (folder / MANIFEST).is_file():
-        have = _manifest(folder / MANIFEST)["system"]
+        manifest = _manifest(folder / MANIFEST)
+        have = manifest["system"]
         if have.get("key") == row["key"] and have.get("weights_digest") == row["weights_digest"]:
+            if scores and manifest.get("scores") != scores:  # more sets scored since
+                manifest = {k: v for k, v in manifest.items() if k != "folder"}
+                _write_manifest(folder, {**manifest, "scores": dict(sorted(scores.items()))})
             return folder, False
         raise UserError(f"{folder} holds another training of {job.system_id}; remove it "
                         f"first to replace it (an artifact is never replaced silently)")
@@ -140,10 +144,14 @@ def write(job: TrainJob, store: Store, scores: dict[str, dict]) -> tuple[Path, b
             "scores": {k: scores[k] for k in sorted(scores)},
         }
         partial.chmod(0o755)
-        write_atomic(partial / MANIFEST, (json.dumps(manifest, indent=1, sort_keys=True)
-                                          + "\n").encode())
+        _write_manifest(partial, manifest)
         folder.parent.mkdir(parents=True, exist_ok=True)
         partial.rename(folder)
     finally:
         remove_tree(partial)
     return folder, True
+
+
+def _write_manifest(folder: Path, manifest: dict) -> None:
+    write_atomic(folder / MANIFEST, (json.dumps(manifest, indent=1, sort_keys=True)
+                                     + "\n").encode())
