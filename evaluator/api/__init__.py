@@ -18,11 +18,14 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from evaluator.bundles import spec as bundles
 from evaluator.core import settings
+from evaluator.core.errors import UserError
 from evaluator.data import testsets
 from evaluator.jobs.plan import plan
 from evaluator.pipeline import matrix
 from evaluator.runners.dispatch import Dispatcher
+from evaluator.stats.intervals import check_level
 from evaluator.store.queries import latest_full
 from evaluator.store.store import Store
 from evaluator.training import systems
@@ -38,19 +41,30 @@ def evaluate(bundle: str, testset: str, **options) -> pd.DataFrame:
 
 def evaluate_matrix(bundle_ids: Sequence[str], testset_ids: Sequence[str], *,
                     runner: str = "auto", level: float = 0.95, rerun: bool = False,
-                    limit: int | None = None, seed: int = 0, root: str | None = None,
-                    data_dir: str | Sequence[str] = (), workspace: str | None = None
-                    ) -> pd.DataFrame:
+                    limit: int | None = None, seed: int = 0, cluster: str | None = None,
+                    device: str = "auto", parallel: int = 1, model_args: dict | None = None,
+                    partition: str | None = None, account: str | None = None,
+                    root: str | None = None, data_dir: str | Sequence[str] = (),
+                    workspace: str | None = None) -> pd.DataFrame:
     """Every (bundle, test set) cell, run or read from the store: one row per cell, scores
-    and interval bounds in percent. Ids may be `all`, and trained system ids."""
+    and interval bounds in percent. Ids may be `all`, and trained system ids. The options
+    are `evaluate`'s flags: `cluster` (paragraph | article) for clustered intervals,
+    `device` (auto | cpu | gpu), `parallel` cells at once, `model_args` for hf-qa bundles,
+    `partition`/`account` for the Slurm runner."""
+    check_level(level)
+    if (partition or account) and runner != "slurm":
+        raise UserError("partition and account apply only to runner='slurm'")
     mirrors = (data_dir,) if isinstance(data_dir, str) else tuple(data_dir)
+    slurm = {"partition": partition, "account": account} if runner == "slurm" else {}
     with settings.override(data_dir=mirrors, workspace=workspace, root=root):
         store = Store.open_default()
-        chosen = systems.resolve_bundles(list(bundle_ids), store)
+        chosen = [bundles.with_model_args(b, dict(model_args or {}))
+                  for b in systems.resolve_bundles(list(bundle_ids), store)]
         explicit = "all" not in bundle_ids and "all" not in testset_ids
         jobs, _ = plan(chosen, testsets.resolve(list(testset_ids)), explicit,
                        {"limit": limit, "seed": seed} if limit else None)
-        report = matrix.run(jobs, Dispatcher(runner), store, level=level, rerun=rerun)
+        report = matrix.run(jobs, Dispatcher(runner, **slurm), store, parallel=parallel,
+                            level=level, cluster=cluster, rerun=rerun, device=device)
     rows = []
     for o in report.outcomes:
         row = {"bundle": o.job.bundle.id, "testset": o.job.testset.id,

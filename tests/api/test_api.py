@@ -3,13 +3,20 @@ a fresh virtual environment runs README's example from outside the source tree."
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 
+import pytest
+from click.testing import CliRunner
+
 import evaluator
+from evaluator.cli.main import evaluate_cmd
+from evaluator.core.errors import UserError
 from tests.conftest import REPO, SLIDING_WINDOW, tiny_registry
+from tests.tiny_bert import write_hfqa_bundle
 
 
 def test_evaluate_matrix_rows_failures_and_stored_results(tmp_path, monkeypatch, workspace,
@@ -66,3 +73,44 @@ def test_a_wheel_in_a_fresh_venv_runs_the_readme_example_from_elsewhere(tmp_path
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     assert "sliding-window" in run.stdout and "10570" in run.stdout
+
+
+API_OPTIONS = [  # (the API's keyword arguments, the same as `evaluate` flags)
+    ({"level": 0.9}, ["--level", "0.9"]),
+    ({"cluster": "paragraph"}, ["--cluster", "paragraph"]),
+    ({"limit": 7, "seed": 3}, ["--limit", "7", "--seed", "3"]),
+    ({"device": "cpu"}, ["--device", "cpu"]),
+    ({"parallel": 2}, ["-j", "2"]),
+    ({"model_args": {"batch_size": 2, "max_seq_len": 96}},
+     ["--model-args", "batch_size=2,max_seq_len=96"]),
+]
+
+
+@pytest.mark.parametrize("kwargs, flags", API_OPTIONS, ids=lambda v: str(v)[:30])
+def test_the_api_forwards_each_option_as_the_command_reads_it(tmp_path, monkeypatch, workspace,
+                                                              small_dev, tiny_model, kwargs,
+                                                              flags):
+    sets, subs = tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev},
+                               {"sliding-window": SLIDING_WINDOW})
+    write_hfqa_bundle(subs, "tiny-hf", tiny_model)
+    bundles_ = ["tiny-hf"] if "model_args" in kwargs else ["sliding-window", "tiny-hf"]
+    rows = evaluator.evaluate_matrix(bundles_, ["tiny"], runner="local", **kwargs)
+    done = CliRunner().invoke(evaluate_cmd, [*sum((["-b", b] for b in bundles_), []), "-t",
+                                             "tiny", "--runner", "local", "--json", *flags])
+    assert done.exit_code == 0, done.output
+    cli = json.loads(done.stdout)["results"]
+    assert [r["key"] for r in cli] == list(rows["key"])  # the same cells: the same options
+    for row, cell in zip(rows.to_dict("records"), cli, strict=True):
+        assert (row["n"], row["f1_lo"], row["f1_hi"], row["level"], row["device"]) == (
+            cell["n"], cell["f1"]["lo"], cell["f1"]["hi"], cell["f1"]["level"], cell["device"])
+    plain = evaluator.evaluate_matrix(bundles_, ["tiny"], runner="local")
+    changed = {"level": "level", "cluster": "f1_lo", "limit": "n", "model_args": "key"}
+    for option, column in changed.items():
+        if option in kwargs:
+            assert list(plain[column]) != list(rows[column]), option  # the option took effect
+
+
+def test_slurm_options_are_refused_for_another_runner(workspace):
+    with pytest.raises(UserError, match="apply only to runner='slurm'"):
+        evaluator.evaluate_matrix(["sliding-window"], ["squad-dev"], runner="local",
+                                  partition="debug")
