@@ -18,17 +18,11 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from evaluator.bundles import spec as bundles
 from evaluator.core import settings
-from evaluator.core.errors import UserError
-from evaluator.data import testsets
-from evaluator.jobs.plan import plan
-from evaluator.pipeline import matrix
-from evaluator.runners.dispatch import Dispatcher
-from evaluator.stats.intervals import check_level
 from evaluator.store.queries import latest_full
 from evaluator.store.store import Store
-from evaluator.training import systems
+from evaluator.training import evaluation, systems
+from evaluator.training.evaluation import EvaluationConfig
 
 COLUMNS = ["bundle", "testset", "n", "missing", "em", "em_lo", "em_hi", "f1", "f1_lo",
            "f1_hi", "level", "cached", "runner", "device", "key", "failure_class", "message"]
@@ -51,20 +45,12 @@ def evaluate_matrix(bundle_ids: Sequence[str], testset_ids: Sequence[str], *,
     are `evaluate`'s flags: `cluster` (paragraph | article) for clustered intervals,
     `device` (auto | cpu | gpu), `parallel` cells at once, `model_args` for hf-qa bundles,
     `partition`/`account` for the Slurm runner."""
-    check_level(level)
-    if (partition or account) and runner != "slurm":
-        raise UserError("partition and account apply only to runner='slurm'")
+    config = EvaluationConfig(tuple(bundle_ids), tuple(testset_ids), runner, level, cluster,
+                              rerun, device, parallel, limit, seed, dict(model_args or {}),
+                              partition, account)
     mirrors = (data_dir,) if isinstance(data_dir, str) else tuple(data_dir)
-    slurm = {"partition": partition, "account": account} if runner == "slurm" else {}
     with settings.override(data_dir=mirrors, workspace=workspace, root=root):
-        store = Store.open_default()
-        chosen = [bundles.with_model_args(b, dict(model_args or {}))
-                  for b in systems.resolve_bundles(list(bundle_ids), store)]
-        explicit = "all" not in bundle_ids and "all" not in testset_ids
-        jobs, _ = plan(chosen, testsets.resolve(list(testset_ids)), explicit,
-                       {"limit": limit, "seed": seed} if limit else None)
-        report = matrix.run(jobs, Dispatcher(runner, **slurm), store, parallel=parallel,
-                            level=level, cluster=cluster, rerun=rerun, device=device)
+        report = evaluation.evaluate(config, Store.open_default()).report
     rows = []
     for o in report.outcomes:
         row = {"bundle": o.job.bundle.id, "testset": o.job.testset.id,

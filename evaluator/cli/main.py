@@ -29,16 +29,13 @@ from evaluator.core.folders import read_yaml, unknown_name
 from evaluator.core.provenance import cpu, software
 from evaluator.data import stats, testsets
 from evaluator.data.fetch import cached_path
-from evaluator.jobs.plan import plan
-from evaluator.pipeline import matrix
 from evaluator.pipeline.samples import write_samples
 from evaluator.pipeline.status import CellStatus, matrix_status
-from evaluator.runners.dispatch import Dispatcher
-from evaluator.stats.intervals import check_level
 from evaluator.store.queries import cell_result, is_sample, latest
 from evaluator.store.store import Store
 from evaluator.store.units import load_units
-from evaluator.training import systems
+from evaluator.training import evaluation, systems
+from evaluator.training.evaluation import EvaluationConfig
 from evaluator.training.run import read_progress
 
 LEVEL_HELP = "confidence level of the intervals (default 0.95)"
@@ -168,29 +165,12 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
                  as_json, limit, seed, samples_dir, model_args, output_path) -> None:
     """Score submissions on test sets with official SQuAD v1.1 EM/F1 and intervals."""
     configure(data_dir, workspace)
-    try:
-        check_level(level)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--level") from None
+    config = EvaluationConfig(tuple(bundle_names), tuple(testset_names), runner, level, cluster,
+                              rerun, device, parallel, limit, seed,
+                              _parse_model_args(model_args), partition, account)
     store = Store.open_default()
-    chosen_bundles = [bundles.with_model_args(b, _parse_model_args(model_args))
-                      for b in systems.resolve_bundles(list(bundle_names), store)]
-    chosen_sets = testsets.resolve(list(testset_names))
-    explicit = "all" not in bundle_names and "all" not in testset_names
-    jobs, skipped = plan(chosen_bundles, chosen_sets, explicit,
-                         {"limit": limit, "seed": seed} if limit else None)
-    if (partition or account) and runner != "slurm":
-        raise UserError("--partition and --account apply only to --runner slurm")
-    slurm = {"partition": partition, "account": account} if runner == "slurm" else {}
-    the_runner = Dispatcher(runner, warn=console.warn, **slurm)
-    console.debug(f"{len(jobs)} cells planned, {len(skipped)} not applicable, runner "
-                  f"{the_runner.requested}, workspace {settings.current().workspace}")
-    def progress(message: str) -> None:
-        if len(jobs) > 1:
-            console.say(message)  # one line per finished cell: each is kept
-
-    report = matrix.run(jobs, the_runner, store, parallel=parallel, progress=progress,
-                        level=level, cluster=cluster, rerun=rerun, device=device)
+    done = evaluation.evaluate(config, store, progress=console.say, warn=console.warn)
+    report, skipped = done.report, done.not_applicable
     results = [o.result.to_dict() for o in report.outcomes if o.result is not None]
     if output_path and not samples_dir:
         samples_dir = str(Path(output_path) / "samples")
@@ -209,13 +189,9 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
                "failure_class": o.failure_class, "message": o.message} for o in report.failed]
     not_applicable = [{"bundle": b, "testset": t, "reason": r} for b, t, r in skipped]
     if output_path:
-        config = {"bundles": list(bundle_names), "testsets": list(testset_names),
-                  "level": level, "cluster": cluster, "rerun": rerun, "runner": runner,
-                  "device": device, "parallel": parallel,
-                  "limit": limit, "seed": seed, "model_args": _parse_model_args(model_args),
-                  "workspace": str(settings.current().workspace)}
         _write_study(Path(output_path), {
-            "config": config, "provenance": {**software(), "host": socket.gethostname(),
+            "config": {**config.as_dict(), "workspace": str(settings.current().workspace)},
+            "provenance": {**software(), "host": socket.gethostname(),
                                              "platform": platform.platform(), "cpu": cpu(),
                                              "date": datetime.now(UTC).isoformat()},
             "results": results, "failed": failed, "not_applicable": not_applicable},
@@ -369,11 +345,9 @@ def check_command(bundle_name, testset_name, questions, runner, data_dir, worksp
     """Run a bundle on a few questions, in its sandbox, and say what would fail before a
     full run (the sample is stored apart, never mixed with full results)."""
     configure(data_dir, workspace)
-    store = Store.open_default()
-    jobs, skipped = plan(systems.resolve_bundles([bundle_name], store),
-                         testsets.resolve([testset_name]), True,
-                         {"limit": questions, "seed": 0})
-    report = matrix.run(jobs, Dispatcher(runner, warn=console.warn), store, rerun=True)
+    config = EvaluationConfig((bundle_name,), (testset_name,), runner, rerun=True,
+                              limit=questions, seed=0)
+    report = evaluation.evaluate(config, Store.open_default(), warn=console.warn).report
     for o in report.outcomes:
         if o.result is not None:
             r = o.result.to_dict()

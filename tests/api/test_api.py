@@ -111,6 +111,6 @@ def test_the_api_forwards_each_option_as_the_command_reads_it(tmp_path, monkeypa
 
 
 def test_slurm_options_are_refused_for_another_runner(workspace):
-    with pytest.raises(UserError, match="apply only to runner='slurm'"):
+    with pytest.raises(UserError, match="apply only to the slurm runner"):
         evaluator.evaluate_matrix(["sliding-window"], ["squad-dev"], runner="local",
                                   partition="debug")
