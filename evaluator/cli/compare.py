@@ -1,4 +1,4 @@
-"""`qashift compare A B -t SET [--against ORIGINAL]`: two systems on the same questions.
+"""`qashift compare -b A -b B -t SET [--against ORIGINAL]`: two systems on the same questions.
 
 Reads both cells' results (the one rule of `store.queries`) and their stored per-question
 scores, pairs them by question, and reports the paired difference in EM and F1 (bootstrap
@@ -47,8 +47,8 @@ def _scores(units: dict, name: str, ids: list[str], metric: str) -> list[float]:
 
 
 @click.command("compare")
-@click.argument("a")
-@click.argument("b")
+@click.option("--bundle", "-b", "names", multiple=True, required=True,
+              help="a bundle or system id; give two (A, then B)")
 @click.option("--testset", "-t", required=True, help="the set both were scored on")
 @click.option("--against", default=None,
               help="an original set both were scored on: also compare their drops to -t")
@@ -58,8 +58,12 @@ def _scores(units: dict, name: str, ids: list[str], metric: str) -> list[float]:
 @click.option("--diff", "diff_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="write the questions where the answers differ (CSV)")
 @click.option("--json", "as_json", is_flag=True)
-def compare_command(a, b, testset, against, bootstrap, seed, level, diff_path, as_json) -> None:
+def compare_command(names, testset, against, bootstrap, seed, level, diff_path,
+                    as_json) -> None:
     """Is A better than B on the same questions, and does it lose more or less under shift?"""
+    if len(names) != 2:
+        raise UserError(f"compare takes two systems (-b A -b B), got {len(names)}")
+    a, b = names
     from evaluator.stats import paired as paired_stats  # lazy: numpy, scipy; fast start
 
     store = Store.open_default()
@@ -69,6 +73,8 @@ def compare_command(a, b, testset, against, bootstrap, seed, level, diff_path, a
         out["paired"].append(paired_stats.paired(
             metric, _scores(units, a, ids, metric), _scores(units, b, ids, metric),
             n_boot=bootstrap, seed=seed, level=level).to_dict())
+        out["paired"][-1]["unpaired_half_width"] = paired_stats.unpaired_half_width(
+            _scores(units, a, ids, metric), _scores(units, b, ids, metric), level)
     if against:
         _, orig_units, orig_ids = _paired_units(store, a, b, against)
         out["against"] = against
@@ -88,7 +94,8 @@ def compare_command(a, b, testset, against, bootstrap, seed, level, diff_path, a
     click.echo(f"{a} vs {b} on {testset}: {len(ids)} questions scored for both")
     for p in out["paired"]:
         line = (f"  {p['metric'].upper():<3} {p['a']:7.3f} vs {p['b']:7.3f}: difference "
-                f"{p['diff']:+.3f} [{p['lo']:+.3f}, {p['hi']:+.3f}] ({pct} paired bootstrap), "
+                f"{p['diff']:+.3f} [{p['lo']:+.3f}, {p['hi']:+.3f}] ({pct} paired bootstrap; "
+                f"unpaired it would be +-{p['unpaired_half_width']:.3f}), "
                 f"paired t p = {p['t_p']:.3g}")
         if p["metric"] == "em":
             line += (f", McNemar exact p = {p['mcnemar_p']:.3g} ({p['a_only']} right only "

@@ -62,7 +62,8 @@ def test_compare_reads_both_stored_cells_and_writes_their_differences(
             assert CliRunner().invoke(evaluate_cmd, ["-b", bundle, "-t", testset, "--runner",
                                                      "local"]).exit_code == 0
     diff = tmp_path / "diff.csv"
-    done = CliRunner().invoke(main, ["compare", "first", "second", "-t", "other", "--against",
+    done = CliRunner().invoke(main, ["compare", "-b", "first", "-b", "second", "-t", "other",
+                                     "--against",
                                      "toy", "--diff", str(diff), "--json",
                                      "--bootstrap", "500"])
     assert done.exit_code == 0, done.output
@@ -73,8 +74,24 @@ def test_compare_reads_both_stored_cells_and_writes_their_differences(
     rows = [line.split(",") for line in lines[1:]]
     assert em["a_only"] + em["b_only"] <= len(rows)
     assert {d["metric"] for d in out["drop"]} == {"em", "f1"}
-    text = CliRunner().invoke(main, ["compare", "first", "second", "-t", "other",
+    text = CliRunner().invoke(main, ["compare", "-b", "first", "-b", "second", "-t", "other",
                                      "--bootstrap", "500"])
     assert "McNemar exact p" in text.output and "paired bootstrap" in text.output
-    missing = CliRunner().invoke(main, ["compare", "first", "nobody", "-t", "other"])
+    missing = CliRunner().invoke(main, ["compare", "-b", "first", "-b", "nobody", "-t",
+                                        "other"])
     assert missing.exit_code != 0 and "no stored result for nobody x other" in missing.output
+
+
+def test_pairing_narrows_the_interval_on_real_stored_predictions(workspace, shared_data):
+    """Two leaderboard entries' stored predictions on SQuAD dev: the same 10,570 questions,
+    so the paired interval of their difference is narrower than the unpaired one."""
+    for bundle in ("bert-ensemble", "r-net-plus-ensemble"):
+        assert CliRunner().invoke(evaluate_cmd, ["-b", bundle, "-t", "squad-dev"]).exit_code == 0
+    done = CliRunner().invoke(main, ["compare", "-b", "bert-ensemble", "-b",
+                                     "r-net-plus-ensemble", "-t", "squad-dev", "--json",
+                                     "--bootstrap", "2000"])
+    assert done.exit_code == 0, done.output
+    for p in json.loads(done.stdout)["paired"]:
+        assert p["n"] == 10570
+        assert (p["hi"] - p["lo"]) / 2 < p["unpaired_half_width"], p
+        assert p["lo"] > 0  # BERT's ensemble is better on the same questions
