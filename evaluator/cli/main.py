@@ -291,20 +291,38 @@ main.add_command(evaluate_cmd)
               show_default=True)
 @click.option("--include-waiting", is_flag=True,
               help="also show bundles still waiting for their program files")
-def status_cmd(bundle_names, testset_names, include_waiting) -> None:
+@click.option("--wide", is_flag=True, help="the full matrix, however wide")
+def status_cmd(bundle_names, testset_names, include_waiting, wide) -> None:
     """The matrix from the store: done (F1), running, failed (class), pending, n/a."""
     store = Store.open_default()
     chosen_bundles = [b for b in bundles.resolve(list(bundle_names))
                       if include_waiting or b.status == "ready" or "all" not in bundle_names]
     chosen_sets = testsets.resolve(list(testset_names))
     cells = matrix_status(store, chosen_bundles, chosen_sets)
-    width = max([len(b.id) for b in chosen_bundles] + [6])
-    click.echo(" " * width + "".join(f" {t.id[:12]:>12}" for t in chosen_sets))
-    for start in range(0, len(cells), max(1, len(chosen_sets))):
-        row = cells[start:start + len(chosen_sets)]
-        texts = [_status_text(c) for c in row]
-        if row:
-            click.echo(f"{row[0].bundle:<{width}}" + "".join(f" {x:>12}" for x in texts))
+    width = min(max([len(b.id) for b in chosen_bundles] + [6]), NAME_WIDTH)
+    rows = [cells[k:k + len(chosen_sets)] for k in range(0, len(cells), max(1, len(chosen_sets)))]
+    if wide or width + 13 * len(chosen_sets) <= COLUMNS:
+        click.echo(" " * width + "".join(f" {_cut(t.id, 12, middle=True):>12}"
+                                         for t in chosen_sets))
+        for row in rows:
+            if row:
+                click.echo(f"{_cut(row[0].bundle, width):<{width}}"
+                           + "".join(f" {_status_text(c):>12}" for c in row))
+    else:  # too many sets for a matrix: one line per bundle, its cells counted
+        click.echo(f"{'bundle':<{width}} {'done':>5} {'failed':>6} {'running':>7} "
+                   f"{'pending':>7} {'n/a':>5}  best F1")
+        for row in rows:
+            if not row:
+                continue
+            tally = Counter(c.state for c in row)
+            done = [c for c in row if c.state == "done"]
+            best = max(done, key=lambda c: c.row["f1"], default=None)
+            click.echo(f"{_cut(row[0].bundle, width):<{width}} {tally['done']:>5} "
+                       f"{tally['failed']:>6} {tally['running']:>7} {tally['pending']:>7} "
+                       f"{tally['n/a']:>5}  " + (_cut(f"{best.row['f1']:.1f} ({best.testset})",
+                                                   COLUMNS - width - 42) if best else "-"))
+        console.say(f"{len(chosen_sets)} test sets do not fit {COLUMNS} columns: --wide "
+                    f"for the matrix, or -t to choose sets")
     counts = Counter(c.state for c in cells)
     click.echo(", ".join(f"{k} {v}" for k, v in sorted(counts.items())) +
                "  (done cells show F1)")
@@ -315,6 +333,20 @@ def status_cmd(bundle_names, testset_names, include_waiting) -> None:
                        f"{progress.get('epoch')}/{progress.get('epochs')}, loss "
                        f"{float(progress.get('loss') or 0):.4f}, eta "
                        f"{float(progress.get('eta_s') or 0):.0f} s")
+
+
+COLUMNS, NAME_WIDTH = 120, 44  # listings fit this many columns unless --wide
+
+
+def _cut(text: str, width: int, middle: bool = False) -> str:
+    """`text` in at most `width` characters, an ellipsis marking a cut (in the middle: ids
+    of derived sets differ at their ends)."""
+    if len(text) <= width:
+        return text
+    if middle:
+        head = (width - 1) // 2
+        return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+    return text[:max(0, width - 1)] + "…"
 
 
 def _status_text(cell: CellStatus) -> str:

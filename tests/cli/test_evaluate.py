@@ -418,3 +418,16 @@ def test_results_samples_writes_the_per_question_logs_of_stored_cells(tmp_path, 
     none = CliRunner().invoke(main, ["results", "samples", "-b", "nobody", "--out",
                                      str(tmp_path / "x")])
     assert none.exit_code == 1 and "no stored full result" in none.stderr
+
+
+def test_status_on_the_whole_repository_fits_120_columns(workspace):
+    done = CliRunner().invoke(main, ["status"])
+    assert done.exit_code == 0, done.output
+    assert max(len(line) for line in done.stdout.splitlines()) <= 120
+    assert "--wide for the matrix" in done.stderr
+    wide = CliRunner().invoke(main, ["status", "--wide"])
+    assert max(len(line) for line in wide.stdout.splitlines()) > 120
+    few = CliRunner().invoke(main, ["status", "-t", "squad-dev-heldout-q-interrogatives-only",
+                                    "-t", "squad-dev-heldout-empty-question"])
+    header = few.stdout.splitlines()[0]
+    assert "squad…s-only" in header and "squad…estion" in header  # told apart
