@@ -7,6 +7,7 @@ start-up stays fast; a cached `evaluate` touches none of them.
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import json
 import platform
 import socket
@@ -400,16 +401,21 @@ def testsets_group() -> None:
 
 
 @testsets_group.command("list")
-def testsets_list() -> None:
+@click.option("--kind", "kinds", multiple=True, metavar="KIND",
+              help="only sets of this kind (repeatable): original, replication, natural-shift, "
+                   "adversarial, derived, synthetic, training")
+@click.option("--match", "pattern", default=None, metavar="GLOB", help="only ids matching this")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per set")
+def testsets_list(kinds, pattern, as_json) -> None:
     """Every test set; a broken folder is listed with its problem, the others still are."""
     good, broken = testsets.scan()
-    names = sorted([*good, *broken])
-    width = max(len(n) for n in names) if names else 2
-    click.echo(f"{'id':<{width}} {'kind':<14} {'questions':>9}  {'scorer':<16} "
-               f"{'reference':<10} data")
+    names = sorted(n for n in [*good, *broken] if not pattern or fnmatch.fnmatch(n, pattern))
+    if kinds:
+        names = [n for n in names if n in good and good[n].kind in kinds]
+    rows = []
     for name in names:
         if name in broken:
-            click.echo(f"{name:<{width}} BROKEN: {broken[name]}")
+            rows.append({"id": name, "broken": broken[name]})
             continue
         ts = good[name]
         if ts.derive is not None:
@@ -417,9 +423,25 @@ def testsets_list() -> None:
         elif ts.source is not None:
             local = "cached" if cached_path(ts.sha256).exists() else "fetched on first use"
         else:
-            local = f"in folder ({ts.data_file})"
-        click.echo(f"{ts.id:<{width}} {ts.kind:<14} {ts.questions:>9}  {ts.scorer:<16} "
-                   f"{ts.reference or '-':<10} {local}")
+            local = f"in folder ({ts.data_file})" + (", pinned" if ts.pinned else "")
+        rows.append({"id": ts.id, "kind": ts.kind, "questions": ts.questions,
+                     "scorer": ts.scorer, "reference": ts.reference, "data": local})
+    if as_json:
+        click.echo(json.dumps(rows, indent=1))
+        return
+    width = min(max([len(n) for n in names] + [2]), NAME_WIDTH)
+    ref = min(max([len(r.get("reference") or "-") for r in rows] + [9]), 20)
+    click.echo(f"{'id':<{width}} {'kind':<13} {'questions':>9} {'scorer':<15} "
+               f"{'reference':<{ref}} data")
+    for r in rows:
+        if "broken" in r:
+            click.echo(_cut(f"{_cut(r['id'], width):<{width}} BROKEN: {r['broken']}", COLUMNS))
+            continue
+        line = (f"{_cut(r['id'], width):<{width}} {r['kind']:<13} {r['questions']:>9} "
+                f"{r['scorer']:<15} {_cut(r['reference'] or '-', ref):<{ref}} {r['data']}")
+        click.echo(_cut(line, COLUMNS))
+    if kinds or pattern:
+        console.say(f"{len(rows)} of {len(good) + len(broken)} test sets")
 
 
 @testsets_group.command("show")

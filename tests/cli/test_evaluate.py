@@ -431,3 +431,14 @@ def test_status_on_the_whole_repository_fits_120_columns(workspace):
                                     "-t", "squad-dev-heldout-empty-question"])
     header = few.stdout.splitlines()[0]
     assert "squad…s-only" in header and "squad…estion" in header  # told apart
+
+
+def test_testsets_list_fits_120_columns_and_filters_by_kind_and_glob(workspace):
+    plain = CliRunner().invoke(main, ["testsets", "list"])
+    assert max(len(line) for line in plain.stdout.splitlines()) <= 120
+    shifts = CliRunner().invoke(main, ["testsets", "list", "--kind", "natural-shift", "--json"])
+    rows = json.loads(shifts.stdout)
+    assert rows and {r["kind"] for r in rows} == {"natural-shift"}
+    assert {"reddit", "amazon", "nyt"} <= {r["id"] for r in rows}
+    babi = CliRunner().invoke(main, ["testsets", "list", "--match", "babi-1-*", "--json"])
+    assert all(r["id"].startswith("babi-1-") for r in json.loads(babi.stdout))
