@@ -31,13 +31,14 @@ def problems(raw: object, path: Path | str, *, expected: int | None = None,
         title = article.get("title", f"article {a_index}") if isinstance(article, dict) else "?"
         paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
         if not isinstance(paragraphs, list):
-            say(f"article {title!r}", "has no \"paragraphs\" list")
+            say(f"article {title!r}", "not a SQuAD-format file (no \"paragraphs\" list)")
             continue
         for paragraph in paragraphs:
             context = paragraph.get("context") if isinstance(paragraph, dict) else None
             qas = paragraph.get("qas") if isinstance(paragraph, dict) else None
             if not isinstance(context, str) or not isinstance(qas, list):
-                say(f"article {title!r}", "a paragraph without a \"context\" text or \"qas\" list")
+                say(f"article {title!r}", "not a SQuAD-format file (a paragraph without a "
+                                          "\"context\" text or \"qas\" list)")
                 continue
             for qa in qas:
                 count += 1
