@@ -22,7 +22,6 @@ from span_readers import frozen, layers, loop, windows
 from torch import nn
 from transformers import AutoModel, AutoTokenizer
 
-
 HEAD = "head.safetensors"
 
 
