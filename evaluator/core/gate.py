@@ -102,8 +102,12 @@ def walk(folder: Path, *, target: Path | None = None, limits: Limits = Limits(),
 def folder_digest(folder: Path, *, with_mode: bool = False) -> str:
     """The digest of everything under `folder` (a bundle, a build context), byte-code caches
     left out; a link or special file in it is refused."""
-    return walk(folder, with_mode=with_mode,
-                skip=lambda name, is_dir: is_dir and name == "__pycache__").digest
+    return walk(folder, with_mode=with_mode, skip=no_byte_code).digest
+
+
+def no_byte_code(name: str, is_dir: bool) -> bool:
+    """A `skip` for source folders: Python's byte-code caches are not part of them."""
+    return is_dir and name == "__pycache__"
 
 
 def weights_sha256(folder: Path) -> str:

@@ -45,7 +45,15 @@ from evaluator.bundles.spec import Bundle
 from evaluator.core import settings
 from evaluator.core.errors import RunFailure, UserError
 from evaluator.core.files import exclusive, remove_tree, run_tempdir, write_atomic
-from evaluator.core.gate import Limits, Refused, folder_digest, read_bounded, read_json, walk
+from evaluator.core.gate import (
+    Limits,
+    Refused,
+    folder_digest,
+    no_byte_code,
+    read_bounded,
+    read_json,
+    walk,
+)
 from evaluator.core.hashing import sha256_bytes
 from evaluator.core.owner import owner_alive, owner_id
 from evaluator.qa.predict import program_args
@@ -189,7 +197,7 @@ class TrainingStage:
                                *((lib, code / "libraries" / lib.name)
                                  for lib in approach.libraries)]:
             target.parent.mkdir(parents=True, exist_ok=True)
-            walk(source, target=target, label=str(source), skip=_no_caches)
+            walk(source, target=target, label=str(source), skip=no_byte_code)
             libraries.append(target)
         remove_tree(self.model)
         self.model.mkdir()
@@ -231,10 +239,6 @@ class TrainingStage:
         walk(self.model, target=request.model_dir, limits=Limits(
             total_bytes=max(0, output_cap - kept)), label=f"{request.label}: its weights")
         remove_tree(self.root)
-
-
-def _no_caches(name: str, is_dir: bool) -> bool:
-    return is_dir and name == "__pycache__"
 
 
 def library_binds(bundle: Bundle) -> tuple[dict[str, Path], dict[str, str]]:
