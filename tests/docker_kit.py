@@ -9,6 +9,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from click.testing import CliRunner
@@ -39,11 +40,19 @@ def client():
     client.close()
 
 
-def ours(client, tmp_path: Path) -> list:
+class Listed(NamedTuple):
+    name: str
+    status: str
+
+
+def ours(client, tmp_path: Path) -> list[Listed]:
     """Containers of this test's bundles (all live under tmp_path), running or not; other
-    sessions' containers on a shared daemon are not ours to judge."""
-    return [c for c in client.containers.list(all=True, filters={"label": f"{LABEL}=1"})
-            if c.labels.get("qashift.folder", "").startswith(str(tmp_path.resolve()))]
+    sessions' containers on a shared daemon are not ours to judge. One listing call, no
+    inspect per container: a container removed between the two is not an error."""
+    root = str(tmp_path.resolve())
+    return [Listed(c["Names"][0].lstrip("/"), c["State"])
+            for c in client.api.containers(all=True, filters={"label": f"{LABEL}=1"})
+            if (c.get("Labels") or {}).get("qashift.folder", "").startswith(root)]
 
 
 @pytest.fixture
