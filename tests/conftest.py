@@ -9,7 +9,8 @@ import pytest
 
 pytest_plugins = ["tests.docker_kit",  # the Docker fixtures (client, toy, ...)
                   "tests.support.training",  # registry: a small training registry
-                  "tests.support.approaches"]  # words: an approach trained in seconds
+                  "tests.support.approaches",  # words: an approach trained in seconds
+                  "tests.support.generative"]  # tiny_lm, served: a generative model, a server
 
 REPO = Path(__file__).resolve().parents[1]
 SLIDING_WINDOW = REPO / "submissions" / "sliding-window"  # the reference baseline bundle

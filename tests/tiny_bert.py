@@ -48,3 +48,24 @@ def write_hfqa_bundle(root: Path, bundle_id: str, model: Path, extra: str = "",
         f"id: {bundle_id}\nname: {bundle_id}\nkind: hf-qa\nmodel: {{path: {model}}}\n"
         f"resources: {resources}\n{extra}")
     return folder
+
+
+def make_tiny_causal_lm(folder: Path, texts: list[str], seed: int = 0) -> Path:
+    """A 1-layer, 32-wide BERT decoder (`AutoModelForCausalLM` loads it) with a vocabulary
+    trained on `texts`: a generative model to run, not to answer well."""
+    import torch
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertConfig, BertLMHeadModel, BertTokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    wordpiece = BertWordPieceTokenizer(lowercase=True)
+    wordpiece.train_from_iterator(texts, vocab_size=1500, min_frequency=1, show_progress=False)
+    wordpiece.save_model(str(folder))
+    tokenizer = BertTokenizerFast(vocab=str(folder / "vocab.txt"), do_lower_case=True)
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64,
+                        max_position_embeddings=2048, is_decoder=True)
+    BertLMHeadModel(config).eval().save_pretrained(folder)
+    return folder

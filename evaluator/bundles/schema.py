@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from pydantic import Field, StringConstraints
 
 from evaluator.core.schema import Name, Strict, Text
+from evaluator.qa.prompting import DEFAULT_TEMPLATE
 
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{64}$")]
 Scalar = Text | bool | int | float | date | None
@@ -53,6 +54,38 @@ class QAOptions(Strict):
     max_answer_len: Positive | None = None
 
 
+class PromptFile(Strict):
+    """A generative bundle's prompt (evaluator.qa.prompting)."""
+
+    template: Text = DEFAULT_TEMPLATE  # {context} and {question} are filled in
+    shots: Annotated[int, Field(ge=0, le=64)] = 0
+    shots_from: Name | None = None  # the training split demonstrations are drawn from
+    seed: int = 0
+    separator: Text = "\n\n"
+    instruction: Text = ""
+
+
+class GenerationFile(Strict):
+    """A generative bundle's decoding: greedy, then the extraction rule."""
+
+    max_new_tokens: Annotated[int, Field(gt=0, le=1024)] = 32
+    stop: Annotated[list[Text], Field(max_length=8)] = Field(default_factory=lambda: ["\n"])
+    extraction: Literal["first-line", "raw"] = "first-line"
+    batch_size: Positive | None = None
+
+
+class EndpointRef(Strict):
+    """An OpenAI-compatible server a generative bundle's questions are sent to."""
+
+    url: Annotated[str, StringConstraints(pattern=r"^https?://[^\s]+$", max_length=500)]
+    model: Text
+    api: Literal["completions", "chat"] = "completions"
+    api_key_env: Annotated[str, StringConstraints(pattern=r"^[A-Z_][A-Z0-9_]*$")] | None = None
+    concurrency: Annotated[int, Field(gt=0, le=64)] = 4
+    timeout: Annotated[float, Field(gt=0, le=600)] = 60
+    retries: Annotated[int, Field(ge=0, le=10)] = 4
+
+
 class Hyperparameters(Strict):
     defaults: dict[Name, Scalar] = Field(default_factory=dict)
     search: dict[Name, Scalars] = Field(default_factory=dict)  # values a search may draw
@@ -61,7 +94,7 @@ class Hyperparameters(Strict):
 class BundleFile(Strict):
     id: Name
     name: Name
-    kind: Literal["command", "predictions", "hf-qa", "approach"]
+    kind: Literal["command", "predictions", "hf-qa", "approach", "generative"]
     status: Literal["ready", "awaiting-program", "awaiting-build"] = "ready"
     command: Text | None = None  # predict: {input} {output} (and {model} for an approach)
     train: Text | None = None  # an approach's training: {train} {config} {model} {checkpoints}
@@ -78,3 +111,6 @@ class BundleFile(Strict):
     onnx: bool | Literal["int8"] = False
     batch_size: Positive | None = None
     qa: QAOptions | None = None
+    prompt: PromptFile | None = None  # generative
+    generation: GenerationFile | None = None  # generative
+    endpoint: EndpointRef | None = None  # generative, instead of model

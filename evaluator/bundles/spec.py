@@ -22,14 +22,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from evaluator.bundles import policy
-from evaluator.bundles.schema import BundleFile
+from evaluator.bundles.schema import BundleFile, GenerationFile, PromptFile
 from evaluator.core import folders as registry
 from evaluator.core import settings
 from evaluator.core.errors import ConfigError, UserError
 from evaluator.core.gate import folder_digest, weights_sha256
 from evaluator.core.hashing import canonical_json, sha256_bytes
 from evaluator.core.schema import validate
+from evaluator.data import testsets
 from evaluator.data.fetch import Source
+from evaluator.qa.prompting import PromptSpec
 
 KINDS = ("command", "predictions", "hf-qa", "approach")
 TRAIN_PLACEHOLDERS = ("{train}", "{model}", "{checkpoints}")
@@ -58,6 +60,7 @@ class Bundle:
     system_key: str | None = None  # a trained system: its train cell, part of its digest (two
     # systems that trained to identical weights are still two systems, two cells)
     libraries: tuple[Path, ...] = ()  # shared packages (`libraries:`), on its PYTHONPATH
+    generative: dict = field(default_factory=dict)  # prompt, generation, endpoint (generative)
 
     @property
     def digest(self) -> str:
@@ -65,9 +68,13 @@ class Bundle:
         live outside it unpinned (a trained system, an hf-qa checkpoint in a model store):
         retraining a checkpoint in place is then a different submission, never a cached one."""
         weights = self.weights_digest or self._outside_weights()
-        if weights is None and not self.model_args and not self.libraries:
+        shots = self.generative.get("prompt", {}).get("shots_from") \
+            if self.generative.get("prompt", {}).get("shots") else None
+        if weights is None and not self.model_args and not self.libraries and not shots:
             return folder_digest(self.folder)
         parts = [folder_digest(self.folder), weights]
+        if shots:  # the demonstrations are drawn from these bytes
+            parts.append({"shots_from": testsets.get(shots).sha256})
         if self.model_args:
             parts.append(self.model_args)
         if self.libraries:
@@ -77,7 +84,8 @@ class Bundle:
         return sha256_bytes(canonical_json(parts))
 
     def _outside_weights(self) -> str | None:
-        if self.kind != "hf-qa" or not self.model or self.model.get("sha256"):
+        if self.kind not in ("hf-qa", "generative") or not self.model or \
+                self.model.get("sha256"):
             return None  # no checkpoint, or its digest is pinned in bundle.yaml
         if "cache" in self.model:
             directory = settings.cache_dir() / self.model["cache"]
@@ -109,11 +117,11 @@ class Bundle:
             return f"bundle is {self.status}"
         if self.kind == "approach":
             return "an approach is trained first: evaluate one of its systems (APPROACH@SPLIT/sN)"
-        if self.kind == "hf-qa" and "cache" in self.model and \
+        if self.kind in ("hf-qa", "generative") and "cache" in self.model and \
                 not (settings.cache_dir() / self.model["cache"]).exists():
             how = self.model.get("rebuild", "build it")
             return f"its trained weights are not in the cache ({how})"
-        if self.kind == "hf-qa" and "hub" in self.model and \
+        if self.kind in ("hf-qa", "generative") and "hub" in self.model and \
                 hub_snapshot(self.model["hub"], self.model.get("revision")) is None:
             return hub_missing(self.model["hub"], self.model.get("revision"))
         return None
@@ -168,6 +176,14 @@ def from_folder(folder: Path) -> Bundle:
     predictions = {set_id: Source(src.file, src.sha256.lower(), src.url)
                    for set_id, src in spec.predictions.items()}
     model = _hf_qa_model(spec, folder, where) if spec.kind == "hf-qa" and ready else {}
+    generative = {}
+    if spec.kind == "generative":
+        generative = _generative(spec, where)
+        if spec.model is not None:
+            model = _hf_qa_model(spec, folder, where)
+    elif spec.prompt or spec.generation or spec.endpoint:
+        raise ConfigError(f"{where}: prompt:, generation: and endpoint: are for kind "
+                          f"generative only")
     return Bundle(
         id=spec.id, name=spec.name, kind=spec.kind, folder=folder, command=spec.command,
         environment=spec.environment.model_dump(exclude_none=True),
@@ -176,8 +192,29 @@ def from_folder(folder: Path) -> Bundle:
         reference_scores=spec.reference_scores.model_dump(exclude_none=True),
         metadata=dict(spec.metadata), status=spec.status, model=model,
         train_command=spec.train, hyperparameters=spec.hyperparameters.model_dump(),
-        libraries=libraries,
+        libraries=libraries, generative=generative,
     )
+
+
+def _generative(spec: BundleFile, where: Path) -> dict:
+    """A generative bundle's prompt, decoding and (instead of `model`) endpoint, each with
+    its defaults filled in: all of it is part of the bundle, so of every job key."""
+    if (spec.model is None) == (spec.endpoint is None):
+        raise ConfigError(f"{where}: a generative bundle needs one of model: {{path | cache | "
+                          f"hub}} (a local Transformers model) or endpoint: {{url, model}} (an "
+                          f"OpenAI-compatible server)")
+    if spec.command is not None or spec.onnx or spec.qa is not None:
+        raise ConfigError(f"{where}: command:, onnx: and qa: are not for a generative bundle")
+    prompt = spec.prompt or PromptFile()
+    try:
+        PromptSpec(**prompt.model_dump())
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    out = {"prompt": prompt.model_dump(),
+           "generation": (spec.generation or GenerationFile()).model_dump()}
+    if spec.endpoint is not None:
+        out["endpoint"] = spec.endpoint.model_dump()
+    return out
 
 
 def _libraries(spec: BundleFile, folder: Path, where: Path) -> tuple[Path, ...]:
@@ -210,8 +247,8 @@ def _hf_qa_model(spec: BundleFile, folder: Path, where: Path) -> dict:
     model = spec.model
     given = [k for k in ("path", "cache", "hub") if model is not None and getattr(model, k)]
     if len(given) != 1:
-        raise ConfigError(f"{where}: an hf-qa bundle needs one of model: {{path: DIR}} (inside "
-                          f"the bundle), {{cache: KEY}} (under the cache dir) or {{hub: "
+        raise ConfigError(f"{where}: an {spec.kind} bundle needs one of model: {{path: DIR}} "
+                          f"(inside the bundle), {{cache: KEY}} (under the cache dir) or {{hub: "
                           f"ORG/NAME}} (the local Hugging Face cache)")
     if model.revision is not None and model.hub is None:
         raise ConfigError(f"{where}: model.revision goes with model.hub")

@@ -24,6 +24,12 @@ FAILURE_CLASSES = {
     "cancelled": "the scheduler cancelled the job or its node failed",
     "runner-error": "the runner could not start the cell (e.g. the scheduler rejected it)",
     "not-applicable": "the bundle cannot run on this test set",
+    "endpoint-unreachable": "the generative bundle's server could not be reached (refused "
+                            "connections or time-outs, after retries)",
+    "endpoint-error": "the generative bundle's server kept failing (429 or 5xx after retries) "
+                      "or answered with something that is not a completion",
+    "endpoint-refused": "the generative bundle's server refused the request (an unknown model, "
+                        "a bad request or key)",
     "internal-error": "the evaluator itself failed on this cell (traceback in the log)",
 }
 

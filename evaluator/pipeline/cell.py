@@ -7,6 +7,7 @@ submission sees only the answer-free input file; gold answers stay in this proce
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import traceback
@@ -15,16 +16,19 @@ from pathlib import Path
 
 from evaluator.core.errors import RunFailure, UserError
 from evaluator.core.files import run_tempdir
+from evaluator.core.gate import Refused, read_json
 from evaluator.core.hashing import canonical_json
 from evaluator.core.provenance import provenance
 from evaluator.data.testsets import input_document
 from evaluator.jobs.job import Job
-from evaluator.runners.base import Runner, RunRecord, RunRequest
+from evaluator.runners.base import GENERATIONS_FILE, Runner, RunRecord, RunRequest
 from evaluator.scoring.predictions import MAX_ANSWER_CHARS, load_predictions
 from evaluator.scoring.squad_v1 import Scores, Unit, score
 from evaluator.stats import intervals
 from evaluator.store.store import LEASE_SECONDS, Store
 from evaluator.store.units import load_units, units_bytes
+
+GENERATIONS_CAP = 256 << 20  # bytes of a generative run's generations file
 
 
 @dataclass(frozen=True)
@@ -171,6 +175,7 @@ def _run_and_score(job: Job, runner: Runner, store: Store, level: float, cluster
             record = runner.run(request)
             predictions = load_predictions(request.output_path)
             predictions_bytes = request.output_path.read_bytes()
+            generations = _generations(output_dir / GENERATIONS_FILE, job.label)
     except RunFailure as failure:
         store.record_failure(job.key, job.bundle.id, job.testset.id, failure.failure_class,
                              str(failure), failure.log, getattr(runner, "name", None))
@@ -181,9 +186,25 @@ def _run_and_score(job: Job, runner: Runner, store: Store, level: float, cluster
                    f"{predictions.oversize[0]!r})")
         record.details["oversize_answers"] = len(predictions.oversize)
         record.log = f"{record.log}\n{warning}" if record.log else warning
+    if generations is not None:  # a generative run's text per question, kept with it
+        record.details["generations_sha256"] = store.put_object(generations)
     scores = score(dataset.questions, predictions, job.testset.scorer)
     record.details["provenance"] = provenance(started, time.time(), record.device)
     return _finish(job, store, scores, predictions_bytes, record, level, cluster)
+
+
+def _generations(path: Path, label: str) -> bytes | None:
+    """A generative run's generations file (a JSON object), read bounded, or None."""
+    if not os.path.lexists(path):
+        return None
+    try:
+        doc = read_json(path, GENERATIONS_CAP)
+    except Refused as exc:
+        raise RunFailure("refused-files", f"{label}: {GENERATIONS_FILE}: {exc}") from None
+    if not isinstance(doc, dict):
+        raise RunFailure("malformed-predictions", f"{label}: {GENERATIONS_FILE} is not a "
+                         f"JSON object")
+    return canonical_json(doc)
 
 
 def _finish(job: Job, store: Store, scores: Scores, predictions_bytes: bytes,

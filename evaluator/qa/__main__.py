@@ -1,6 +1,8 @@
 """The QA program: `python -m evaluator.qa --model DIR --input IN --output OUT [--onnx|--int8]
 [--batch-size N] [--device cpu|cuda|auto] [--record RECORD.json]`, run as a child process by
-the local hf-qa runner and inside the standard runner image by the Docker runner."""
+the local hf-qa runner and inside the standard runner image by the Docker runner. With
+`--generative CONFIG.json` (prompt, demonstrations, decoding) the model is a generative one
+and `--generations` receives each question's generation beside its extracted answer."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ import json
 import sys
 from pathlib import Path
 
+from evaluator.qa import prompting
 from evaluator.qa.decode import QASettings
+from evaluator.qa.generate import generate
 from evaluator.qa.predict import PROGRAM, ModelSpec, pick_device, predict
 
 
@@ -28,7 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-answer-len", type=int, default=QASettings.max_answer_len)
     parser.add_argument("--record", type=Path, help="write run details (JSON) here")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--generative", type=Path, help="a generative model: its config JSON")
+    parser.add_argument("--generations", type=Path, help="with --generative: write each "
+                        "question's generation and answer here")
     args = parser.parse_args(argv)
+    if args.generative:
+        return _generative(args)
     backend = "onnx-int8" if args.int8 else "onnx" if args.onnx else "torch"
     spec = ModelSpec(args.model.resolve(), backend, args.batch_size,
                      QASettings(args.max_seq_len, args.doc_stride, args.max_answer_len))
@@ -41,6 +50,27 @@ def main(argv: list[str] | None = None) -> int:
     print(f"hf-qa: {details['questions']} questions, {details['windows']} windows, "
           f"{details['questions_per_s']} q/s ({backend}, {device}, batch {details['batch_size']})",
           file=sys.stderr)
+    return 0
+
+
+def _generative(args: argparse.Namespace) -> int:
+    config = json.loads(args.generative.read_text(encoding="utf-8"))
+    prompt = prompting.PromptSpec(**config["prompt"])
+    spec = prompting.GenerationSpec(**{**config["generation"],
+                                       "stop": tuple(config["generation"].get("stop", ()))})
+    demos = [prompting.Demonstration(**d) for d in config.get("demonstrations", [])]
+    raw = json.loads(args.input.read_text(encoding="utf-8"))
+    device = pick_device(args.device)
+    answers, generations, details = generate(prompting.prompts(raw, prompt, demos),
+                                             args.model.resolve(), spec, device,
+                                             progress=not args.no_progress)
+    args.output.write_text(json.dumps(answers, ensure_ascii=False))
+    if args.generations:
+        args.generations.write_text(json.dumps(generations, ensure_ascii=False))
+    if args.record:
+        args.record.write_text(json.dumps(details))
+    print(f"generative: {details['questions']} questions, {details['questions_per_s']} q/s "
+          f"({device}, batch {details['batch_size']})", file=sys.stderr)
     return 0
 
 

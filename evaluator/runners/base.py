@@ -11,6 +11,7 @@ from evaluator.bundles.spec import Bundle
 from evaluator.core.errors import RunFailure
 
 PREDICTIONS_FILE = "predictions.json"
+GENERATIONS_FILE = "generations.json"  # a generative run's text per question, kept with it
 LOG_TAIL_BYTES = 64 << 10
 
 

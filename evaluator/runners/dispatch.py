@@ -30,6 +30,11 @@ RUNNERS: dict[tuple[str, str], str] = {
     ("approach", "local"): "evaluator.runners.local:LocalRunner",  # train()
     ("approach", "docker"): "evaluator.runners.docker:DockerRunner",  # train()
     ("approach", "slurm"): "evaluator.runners.slurm.controller:SlurmRunner",  # train()
+    ("generative", "local"): "evaluator.runners.generative:GenerativeRunner",
+    # a generative bundle with an endpoint: nothing of it runs here, whatever the backend
+    ("endpoint", "local"): "evaluator.runners.generative:GenerativeRunner",
+    ("endpoint", "docker"): "evaluator.runners.generative:GenerativeRunner",
+    ("endpoint", "slurm"): "evaluator.runners.generative:GenerativeRunner",
 }
 OPTIONS = {"evaluator.runners.slurm.controller:SlurmRunner": ("partition", "account", "inner")}
 
@@ -86,7 +91,8 @@ class Dispatcher:
         return self._made[target]
 
     def runner_for(self, bundle: Bundle) -> Runner:
-        return self.runner_for_kind(bundle.kind)
+        endpoint = bundle.kind == "generative" and "endpoint" in bundle.generative
+        return self.runner_for_kind("endpoint" if endpoint else bundle.kind)
 
     def run(self, request: RunRequest) -> RunRecord:
         return self.runner_for(request.bundle).run(request)

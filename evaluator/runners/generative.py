@@ -1,0 +1,145 @@
+"""The generative runner: a generative bundle answers each question in generated text, from a
+local Transformers model (`model:`) or an OpenAI-compatible server (`endpoint:`).
+
+Bundle fields (bundle.yaml, kind generative):
+  model: {path | cache | hub}    a causal or sequence-to-sequence model, as for hf-qa
+  endpoint: {url, model, api: completions | chat, api_key_env, concurrency, timeout, retries}
+  prompt: {template, shots, shots_from, seed, separator, instruction}
+  generation: {max_new_tokens, stop, extraction: first-line | raw, batch_size}
+
+The controller draws the demonstrations (from the training split `shots_from`, never the test
+set) and writes them with the prompt and decoding settings to one config file; a local model
+runs `python -m evaluator.qa --generative CONFIG` in a child process with the bundle's limits
+(the Docker runner runs the same program in its container). Besides `predictions.json` the
+output folder gets `generations.json`: each question's generated text and extracted answer,
+stored with the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from evaluator.bundles.spec import Bundle
+from evaluator.core import settings
+from evaluator.core.errors import RunFailure
+from evaluator.core.files import run_tempdir
+from evaluator.core.gate import Refused, read_json
+from evaluator.data import testsets
+from evaluator.qa import prompting
+from evaluator.qa.predict import NoCUDA, pick_device
+from evaluator.runners import endpoint as endpoints
+from evaluator.runners import interrupts
+from evaluator.runners.base import (
+    GENERATIONS_FILE,
+    Exit,
+    RunRecord,
+    RunRequest,
+    classify,
+    read_tail,
+)
+from evaluator.runners.hfqa import check_model, model_spec
+from evaluator.runners.limits import cancel_all, run_with_limit
+
+CONFIG_FILE = "generative.json"
+
+
+def program_config(bundle: Bundle) -> dict:
+    """What the generative program reads: the prompt, its demonstrations, the decoding."""
+    prompt = bundle.generative["prompt"]
+    demos = []
+    if prompt["shots"]:
+        train = testsets.get(prompt["shots_from"])
+        if train.kind != "training":
+            raise RunFailure("not-applicable", f"{bundle.id}: prompt.shots_from names "
+                             f"{train.id!r}, which is not a training split")
+        demos = prompting.demonstrations(train.load().raw, prompt["shots"], prompt["seed"])
+    return {"prompt": prompt, "generation": bundle.generative["generation"],
+            "demonstrations": [d.__dict__ for d in demos]}
+
+
+def generation_spec(config: dict) -> prompting.GenerationSpec:
+    generation = config["generation"]
+    return prompting.GenerationSpec(**{**generation, "stop": tuple(generation["stop"])})
+
+
+class GenerativeRunner:
+    """Runs generative bundles: a local model in a child process, or an endpoint."""
+
+    name = "generative"
+
+    def __init__(self, progress: bool = True):
+        self.progress = progress
+        interrupts.on_interrupt(cancel_all)
+
+    def run(self, request: RunRequest) -> RunRecord:
+        config = program_config(request.bundle)
+        if "endpoint" in request.bundle.generative:
+            return self._ask_endpoint(request, config)
+        return self._run_child(request, config)
+
+    def _ask_endpoint(self, request: RunRequest, config: dict) -> RunRecord:
+        bundle, started = request.bundle, time.perf_counter()
+        ref = bundle.generative["endpoint"]
+        raw = json.loads(request.input_path.read_text(encoding="utf-8"))
+        items = prompting.prompts(raw, prompting.PromptSpec(**config["prompt"]),
+                                  [prompting.Demonstration(**d)
+                                   for d in config["demonstrations"]])
+        spec = generation_spec(config)
+        server = endpoints.Endpoint(ref, bundle.id)
+        texts = endpoints.ask_all(server, items, spec, progress=self.progress)
+        answers, generations = {}, {}
+        for item in items:
+            text = prompting.cut_at_stop(texts[item.id], spec.stop)
+            answers[item.id] = prompting.extract(text, spec.extraction, spec.stop)
+            generations[item.id] = {"generation": text, "answer": answers[item.id]}
+        request.output_path.write_text(json.dumps(answers, ensure_ascii=False))
+        (request.output_dir / GENERATIONS_FILE).write_text(
+            json.dumps(generations, ensure_ascii=False))
+        return RunRecord(runner="endpoint", wall_s=time.perf_counter() - started, exit_code=0,
+                         device="remote",
+                         details={"endpoint": {"url": ref["url"], "model": ref["model"],
+                                               "api": ref["api"]},
+                                  "requests_sent": server.sent, "questions": len(items),
+                                  "isolated": True})
+
+    def _run_child(self, request: RunRequest, config: dict) -> RunRecord:
+        bundle = request.bundle
+        spec = model_spec(bundle)
+        check_model(spec, bundle.id)
+        try:
+            device = pick_device(request.device)
+        except NoCUDA as exc:
+            raise RunFailure("no-gpu-kernel", str(exc)) from None
+        with run_tempdir("generative") as tmp:
+            config_path, record_path = Path(tmp) / CONFIG_FILE, Path(tmp) / "record.json"
+            config_path.write_text(json.dumps(config))
+            argv = [sys.executable, "-m", "evaluator.qa", "--generative", str(config_path),
+                    "--model", str(spec.directory), "--input", str(request.input_path),
+                    "--output", str(request.output_path), "--generations",
+                    str(request.output_dir / GENERATIONS_FILE), "--record", str(record_path),
+                    "--device", "cuda" if device.startswith("cuda") else "cpu"]
+            env = {k: v for k, v in os.environ.items()
+                   if k in ("PATH", "HOME", "LANG", "LC_ALL", "VIRTUAL_ENV",
+                            "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")}
+            env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TMPDIR": tmp,
+                        "PYTHONPATH": str(settings.REPO_ROOT)})
+            log_path = Path(tmp) / "log.txt"
+            exit_code, wall, peak, timed_out = run_with_limit(
+                shlex.join(argv), Path(tmp), env, log_path, bundle.timeout, cpus=request.cpus)
+            log = read_tail(log_path)
+            try:
+                details = read_json(record_path, 1 << 20) if record_path.is_file() else {}
+            except Refused:
+                details = {}
+        classify(bundle.id, Exit(exit_code, log, timed_out, bundle.timeout, peak_memory=peak,
+                                 produced=request.output_path.is_file()))
+        return RunRecord(runner=self.name, wall_s=wall, exit_code=0, log=log,
+                         peak_memory_bytes=peak,
+                         device="gpu" if device.startswith("cuda") else "cpu",
+                         details={**(details if isinstance(details, dict) else {}),
+                                  "isolated": False})

@@ -1,0 +1,168 @@
+"""Generative bundles: a local Transformers model and the same model behind an
+OpenAI-compatible server (`transformers serve`, started here on the loopback address) give the
+same answers; each run keeps every question's generation; the prompt is part of the cell; an
+endpoint run that is killed resumes without asking an answered question twice; a bad endpoint
+fails its cell with a class and one line while the matrix goes on; the API key is sent and
+kept nowhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from evaluator.cli.main import evaluate_cmd
+from evaluator.store.store import Store
+from tests.conftest import tiny_registry
+from tests.support.generative import Misbehaving, write_generative_bundle
+from tests.tiny_bert import subset
+
+
+@pytest.fixture
+def roots(tmp_path, monkeypatch, workspace, dev_raw):
+    """A test set 'few' (one question of each paragraph of SQuAD dev's first article) and an
+    empty submissions root."""
+    return tiny_registry(tmp_path, monkeypatch, {"few": subset(dev_raw, slice(0, 1), 1)}, {})
+
+
+def evaluate(*args: str) -> tuple[int, dict]:
+    result = CliRunner().invoke(evaluate_cmd, [*args, "--runner", "local", "--json"])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.exit_code, json.loads(result.stdout)
+
+
+def endpoint(url: str, model: str, extra: str = "") -> str:
+    return f"{{url: '{url}', model: '{model}', concurrency: 1{extra}}}"
+
+
+def stored(workspace: Path, bundle: str) -> tuple[dict, dict]:
+    """(predictions, generations) of a bundle's stored run on 'few'."""
+    store = Store(workspace)
+    [row] = store.results(bundle=bundle)
+    record = json.loads(row["run_record"])
+    return (json.loads(store.get_object(row["predictions_sha256"])),
+            json.loads(store.get_object(record["details"]["generations_sha256"])))
+
+
+def test_a_local_model_and_the_same_model_served_answer_alike(roots, tiny_lm, served,
+                                                              workspace):
+    _, subs = roots
+    write_generative_bundle(subs, "local-lm", model=tiny_lm)
+    write_generative_bundle(subs, "served-lm", endpoint=endpoint(served.url, str(tiny_lm)))
+    code, doc = evaluate("-b", "local-lm", "-b", "served-lm", "-t", "few")
+    assert code == 0, doc
+    assert sorted(r["bundle"] for r in doc["results"]) == ["local-lm", "served-lm"]
+    local, local_text = stored(workspace, "local-lm")
+    remote, remote_text = stored(workspace, "served-lm")
+    assert len(local) == 54 and local == remote
+    assert local_text == remote_text
+    for qid, answer in local.items():
+        assert local_text[qid]["answer"] == answer
+        assert local_text[qid]["generation"].strip()  # the raw text, before extraction
+
+
+def test_the_prompt_is_part_of_the_cell(roots, tiny_lm):
+    _, subs = roots
+    folder = write_generative_bundle(subs, "lm", model=tiny_lm)
+    first = evaluate("-b", "lm", "-t", "few")[1]["results"][0]
+    assert evaluate("-b", "lm", "-t", "few")[1]["results"][0]["cached"]
+    yaml = folder / "bundle.yaml"
+    yaml.write_text(yaml.read_text() + "prompt: {template: 'Q: {question}\\nC: {context}\\nA:'}\n")
+    again = evaluate("-b", "lm", "-t", "few")[1]["results"][0]
+    assert not again["cached"] and again["key"] != first["key"]
+
+
+def test_a_killed_endpoint_run_asks_no_answered_question_again(roots, tiny_lm, served,
+                                                               workspace):
+    _, subs = roots
+    write_generative_bundle(subs, "served", endpoint=endpoint(served.url, str(tiny_lm)))
+    before = served.completions_answered()
+    argv = [sys.executable, "-m", "evaluator", "evaluate", "-b", "served", "-t", "few",
+            "--runner", "local", "--json"]
+    proc = subprocess.Popen(argv, env=dict(os.environ), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    responses = workspace / "responses"
+    deadline = time.monotonic() + 120
+    while len(list(responses.glob("*/*.json"))) < 10:
+        assert proc.poll() is None and time.monotonic() < deadline, "the run ended early"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    kept = len(list(responses.glob("*/*.json")))
+    assert 10 <= kept < 54
+    asked_first = served.completions_answered() - before
+    code, doc = evaluate("-b", "served", "-t", "few")
+    assert code == 0 and doc["results"][0]["n"] == 54
+    asked_again = served.completions_answered() - before - asked_first
+    assert asked_again == 54 - kept
+    assert asked_first <= kept + 1  # at most the one in flight was answered but not kept
+
+
+def test_a_bad_endpoint_fails_its_cell_in_one_line_and_the_matrix_goes_on(roots, tiny_lm,
+                                                                           served):
+    _, subs = roots
+    failing = Misbehaving(500, b'{"error": {"message": "overloaded"}}')
+    huge = Misbehaving(200, json.dumps({"choices": [{"text": "x" * (2 << 20)}]}).encode())
+    closed = Misbehaving(200, b"{}")
+    closed.close()  # nothing listens on its port any more
+    try:
+        write_generative_bundle(subs, "refused", endpoint=endpoint(closed.url, "m",
+                                                                   ", retries: 1"))
+        write_generative_bundle(subs, "failing", endpoint=endpoint(failing.url, "m",
+                                                                   ", retries: 2"))
+        write_generative_bundle(subs, "unknown-model", endpoint=endpoint(served.url, "nope"))
+        write_generative_bundle(subs, "huge", endpoint=endpoint(huge.url, "m"))
+        write_generative_bundle(subs, "fine", model=tiny_lm)
+        code, doc = evaluate("-b", "refused", "-b", "failing", "-b", "unknown-model",
+                             "-b", "huge", "-b", "fine", "-t", "few")
+    finally:
+        failing.close()
+        huge.close()
+    assert code != 0
+    assert [r["bundle"] for r in doc["results"]] == ["fine"]
+    classes = {f["bundle"]: f["failure_class"] for f in doc["failed"]}
+    assert classes == {"refused": "endpoint-unreachable", "failing": "endpoint-error",
+                       "unknown-model": "endpoint-refused", "huge": "output-too-large"}
+    assert len(failing.authorizations) == 3  # the first try and two retries
+    for failure in doc["failed"]:
+        assert "\n" not in failure["message"] and len(failure["message"]) < 400
+    assert "overloaded" in next(f["message"] for f in doc["failed"]
+                                if f["bundle"] == "failing")
+
+
+def test_the_api_key_is_sent_and_kept_nowhere(roots, workspace, monkeypatch, tmp_path):
+    _, subs = roots
+    key = f"sk-test-{uuid.uuid4().hex}"
+    monkeypatch.setenv("QASHIFT_TEST_API_KEY", key)
+    server = Misbehaving(200, json.dumps({"choices": [{"text": " Denver\n"}]}).encode())
+    try:
+        write_generative_bundle(subs, "keyed", endpoint=endpoint(
+            server.url, "m", ", api_key_env: QASHIFT_TEST_API_KEY"))
+        result = CliRunner().invoke(evaluate_cmd, ["-b", "keyed", "-t", "few", "--runner",
+                                                   "local", "--json"])
+        listing = CliRunner().invoke(evaluate_cmd, ["-b", "keyed", "-t", "few", "--runner",
+                                                    "local"])
+    finally:
+        server.close()
+    assert result.exit_code == 0, result.output
+    assert server.authorizations and set(server.authorizations) == {f"Bearer {key}"}
+    assert key not in result.output and key not in listing.output
+    for path in [*workspace.rglob("*"), *tmp_path.rglob("*")]:
+        if path.is_file():
+            assert key.encode() not in path.read_bytes(), path
+    monkeypatch.delenv("QASHIFT_TEST_API_KEY")
+    assert evaluate("-b", "keyed", "-t", "few", "--rerun")[0] == 0  # answered: not asked again
+    shutil.rmtree(workspace / "responses")
+    _, doc = evaluate("-b", "keyed", "-t", "few", "--rerun")
+    [failure] = doc["failed"]
+    assert failure["failure_class"] == "endpoint-refused"
+    assert "QASHIFT_TEST_API_KEY" in failure["message"]
