@@ -34,7 +34,7 @@ class TestSetFile(Strict):
     description: Text = ""
     source: SourceRef | None = None
     file: Name | None = None
-    sha256: Sha256 | None = None  # with file: the pinned digest of the folder's data file
+    sha256: Sha256 | None = None  # the pinned digest of the data file or generated data
     unaligned_answers: Text | None = None  # why answers need not stand at answer_start
     derive: dict[str, object] | None = None  # checked by derive.DeriveSpec
     train: Name | None = None  # the training-split folder that goes with this test split

@@ -89,7 +89,7 @@ class TestSet:
     derive: DeriveSpec | None = None  # generated from a parent (or from nothing) on first use
     train: str | None = None  # the training split of this test split (approach-level runs)
     label: str | None = None  # the short name figures print
-    pinned: str | None = None  # `sha256:` of a folder's own data file
+    pinned: str | None = None  # `sha256:` of a folder's own data file or of its generated data
     unaligned_answers: str | None = None  # the stated reason answers may move
 
     @property
@@ -124,15 +124,30 @@ class TestSet:
         if spec is None:
             raise ConfigError(f"test set {self.id!r} is not derived")
         if spec.parent is None:
-            return derive_mod.materialize(spec, self.id)
+            return self._as_pinned(derive_mod.materialize(spec, self.id))
         _check_derive_chain(self)
         parents = [get(name).load(mirrors) for name in spec.parents]
         if len(parents) == 1:
-            return derive_mod.materialize(spec, self.id, parents[0].raw, parents[0].sha256)
+            return self._as_pinned(derive_mod.materialize(spec, self.id, parents[0].raw,
+                                                          parents[0].sha256))
         joined = {"version": parents[0].raw.get("version", ""),
                   "data": [a for p in parents for a in p.raw["data"]]}
         shas = "+".join(p.sha256 for p in parents)
-        return derive_mod.materialize(spec, self.id, joined, sha256_bytes(shas.encode()))
+        return self._as_pinned(derive_mod.materialize(spec, self.id, joined,
+                                                      sha256_bytes(shas.encode())))
+
+    def _as_pinned(self, derived: derive_mod.Derived) -> derive_mod.Derived:
+        """A generated set is the one its folder pins, or an error: tables of results name
+        the bytes they were scored on, and a generator that gives other bytes on another
+        machine (or after a change to its code or its parent) must not pass for the same
+        set."""
+        if self.pinned is not None and derived.sha256 != self.pinned.lower():
+            raise DataError(f"test set {self.id!r}: generated data differs from its pin "
+                            f"(sha256 {derived.sha256[:12]}, testset.yaml pins "
+                            f"{self.pinned[:12]}); the generator, its parent or this "
+                            f"machine's numerics gave other bytes. If the change is meant, "
+                            f"raise its version and run `qashift validate --pin {self.folder}`")
+        return derived
 
     @property
     def answers_aligned(self) -> bool:
@@ -258,9 +273,10 @@ def from_folder(folder: Path) -> TestSet:
         raise ConfigError(f"{where}: give exactly one of source: {{file, sha256, url}}, "
                           f"file: NAME or derive: {{from, transform, params, seed}}"
                           + (f" (got {', '.join(given)})" if given else ""))
-    if spec.sha256 is not None and spec.file is None:
-        raise ConfigError(f"{where}: sha256 pins a folder's own data file (file: NAME); a "
-                          f"fetched set pins it in source.sha256")
+    if spec.sha256 is not None and spec.source is not None:
+        raise ConfigError(f"{where}: sha256 pins a folder's own data file (file: NAME) or "
+                          f"its generated data (derive); a fetched set pins it in "
+                          f"source.sha256")
     derive = DeriveSpec.from_yaml(spec.derive, where) if spec.derive is not None else None
     source = None
     if spec.source is not None:
