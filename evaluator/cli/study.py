@@ -1,5 +1,5 @@
 """`qashift study run|status|table|matrix PLAN`: a population study from one plan file (see
-evaluator/training/study.py and docs/training.md)."""
+evaluator/training/study/ and docs/training.md)."""
 
 from __future__ import annotations
 

@@ -144,14 +144,14 @@ def test_a_system_another_controller_trains_is_skipped_and_a_failing_store_stops
     with that error instead of reporting each system as skipped."""
     from evaluator.store.store import StoreError
     from evaluator.training.run import TrainingBusy
-
+    from evaluator.training.study import loop
     found, store, runner = plans.load(plan), Store.open_default(), Dispatcher("local")
 
     def busy(job, *args, **kwargs):
         raise TrainingBusy(f"{job.system_id} is being trained by another controller right now")
 
     said: list[str] = []
-    monkeypatch.setattr(plans, "train", busy)
+    monkeypatch.setattr(loop, "train", busy)
     plans.run(found, runner, store, say=said.append)
     assert len(said) == 4 and all(": skipped: " in line for line in said)
 
@@ -159,7 +159,7 @@ def test_a_system_another_controller_trains_is_skipped_and_a_failing_store_stops
         raise StoreError("the results store is full")
 
     said.clear()
-    monkeypatch.setattr(plans, "train", broken)
+    monkeypatch.setattr(loop, "train", broken)
     with pytest.raises(StoreError, match="full"):
         plans.run(found, runner, store, say=said.append)
     assert said == []

@@ -1,0 +1,35 @@
+"""A population study: one plan file says which approaches to train (hyperparameter settings x
+seeds x train sizes, on one training split or several) and which test sets every trained system is
+scored on. Running it trains and evaluates one stored cell at a time, system by system, so
+an interrupted run (Ctrl-C, `kill -9`, a session that ends) resumes where it stopped: every
+finished training and evaluation is in the store, and a killed training resumes from its
+checkpoint. Failures are recorded and the rest of the plan goes on.
+
+`plan` (the file, its cells), `status`, `loop` (the run loop), `rows` (the table) and `matrix`
+(the approach x benchmark matrix); their names are re-exported here.
+"""
+
+from __future__ import annotations
+
+from evaluator.training.study.loop import Say, run, score_frozen
+from evaluator.training.study.matrix import ApproachMatrix, approach_matrix
+from evaluator.training.study.plan import (
+    MAX_SYSTEMS,
+    ApproachPlan,
+    Benchmark,
+    BenchmarkPair,
+    Scalar,
+    Study,
+    StudyFile,
+    draws,
+    load,
+    selected,
+    with_testsets,
+)
+from evaluator.training.study.rows import Rows, current_rows, held_cells, recorded, rows
+from evaluator.training.study.status import StudyStatus, status
+
+__all__ = ["MAX_SYSTEMS", "ApproachMatrix", "ApproachPlan", "Benchmark", "BenchmarkPair", "Rows",
+           "Say", "Scalar", "Study", "StudyFile", "StudyStatus", "approach_matrix",
+           "current_rows", "draws", "held_cells", "load", "recorded", "rows", "run",
+           "score_frozen", "selected", "status", "with_testsets"]

@@ -1,0 +1,102 @@
+"""The run loop: train and score a plan one system at a time, each cell stored as it ends,
+so an interrupted run resumes where it stopped and a failure leaves the rest of the plan
+going."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from evaluator.core.errors import DataError, RunFailure, UserError
+from evaluator.data.testsets import TestSet
+from evaluator.jobs.job import Job
+from evaluator.pipeline import matrix
+from evaluator.runners.dispatch import Dispatcher
+from evaluator.store.store import Store, StoreError
+from evaluator.training.run import TrainingBusy, stored, train
+from evaluator.training.study.plan import Study, selected
+from evaluator.training.study.rows import Rows, current_rows, held_cells, recorded
+from evaluator.training.study.status import StudyStatus, status
+
+Say = Callable[[str], None]
+
+
+def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
+        earlier: Rows = (), only: tuple[str, ...] = (), parallel: int = 1,
+        say: Say = lambda _: None, saved: Callable[[], None] = lambda: None) -> StudyStatus:
+    """Train and evaluate every system of the plan that is neither stored nor held in full by
+    an `earlier` table, one system at a time (its training, then its test sets); report
+    progress with counts and an ETA, both counted from the store, so that with two
+    controllers on one plan each shows the cells and time left to both. `only`: shell
+    patterns of system names, to run a part of the plan first (e.g. `*~250/*`, the small
+    train sizes); `parallel`: test sets of a system scored at once; `saved`: called after
+    a system whose training or scores this run stored (e.g. to rewrite the results table),
+    not after one that was done before."""
+    started = time.monotonic()
+    current = current_rows(study, list(earlier))
+    before = status(study, store, current=current, only=only)
+    todo = before.pending + before.training_failed + before.evaluation_failed  # all retried
+    kept = recorded(study, current)
+    for number, job in enumerate(study.trainings, 1):
+        head = f"[{number}/{len(study.trainings)}] {job.system_id}"
+        if not selected(job, only):
+            continue
+        if job.system_id in kept and stored(job, store) is None:
+            say(f"{head}: in the table from an earlier run")
+            continue
+        try:
+            system = train(job, runner, store, device=device)
+        except TrainingBusy as busy:  # its controller goes on with it: on to the next system
+            say(f"{head}: skipped: {busy}")
+            continue
+        except StoreError:
+            raise  # the store itself failed: every system would; stop with its one-line error
+        except RunFailure as failure:
+            say(f"{head}: training FAILED ({failure.failure_class}): {failure}")
+            continue
+        except DataError as error:
+            say(f"{head}: training FAILED (data-unavailable): {error}")
+            continue
+        except UserError as error:
+            say(f"{head}: training FAILED: {error}")
+            continue
+        stored_here = int(not system.cached)
+        held = held_cells(study, current, job, system.row["weights_digest"])
+        jobs = [Job(system.bundle, testset) for testset in study.testsets_for(job)
+                if testset.id not in held]
+        # cells another controller is scoring are its to finish: go on to the next system
+        report = matrix.run(jobs, runner, store, parallel=parallel, wait_for_busy=False)
+        found = sum(1 for o in report.outcomes if o.result and o.result.cached)
+        stored_here += len(report.outcomes) - len(report.failed) - found
+        if stored_here:
+            saved()
+        failed = [f"{o.job.testset.id} ({o.failure_class})" for o in report.failed]
+        elsewhere = f", {len(report.busy)} being scored by another controller" \
+            if report.busy else ""
+        left = status(study, store, current=current, only=only).pending
+        progress = todo - left  # cells stored since the run began, here or by another run
+        elapsed = time.monotonic() - started
+        eta = f", eta {elapsed / progress * left:.0f} s" if progress > 0 else ""
+        from_table = f" ({len(held)} more in the table)" if held else ""
+        found_line = f", {found} of them found scored already" if found else ""
+        say(f"{head}: {'stored earlier' if system.cached else 'trained'}; scored on "
+            f"{len(jobs) - len(failed) - len(report.busy)}/{len(jobs)} test sets{from_table}"
+            f"{found_line}{elsewhere}"
+            + (f", failed: {', '.join(failed)}" if failed else "")
+            + f" | {left} cells to go{eta}")
+    return status(study, store, current=current)
+
+
+def score_frozen(study: Study, sets: list[TestSet], runner: Dispatcher, store: Store, *,
+                 parallel: int = 2, say: Say = lambda _: None) -> tuple[int, list[str]]:
+    """Score every system of the plan that is stored or frozen on `sets`, `parallel` cells
+    at once, training nothing; (cells scored or found, systems skipped as not trained)."""
+    jobs, skipped = [], []
+    for job in study.trainings:
+        system = stored(job, store)
+        if system is None:
+            skipped.append(job.system_id)
+            continue
+        jobs += [Job(system.bundle, testset) for testset in sets]
+    report = matrix.run(jobs, runner, store, parallel=parallel, progress=say)
+    return len(report.outcomes) - len(report.failed), skipped
