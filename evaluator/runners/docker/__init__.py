@@ -1,0 +1,151 @@
+"""Run a command, hf-qa or approach bundle in its own container, sandboxed, through the Docker
+SDK for Python.
+
+A run is a short state machine: resolve the image (`images`) -> stage the program
+(`program`; a training's folders: `stage`) -> create, start, wait with the bundle's time
+limit, classify the exit, collect the predictions, remove (`container`). Host and daemon
+facts, and the Ctrl-C cleanup, are in `host`. `DockerRunner` puts these together.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import docker
+
+from evaluator.bundles.spec import Bundle
+from evaluator.core.errors import RunFailure, UserError
+from evaluator.core.files import remove_tree, run_tempdir
+from evaluator.runners import interrupts
+from evaluator.runners.base import PREDICTIONS_FILE, RunRecord, RunRequest, TrainRequest
+from evaluator.runners.docker import images
+from evaluator.runners.docker.container import (
+    LABEL,
+    _collect,
+    _output_limit,
+    _read_record,
+    _readable,
+    classify_exit,
+    reap_orphans,
+    run_container,
+)
+from evaluator.runners.docker.host import (
+    cancel_all,
+    daemon_available,
+    gpu_info,
+    gpus_for,
+    host_cpus,
+)
+from evaluator.runners.docker.program import (
+    MODEL_MOUNT,
+    Program,
+    library_binds,
+    program_for,
+    training_program,
+)
+from evaluator.runners.docker.stage import RESUMABLE, TrainingStage
+
+__all__ = ["LABEL", "MODEL_MOUNT", "DockerRunner", "Program", "TrainingStage", "cancel_all",
+           "daemon_available", "gpu_info", "library_binds", "program_for", "reap_orphans"]
+
+
+class DockerRunner:
+    name = "docker"
+
+    def __init__(self, client=None):
+        self._client = client
+        self._ncpu: int | None = None
+        interrupts.on_interrupt(cancel_all)
+
+    def cancel(self) -> int:
+        """Kill and remove every container this process is running; see cancel_all."""
+        return cancel_all()
+
+    @property
+    def client(self):
+        if self._client is None:
+            self._connect()
+            reap_orphans(self._client)
+        return self._client
+
+    def _connect(self) -> None:
+        if self._client is None:
+            try:
+                self._client = docker.from_env(timeout=120)
+                self._client.ping()
+            except Exception as exc:  # noqa: BLE001
+                raise UserError(f"no Docker daemon answers ({type(exc).__name__}); start "
+                                f"dockerd or use --runner local") from None
+
+    # -- training -------------------------------------------------------------------------
+    def train(self, request: TrainRequest) -> RunRecord:
+        """An approach's train command in its container: the train split read-only at
+        /input/input.json, its config read-only, the weights folder writable at /output (held
+        to resources.output together with the checkpoint folder, writable at /checkpoints); no
+        network. Everything it sees is staged outside the workspace (`TrainingStage`), so its
+        mount table names no host folder of the controller's."""
+        approach = request.approach
+        gpus = self._gpus(approach, request.device)
+        stage = TrainingStage.of(request)
+        staged = stage.prepare(request)
+        program = training_program(staged, stage.config, stage.checkpoints)
+        image_id, image_ref, image_digest = self.resolve_image(approach, program.image)
+        as_run = RunRequest(staged, stage.train, stage.model, request.label, request.device)
+        with stage.mirroring_progress(request.checkpoint_dir):
+            outcome = run_container(self.client, as_run, program, image_id, stage.model, gpus,
+                                    self._host_cpus(), also_held=(stage.checkpoints,))
+        outcome.details.update(image=image_ref, image_id=image_id)
+        record = RunRecord(runner=self.name, wall_s=outcome.wall_s, exit_code=outcome.exit_code,
+                           log=outcome.log, peak_memory_bytes=outcome.peak_memory,
+                           image_digest=image_digest, device="gpu" if gpus else "cpu",
+                           details=outcome.details)
+        try:
+            classify_exit(approach, outcome, stage.model)
+            stage.hand_back(request, _output_limit(approach))
+        except RunFailure as failure:
+            if failure.failure_class not in RESUMABLE:
+                remove_tree(stage.root)  # nothing worth resuming from: refused or over the cap
+            raise
+        return record
+
+    # -- the run --------------------------------------------------------------------------
+    def run(self, request: RunRequest) -> RunRecord:
+        bundle = request.bundle
+        gpus = self._gpus(bundle, request.device)
+        program = program_for(bundle, gpus)
+        image_id, image_ref, image_digest = self.resolve_image(bundle, program.image)
+        with run_tempdir("docker") as tmp:
+            staging = Path(tmp) / "output"
+            staging.mkdir()
+            staging.chmod(0o777)  # the container's user owns nothing on the host; tmp is 0700
+            program.mounts = {target: _readable(Path(source), Path(tmp) / f"mount{i}")
+                              for i, (target, source) in enumerate(program.mounts.items())}
+            outcome = run_container(self.client, request, program, image_id, staging, gpus,
+                                    self._host_cpus())
+            outcome.details.update(image=image_ref, image_id=image_id)
+            if program.record:  # hf-qa: throughput, batch size, timings from our program
+                outcome.details.update(_read_record(staging / program.record))
+            if gpus:
+                outcome.details.update(gpu_info())
+            record = RunRecord(runner=self.name, wall_s=outcome.wall_s,
+                               exit_code=outcome.exit_code, log=outcome.log,
+                               peak_memory_bytes=outcome.peak_memory, image_digest=image_digest,
+                               device="gpu" if gpus else "cpu", details=outcome.details)
+            classify_exit(bundle, outcome, staging)
+            mark = time.perf_counter()
+            _collect(staging / PREDICTIONS_FILE, request.output_path)
+            outcome.details["phases_s"]["collect"] = time.perf_counter() - mark
+        return record
+
+    def resolve_image(self, bundle: Bundle, ref: str | None = None) -> tuple[str, str, str]:
+        """(image id, reference as given, digest recorded with the result); see
+        images.resolve_image."""
+        return images.resolve_image(lambda: self.client, bundle, ref)
+
+    def _host_cpus(self) -> int:
+        if self._ncpu is None:
+            self._ncpu = host_cpus(self.client)
+        return self._ncpu
+
+    _gpus = staticmethod(gpus_for)

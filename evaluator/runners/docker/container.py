@@ -1,0 +1,400 @@
+"""One container's life: create, start, wait under the bundle's limits, classify, remove.
+
+The sandbox is decided here and nowhere else. The submission sees its bundle folder read-only
+at /bundle (its working directory), the answer-free input read-only, an empty writable
+/output, a private tmpfs /tmp, and the program's own binds; no network, no capabilities, no
+new privileges, an unprivileged user, a read-only root file system, and memory, CPU and
+process-count limits. Removal is in a `finally`, and every container is registered by name
+(`_LIVE`) so a Ctrl-C in any thread finds it; a detached watchdog holds the time limit even
+if this process dies, and `reap_orphans` removes what a dead controller left behind.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import docker
+import docker.errors
+import requests.exceptions
+from docker.types import DeviceRequest, LogConfig, Mount
+
+from evaluator.bundles import policy
+from evaluator.bundles.spec import Bundle
+from evaluator.core.errors import RunFailure
+from evaluator.core.gate import Refused, read_bounded, read_json
+from evaluator.core.owner import owner_alive, owner_id
+from evaluator.runners import interrupts
+from evaluator.runners.base import LOG_TAIL_BYTES, PREDICTIONS_FILE, Exit, RunRequest, classify
+from evaluator.runners.docker.program import INPUT, OUTPUT, WORKDIR, Program
+from evaluator.runners.watchdog import spawn as spawn_watchdog
+from evaluator.scoring.predictions import MAX_BYTES
+
+LABEL = "qashift"  # every container we create carries qashift=1, so leftovers can be found
+MAX_OUTPUT_FILES = 10_000
+GRACE_S = 10.0  # start-up allowance before the watchdog enforces a container's time limit
+
+# Containers this process is running (by name), so that a Ctrl-C or SIGTERM removes them even
+# when the run is in a worker thread of a parallel matrix, where KeyboardInterrupt never lands.
+_LIVE: dict[str, bool] = {}
+
+
+class _Outcome:
+    def __init__(self, *, wall_s: float, exit_code: int | None, log: str,
+                 peak_memory: int | None, timed_out: bool, oom_killed: bool,
+                 memory_limit: int, details: dict, output_exceeded: bool = False):
+        self.wall_s, self.exit_code, self.log = wall_s, exit_code, log
+        self.peak_memory, self.timed_out, self.oom_killed = peak_memory, timed_out, oom_killed
+        self.memory_limit, self.details = memory_limit, details
+        self.output_exceeded = output_exceeded
+
+
+def run_container(client, request: RunRequest, program: Program, image_id: str,
+                  staging: Path, gpus: int, host_cpus: int,
+                  also_held: tuple[Path, ...] = ()) -> _Outcome:
+    """Run `program` in a fresh container with `staging` as its /output (`also_held`: other
+    writable folders counted against the output limit) and remove it, however it ends."""
+    bundle = request.bundle
+    name = f"qashift-{re.sub(r'[^a-zA-Z0-9_.-]', '-', bundle.id)[:40]}-{uuid.uuid4().hex[:8]}"
+    kwargs = container_kwargs(request, program, image_id, staging, gpus, name, host_cpus)
+    container, sampler, watchdog = None, None, None
+    phases: dict[str, float] = {}  # seconds per step, for the overhead benchmark
+    mark = time.perf_counter()
+    _LIVE[name] = True  # before create: a Ctrl-C during create still finds it by name
+    try:
+        if interrupts.stopping():
+            raise KeyboardInterrupt(f"{bundle.id}: not started, this controller is stopping")
+        container = client.containers.create(**kwargs)
+        # Output is streamed from an attach made before start, keeping only its tail; the
+        # daemon stores none of it (log driver "none"), so 1 GB of stdout costs no disk.
+        log = _LogTail(client.api.attach(container.id, stdout=True, stderr=True,
+                                         stream=True, logs=False))
+        start = time.perf_counter()
+        phases["create"] = start - mark
+        # the limit holds even if this process is killed: a detached watchdog removes the
+        # container at its deadline, or at once when this controller is gone
+        watchdog = spawn_watchdog(container.id, time.time() + bundle.timeout + GRACE_S)
+        try:
+            container.start()
+        except docker.errors.APIError as exc:
+            if interrupts.stopping():  # removed by a Ctrl-C between create and start
+                raise KeyboardInterrupt(f"{bundle.id}: run cancelled") from None
+            if gpus and "device driver" in str(exc):
+                raise RunFailure("no-gpu", f"{bundle.id} asks for {gpus} GPU(s) but "
+                                 f"the Docker daemon offers none (no NVIDIA container "
+                                 f"toolkit?); retry with --device cpu") from None
+            raise
+        phases["start"] = time.perf_counter() - start
+        sampler = _ContainerWatch(container.id, (staging, *also_held), _output_limit(bundle),
+                                  on_output_exceeded=lambda: _quietly(container.kill))
+        sampler.start()
+        timed_out, status = False, None
+        while status is None:
+            remaining = bundle.timeout - (time.perf_counter() - start)
+            if remaining <= 0:
+                timed_out = True
+                _quietly(container.kill)
+                status = container.wait(timeout=30)
+                break
+            try:  # short waits keep Ctrl-C responsive; wait returns at once on exit
+                status = container.wait(timeout=min(remaining, 2.0))
+            except requests.exceptions.RequestException:
+                pass
+            except docker.errors.APIError:
+                if not interrupts.stopping():
+                    raise
+            if interrupts.stopping():  # Ctrl-C/SIGTERM while this ran in a worker thread
+                raise KeyboardInterrupt(f"{bundle.id}: run cancelled")
+        wall = time.perf_counter() - start
+        phases["wait"] = wall - phases["start"]
+        mark = time.perf_counter()
+        sampler.stop()
+        state = container.client.api.inspect_container(container.id)["State"]
+        text = log.text()
+        phases["inspect_and_log"] = time.perf_counter() - mark
+        return _Outcome(wall_s=wall, exit_code=state.get("ExitCode", status["StatusCode"]),
+                        log=text, peak_memory=sampler.peak, timed_out=timed_out,
+                        oom_killed=bool(state.get("OOMKilled")),
+                        memory_limit=kwargs["mem_limit"],
+                        output_exceeded=sampler.output_exceeded,
+                        details={"container_limits": _limits_summary(kwargs),
+                                 "gpus": gpus, "log_bytes": log.total,
+                                 "phases_s": phases})
+    finally:
+        if sampler is not None:
+            sampler.stop()
+        mark = time.perf_counter()
+        _remove(client, container.id if container is not None else name)
+        phases["remove"] = time.perf_counter() - mark
+        _LIVE.pop(name, None)
+        if watchdog is not None:
+            watchdog.terminate()
+            try:
+                watchdog.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                watchdog.kill()
+
+
+def container_kwargs(request: RunRequest, program: Program, image_id: str, staging: Path,
+                     gpus: int, name: str, host_cpus: int) -> dict:
+    """The Docker SDK's `containers.create` arguments: the sandbox and its limits."""
+    bundle = request.bundle
+    res = bundle.resources  # checked against the operator's policy when loaded
+    memory = int(res["memory"])
+    cpus = min(float(res["cpus"]), float(host_cpus))
+    kwargs = dict(
+        image=image_id, command=program.argv, name=name,
+        working_dir=WORKDIR, user=policy.current().user, hostname="qashift",
+        labels={LABEL: "1", "qashift.bundle": bundle.id,
+                "qashift.testset": request.testset_id, "qashift.pid": str(os.getpid()),
+                "qashift.owner": owner_id(),
+                "qashift.folder": str(bundle.folder.resolve())},
+        environment={"HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+                     "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+                     "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                     **program.environment},
+        mounts=[Mount(WORKDIR, str(bundle.folder.resolve()), type="bind", read_only=True),
+                Mount(INPUT, str(request.input_path.resolve()), type="bind",
+                      read_only=True),
+                Mount(OUTPUT, str(staging), type="bind", read_only=False),
+                *(Mount(target, str(source), type="bind", read_only=True)
+                  for target, source in program.mounts.items()),
+                *(Mount(target, str(source), type="bind", read_only=False)
+                  for target, source in program.writable.items())],
+        network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"],
+        read_only=True,
+        tmpfs={"/tmp": f"rw,nosuid,nodev,exec,size={memory}"},
+        mem_limit=memory, memswap_limit=memory, nano_cpus=int(cpus * 1e9),
+        pids_limit=int(res["pids"]), init=True, ipc_mode="private",
+        log_config=LogConfig(type="none"),
+        stdin_open=False, tty=False, detach=True,
+    )
+    if request.cpus:  # its share of a parallel matrix: these cores, not a time slice
+        kwargs["cpuset_cpus"] = ",".join(map(str, request.cpus))
+        kwargs["nano_cpus"] = int(min(cpus, len(request.cpus)) * 1e9)
+    if gpus:
+        kwargs["device_requests"] = [DeviceRequest(count=gpus, capabilities=[["gpu"]])]
+    return kwargs
+
+
+def classify_exit(bundle: Bundle, outcome: _Outcome, staging: Path) -> None:
+    """Raise the run's failure class (runners.base.classify), if it failed."""
+    classify(bundle.id, Exit(
+        outcome.exit_code, outcome.log, outcome.timed_out, bundle.timeout,
+        killed_for_memory=outcome.oom_killed, peak_memory=outcome.peak_memory,
+        memory_limit=outcome.memory_limit, output_exceeded=outcome.output_exceeded,
+        output_limit=_output_limit(bundle),
+        produced=(staging / PREDICTIONS_FILE).exists() or bundle.kind == "approach"))
+
+
+def _output_limit(bundle: Bundle) -> int:
+    return int(bundle.resources["output"])
+
+
+def _disk_use(folders: tuple[Path, ...], max_files: int) -> tuple[int, int]:
+    """(bytes, entries) under `folders`, without following links, a file counting its size
+    or its allocated blocks, whichever is more (a sparse file holds what it says it holds);
+    stops counting entries past `max_files`."""
+    total, count, stack = 0, 0, list(folders)
+    while stack and count <= max_files:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    count += 1
+                    st = entry.stat(follow_symlinks=False)
+                    total += max(st.st_size, st.st_blocks * 512)
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(Path(entry.path))
+        except OSError:
+            continue
+    return total, count
+
+
+class _ContainerWatch:
+    """Samples the container's memory high-water mark from the host's cgroup files, and the
+    size of the host folders it can write (/output; a training's checkpoints too), killing it
+    past the limit.
+
+    The cgroup disappears with the container, so the last sample before exit is kept
+    (cgroup v1 `memory.max_usage_in_bytes`; v2 `memory.peak` where the kernel has it). The
+    output check runs every `interval`, so a fast writer overshoots by at most what it writes
+    in that time.
+    """
+    def __init__(self, container_id: str, output: tuple[Path, ...] = (),
+                 output_limit: int = policy.DEFAULTS["output"],
+                 on_output_exceeded: Callable[[], None] | None = None, interval: float = 0.1):
+        self.files = [Path(f"/sys/fs/cgroup/memory/docker/{container_id}/"
+                           f"memory.max_usage_in_bytes"),
+                      Path(f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/"
+                           f"memory.peak"),
+                      Path(f"/sys/fs/cgroup/docker/{container_id}/memory.peak")]
+        self.interval, self.peak = interval, None
+        self.output, self.output_limit = output, output_limit
+        self.on_output_exceeded, self.output_exceeded = on_output_exceeded, False
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> None:
+        self._sample()
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._done.is_set():
+            return
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=1)
+        self._check_output()  # a writer that exited between two samples is caught here
+
+    def _sample(self) -> None:
+        for path in self.files:
+            try:
+                value = int(path.read_text())
+            except (OSError, ValueError):
+                continue
+            self.peak = max(self.peak or 0, value)
+            self.files = [path]
+            return
+
+    def _check_output(self) -> None:
+        if not self.output or self.output_exceeded:
+            return
+        used, entries = _disk_use(self.output, MAX_OUTPUT_FILES)
+        if used > self.output_limit or entries > MAX_OUTPUT_FILES:
+            self.output_exceeded = True
+            if self.on_output_exceeded is not None:
+                self.on_output_exceeded()
+
+    def _loop(self) -> None:
+        while not self._done.wait(self.interval):
+            self._sample()
+            self._check_output()
+
+
+class _LogTail:
+    """Drains a container's output stream in a thread, keeping only the last `limit` bytes."""
+    def __init__(self, stream, limit: int = LOG_TAIL_BYTES):
+        self.limit, self.total = limit, 0
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self._kept = 0
+        self._thread = threading.Thread(target=self._drain, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _drain(self, stream) -> None:
+        try:
+            for chunk in stream:
+                self.total += len(chunk)
+                self._chunks.append(chunk)
+                self._kept += len(chunk)
+                while self._kept - len(self._chunks[0]) >= self.limit:
+                    self._kept -= len(self._chunks.popleft())
+        except Exception:  # noqa: BLE001 - the stream ends with the container, however it ends
+            pass
+
+    def text(self, timeout: float = 10.0) -> str:
+        self._thread.join(timeout)
+        data = b"".join(list(self._chunks))[-self.limit:]
+        dropped = self.total - len(data)
+        head = f"[... {dropped} earlier bytes dropped ...]\n" if dropped > 0 else ""
+        return head + data.decode("utf-8", errors="replace")
+
+
+def _collect(produced: Path, target: Path) -> None:
+    """Copy the predictions out through the bounded reader (no link followed, no FIFO
+    waited on, nothing read past the limit)."""
+    if not os.path.lexists(produced):
+        return  # load_predictions reports no-predictions
+    try:
+        data = read_bounded(produced, MAX_BYTES, PREDICTIONS_FILE)
+    except Refused as exc:
+        raise RunFailure("malformed-predictions", str(exc)) from None
+    target.write_bytes(data)
+
+
+def _readable(source: Path, spare: Path) -> Path:
+    """`source` if the container's unprivileged user can read all of it, else a world-readable
+    copy at `spare` (checkpoints are often saved 0600 by their owner)."""
+    source = source.resolve()
+    entries = [source, *source.rglob("*")] if source.is_dir() else [source]
+
+    def needed(entry: Path) -> int:  # others may read files, read and enter folders
+        return 0o005 if entry.is_dir() else 0o004
+
+    if all(os.stat(e).st_mode & needed(e) == needed(e) for e in entries):
+        return source
+    if source.is_dir():
+        shutil.copytree(source, spare, symlinks=True,  # never follow a link out of the model
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        shutil.copy2(source, spare)
+    for entry in [spare, *spare.rglob("*")] if spare.is_dir() else [spare]:
+        entry.chmod(0o755 if entry.is_dir() else 0o644)
+    return spare
+
+
+def _read_record(path: Path) -> dict:
+    """The hf-qa program's run details, if it wrote a small, well-formed JSON object."""
+    try:
+        record = read_json(path, 1 << 20)
+    except Refused:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def reap_orphans(client) -> list[str]:
+    """Remove containers of controllers on this host that died without cleaning up (their
+    watchdog does this too; this catches any a watchdog could not): the names removed.
+
+    One listing call and no per-container inspect: other controllers remove their containers
+    while this runs, and a container gone between listing and looking is simply not an
+    orphan any more. Best effort: a daemon error leaves the rest for the next reap.
+    """
+    removed = []
+    try:
+        listed = client.api.containers(all=True, filters={"label": LABEL})
+    except docker.errors.DockerException:
+        return removed
+    for found in listed:
+        owner = (found.get("Labels") or {}).get("qashift.owner")
+        if owner and not owner_alive(owner):
+            _remove(client, found["Id"])
+            removed.append(",".join(name.lstrip("/") for name in found.get("Names") or ()))
+    return removed
+
+
+def _remove(client, container: str) -> None:
+    """Force-remove a container; retried, because this is what keeps the host clean."""
+    for attempt in range(3):
+        try:
+            client.api.remove_container(container, force=True, v=True)
+            return
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as exc:
+            if "already in progress" in str(exc):
+                return
+            time.sleep(0.5 * (attempt + 1))
+        except Exception:  # noqa: BLE001 - e.g. a connection error; try again
+            time.sleep(0.5 * (attempt + 1))
+
+
+def _quietly(call: Callable[[], object]) -> None:
+    try:
+        call()
+    except Exception:  # noqa: BLE001 - the container may already have exited
+        pass
+
+
+def _limits_summary(kwargs: dict) -> dict:
+    return {"memory": kwargs["mem_limit"], "cpus": kwargs["nano_cpus"] / 1e9,
+            "cpuset": kwargs.get("cpuset_cpus"),
+            "pids": kwargs["pids_limit"], "network": kwargs["network_mode"],
+            "read_only_root": kwargs["read_only"], "user": kwargs["user"]}
