@@ -8,8 +8,8 @@ import json
 import os
 import signal
 import subprocess
+import tempfile
 import time
-from pathlib import Path
 
 from evaluator.core.files import remove_stale_tempdirs
 from evaluator.store.store import Store
@@ -57,8 +57,15 @@ def test_containers_run_as_the_policy_says(toy, tmp_path):
                       "network": "none", "read_only_root": True, "user": "65534:65534"}
 
 
-def test_a_killed_controller_leaves_no_container_past_its_limit(toy, client, tmp_path):
+def test_a_killed_controller_leaves_no_container_past_its_limit(toy, client, tmp_path,
+                                                                monkeypatch):
     hostile.bundle(toy["subs"], "sleeper", resources={"timeout": 20})
+    # its own temporary folder: another controller starting meanwhile (a parallel test)
+    # would otherwise clear the killed one's run folders before they are looked at
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setenv("TMPDIR", str(private))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
     proc = subprocess.Popen(["evaluate", "-b", "sleeper", "-t", "toy", "--runner", "docker"],
                             env=os.environ.copy(), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
@@ -67,7 +74,7 @@ def test_a_killed_controller_leaves_no_container_past_its_limit(toy, client, tmp
         assert proc.poll() is None and time.monotonic() < deadline
         time.sleep(0.2)
     started = time.monotonic()
-    cell_dirs = list(Path("/tmp").glob(f"qashift-*-{proc.pid}-*"))
+    cell_dirs = list(private.glob(f"qashift-*-{proc.pid}-*"))
     assert cell_dirs  # the controller's run folders exist while it runs
     os.killpg(proc.pid, signal.SIGKILL)  # no finally, no signal handler runs
     proc.wait()
