@@ -31,6 +31,7 @@ RUNNERS: dict[tuple[str, str], str] = {
     ("approach", "docker"): "evaluator.runners.docker:DockerRunner",  # train()
     ("approach", "slurm"): "evaluator.runners.slurm.controller:SlurmRunner",  # train()
     ("generative", "local"): "evaluator.runners.generative:GenerativeRunner",
+    ("generative", "docker"): "evaluator.runners.docker:DockerRunner",
     # a generative bundle with an endpoint: nothing of it runs here, whatever the backend
     ("endpoint", "local"): "evaluator.runners.generative:GenerativeRunner",
     ("endpoint", "docker"): "evaluator.runners.generative:GenerativeRunner",

@@ -21,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from evaluator.cli.main import evaluate_cmd
+from evaluator.runners.docker import daemon_available
 from evaluator.store.store import Store
 from tests.conftest import tiny_registry
 from tests.support.generative import Misbehaving, write_generative_bundle
@@ -34,8 +35,8 @@ def roots(tmp_path, monkeypatch, workspace, dev_raw):
     return tiny_registry(tmp_path, monkeypatch, {"few": subset(dev_raw, slice(0, 1), 1)}, {})
 
 
-def evaluate(*args: str) -> tuple[int, dict]:
-    result = CliRunner().invoke(evaluate_cmd, [*args, "--runner", "local", "--json"])
+def evaluate(*args: str, runner: str = "local") -> tuple[int, dict]:
+    result = CliRunner().invoke(evaluate_cmd, [*args, "--runner", runner, "--json"])
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
     return result.exit_code, json.loads(result.stdout)
 
@@ -68,6 +69,19 @@ def test_a_local_model_and_the_same_model_served_answer_alike(roots, tiny_lm, se
     for qid, answer in local.items():
         assert local_text[qid]["answer"] == answer
         assert local_text[qid]["generation"].strip()  # the raw text, before extraction
+
+
+@pytest.mark.skipif(not daemon_available(), reason="no Docker daemon answers")
+@pytest.mark.usefixtures("no_container_left_behind")
+def test_a_local_model_answers_alike_in_the_runner_image(roots, tiny_lm, client, workspace):
+    _, subs = roots
+    write_generative_bundle(subs, "here", model=tiny_lm)
+    write_generative_bundle(subs, "contained", model=tiny_lm)
+    assert evaluate("-b", "here", "-t", "few")[0] == 0
+    code, doc = evaluate("-b", "contained", "-t", "few", runner="docker")
+    assert code == 0, doc
+    assert doc["results"][0]["runner"] == "docker"
+    assert stored(workspace, "contained") == stored(workspace, "here")
 
 
 def test_the_prompt_is_part_of_the_cell(roots, tiny_lm):

@@ -9,6 +9,7 @@ facts, and the Ctrl-C cleanup, are in `host`. `DockerRunner` puts these together
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -17,8 +18,14 @@ import docker
 from evaluator.bundles.spec import Bundle
 from evaluator.core.errors import RunFailure, UserError
 from evaluator.core.files import remove_tree, run_tempdir
-from evaluator.runners import interrupts
-from evaluator.runners.base import PREDICTIONS_FILE, RunRecord, RunRequest, TrainRequest
+from evaluator.runners import generative, interrupts
+from evaluator.runners.base import (
+    GENERATIONS_FILE,
+    PREDICTIONS_FILE,
+    RunRecord,
+    RunRequest,
+    TrainRequest,
+)
 from evaluator.runners.docker import images
 from evaluator.runners.docker.container import (
     LABEL,
@@ -38,6 +45,7 @@ from evaluator.runners.docker.host import (
     host_cpus,
 )
 from evaluator.runners.docker.program import (
+    GENERATIVE_CONFIG,
     MODEL_MOUNT,
     Program,
     library_binds,
@@ -119,6 +127,10 @@ class DockerRunner:
             staging = Path(tmp) / "output"
             staging.mkdir()
             staging.chmod(0o777)  # the container's user owns nothing on the host; tmp is 0700
+            if bundle.kind == "generative":  # its prompt, demonstrations and decoding
+                config = Path(tmp) / "generative.json"
+                config.write_text(json.dumps(generative.program_config(bundle)))
+                program.mounts[GENERATIVE_CONFIG] = config
             program.mounts = {target: _readable(Path(source), Path(tmp) / f"mount{i}")
                               for i, (target, source) in enumerate(program.mounts.items())}
             outcome = run_container(self.client, request, program, image_id, staging, gpus,
@@ -135,6 +147,8 @@ class DockerRunner:
             classify_exit(bundle, outcome, staging)
             mark = time.perf_counter()
             _collect(staging / PREDICTIONS_FILE, request.output_path)
+            if bundle.kind == "generative":
+                _collect(staging / GENERATIONS_FILE, request.output_dir / GENERATIONS_FILE)
             outcome.details["phases_s"]["collect"] = time.perf_counter() - mark
         return record
 

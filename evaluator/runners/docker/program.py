@@ -17,13 +17,14 @@ from evaluator.bundles.spec import Bundle
 from evaluator.core.errors import UserError
 from evaluator.qa.predict import program_args
 from evaluator.runners import hfqa
-from evaluator.runners.base import PREDICTIONS_FILE, fill_command
+from evaluator.runners.base import GENERATIONS_FILE, PREDICTIONS_FILE, fill_command
 from evaluator.runners.images import RUNNER_TAGS
 
 INPUT, OUTPUT, WORKDIR = "/input/input.json", "/output", "/bundle"
 MODEL_MOUNT, CODE_MOUNT, RECORD = "/model", "/opt/qashift", "record.json"
 CONFIG, CHECKPOINTS = "/input/config.json", "/checkpoints"  # training
 LIBRARY_MOUNT = "/libraries"  # shared packages a bundle names (`libraries:`)
+GENERATIVE_CONFIG = "/input/generative.json"  # a generative bundle's prompt and decoding
 QA_CODE = Path(qa.__file__).resolve().parent  # the only project code a container sees
 
 
@@ -39,7 +40,23 @@ class Program:
 
 
 def program_for(bundle: Bundle, gpus: int) -> Program:
-    """The container's program for a command or hf-qa bundle."""
+    """The container's program for a command, hf-qa or generative bundle (a generative
+    bundle's config, written by the runner, is mounted at GENERATIVE_CONFIG)."""
+    if bundle.kind == "generative":
+        spec = hfqa.model_spec(bundle)
+        hfqa.check_model(spec, bundle.id)
+        mounted, inside = ((spec.directory.parent.parent, f"{MODEL_MOUNT}/snapshots/"
+                            f"{spec.directory.name}") if "hub" in bundle.model
+                           else (spec.directory, MODEL_MOUNT))
+        argv = ["python3", "-m", "evaluator.qa", "--generative", GENERATIVE_CONFIG,
+                "--model", inside, "--input", INPUT, "--output",
+                f"{OUTPUT}/{PREDICTIONS_FILE}", "--generations",
+                f"{OUTPUT}/{GENERATIONS_FILE}", "--record", f"{OUTPUT}/{RECORD}",
+                "--device", "cuda" if gpus else "cpu"]
+        return Program(argv, image=bundle.environment.get("image") or RUNNER_TAGS[gpus > 0],
+                       mounts={MODEL_MOUNT: mounted,
+                               f"{CODE_MOUNT}/evaluator/qa": QA_CODE},
+                       environment={"PYTHONPATH": CODE_MOUNT}, record=RECORD)
     if bundle.kind == "hf-qa":
         spec = hfqa.model_spec(bundle)
         hfqa.check_model(spec, bundle.id)
