@@ -12,6 +12,18 @@ pytest_plugins = ["tests.docker_kit",  # the Docker fixtures (client, toy, ...)
                   "tests.support.approaches",  # words: an approach trained in seconds
                   "tests.support.generative"]  # tiny_lm, served: a generative model, a server
 
+# A test that starts a container, a cluster job, a server or a browser, or trains a model, is
+# slow whether or not it says so: `pytest -m "not slow"` (README's fast tier) leaves it out.
+SLOW_FIXTURES = frozenset({"client", "cluster", "browser", "served", "tiny_lm", "registry",
+                           "words", "approach_registry"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 REPO = Path(__file__).resolve().parents[1]
 SLIDING_WINDOW = REPO / "submissions" / "sliding-window"  # the reference baseline bundle
 SHARED_DATA = Path(os.environ.get("QASHIFT_DATA_DIR", REPO.parent / "shared" / "data"))
