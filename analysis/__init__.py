@@ -1,7 +1,16 @@
-"""qashift analysis: tidy results, trend fits, gaps, concurrence and figures.
+"""qashift analysis: from the results to the figures, the tables and the site, in layers.
 
-Modules, one concept each: ``tidy`` (the table and its loaders), ``reconcile`` (joining
-published names to leaderboard entries), ``fits`` (linear/probit trend fits, effective
-robustness), ``gaps`` (adaptivity and distribution gaps, rank changes), ``concurrence``
-(Kendall tau-b and Pearson r between test sets), ``figures`` and ``cli``.
+Each layer imports only the layers below it (`.importlinter`, contract analysis-layers):
+
+* ``sources``: the inputs read into tidy frames (the results store, the SQuADShifts
+  published results, CSV tables, the papers' own tables, test-set facts, question strata);
+* ``stats``: computations on those frames (trend fits, gaps, concurrence, reweighting);
+* ``figures``: drawing what stats computed;
+* ``report`` (every figure and table of one tidy frame) beside ``studies`` (one paper's
+  question each: population, extra data, approach-level concurrence, reproduction, strata,
+  challenge sets);
+* ``site``: the static site, from a tidy frame and the tables the report hands it.
+
+``data/``, ``templates/`` and ``static/`` hold the papers' tables and the site's templates
+and assets (package data).
 """

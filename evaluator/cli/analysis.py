@@ -9,7 +9,6 @@ import click
 
 from evaluator.cli.base import Command
 from evaluator.core import console
-from evaluator.core.folders import read_yaml
 from evaluator.data import testsets
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
@@ -34,8 +33,7 @@ def _common(fn):
 
 
 def _load(source, data_dir, exclude_extra_data, reference="squad-test", metrics=()):
-    from analysis import tidy  # lazy: pandas; fast --help
-    from analysis.sources import load_source  # lazy: pandas; fast --help
+    from analysis.sources import load_source, tidy  # lazy: pandas; fast --help
 
     df = load_source(source, data_dir, reference=reference, metrics=metrics)
     if df.empty:
@@ -61,44 +59,28 @@ def _load(source, data_dir, exclude_extra_data, reference="squad-test", metrics=
 def figures_command(source, data_dir, exclude_extra_data, reference, metrics, out, bootstrap,
                     seed, compare):
     """Regenerate every figure, fits.csv, gaps.csv (and coverage.txt for published data)."""
-    from analysis.report import regenerate  # lazy: pandas; fast --help
+    from analysis import report  # lazy: pandas; fast --help
 
     df = _load(source, data_dir, exclude_extra_data, reference, metrics)
     try:
-        written = regenerate(df, out, n_boot=bootstrap, seed=seed, metrics=metrics or None)
+        written = report.regenerate(df, out, n_boot=bootstrap, seed=seed,
+                                    metrics=metrics or None)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     if compare:
-        written += _comparisons(df, source, _load(compare, data_dir, exclude_extra_data,
-                                                  reference, metrics),
-                                compare, out, bootstrap, seed)
+        other = _load(compare, data_dir, exclude_extra_data, reference, metrics)
+        try:
+            drawn, skipped = report.comparisons(df, source, other, compare, out, bootstrap,
+                                                seed)
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+        if skipped:
+            console.warn(f"no comparison drawn for {', '.join(skipped)}: one source has "
+                         f"fewer than 3 models with scores on both axes there")
+        written += drawn
     click.echo(f"wrote {len(written)} files to {out}")
     if df.attrs.get("coverage"):
         click.echo(df.attrs["coverage"].split("\n\n")[0])
-
-
-def _comparisons(df, name, other, other_name, out: Path, n_boot: int, seed: int) -> list[Path]:
-    from analysis import figures  # lazy: pandas; fast --help
-    from analysis.tidy import METRICS, new_testsets  # lazy: pandas; fast --help
-
-    common = [t for t in new_testsets(df) if t in set(new_testsets(other))]
-    if not common:
-        raise click.ClickException(f"{name!r} and {other_name!r} share no compared test set")
-    written: list[Path] = []
-    skipped = []
-    for testset in common:
-        for metric in METRICS:
-            try:
-                fig = figures.comparison_row([(name, df), (other_name, other)],
-                                             testset, metric, "linear", n_boot, seed)
-            except ValueError:  # one side has fewer than 3 models with both scores
-                skipped.append(f"{testset} {metric}")
-                continue
-            written += figures.save(fig, Path(out) / f"compare-{testset}-{metric}")
-    if skipped:
-        console.warn(f"no comparison drawn for {', '.join(skipped)}: one source has fewer "
-                     f"than 3 models with scores on both axes there")
-    return written
 
 
 @click.command("fit", cls=Command)
@@ -108,7 +90,7 @@ def _comparisons(df, name, other, other_name, out: Path, n_boot: int, seed: int)
 @click.option("--seed", type=int, default=0, show_default=True)
 def fit_command(source, data_dir, exclude_extra_data, reference, metrics, bootstrap, seed):
     """Print the trend-fit table (slope, intercept, R², slope 95% interval, n models)."""
-    from analysis import fits  # lazy: pandas; fast --help
+    from analysis.stats import fits  # lazy: pandas; fast --help
 
     df = _load(source, data_dir, exclude_extra_data, reference, metrics)
     table = fits.fit_table(fits.fit_all(df, metrics=metrics or fits.METRICS, n_boot=bootstrap,
@@ -166,7 +148,7 @@ def report_command(source, out, data_dir, bootstrap, seed):
               help="Also write fits.csv and drops.csv here.")
 def reproduce_command(data_dir, joins, out):
     """The SQuADShifts study's published fits and average drops beside ours, from data."""
-    from analysis import reproduction  # lazy: pandas; fast --help
+    from analysis.studies import reproduction  # lazy: pandas; fast --help
 
     df = _load("squadshifts-published", data_dir, False)
     fit_rows = reproduction.fit_comparison(df)
@@ -218,8 +200,8 @@ def population_command(table_path, data_dir, out, bootstrap, seed, markdown, new
     leaderboard population's fits, with figures; served from --out while no input changed;
     then each approach's mean relative change in F1 under every ablation in the table.
     With --score NEW: every frozen system scored on a new test set first, and its trend."""
-    from analysis import paper, population  # lazy: pandas; fast --help
     from analysis.sources import default_data_dir  # lazy: pandas; fast --help
+    from analysis.studies import population  # lazy: pandas; fast --help
 
     if new_sets:
         _score_population(plan, list(new_sets), table_path, parallel, runner)
@@ -227,10 +209,7 @@ def population_command(table_path, data_dir, out, bootstrap, seed, markdown, new
     if not table_path.is_file():
         raise click.ClickException(f"{table_path}: no such table (write it with `qashift "
                                    f"study run studies/population.yaml --table {table_path}`)")
-    data = data_dir or default_data_dir()
-    published_files = [data / "squadshifts" / "results.json",
-                       data / "squad-leaderboard" / "out-v1.1.json",
-                       *sorted(paper.DATA.glob("*"))]
+    published_files = population.published_inputs(data_dir or default_data_dir())
     missing = [str(p) for p in published_files if not p.is_file()]
     if missing:
         raise click.ClickException(f"missing published data: {', '.join(missing)}")
@@ -316,7 +295,7 @@ def _score_population(plan: Path, new_sets: list[str], table_path: Path, paralle
 def concurrence_command(reference, subsets, variant, versus, threshold, bootstrap, seed,
                         knee, layout, scores_path, plan, out):
     """Approach-level concurrence (Liu et al.) from the paper's own score tables."""
-    from analysis import approach_concurrence as ac  # lazy: pandas; fast --help
+    from analysis.studies import approach_concurrence as ac  # lazy: pandas; fast --help
 
     if layout:
         click.echo(ac.render(), nl=False)
@@ -326,27 +305,19 @@ def concurrence_command(reference, subsets, variant, versus, threshold, bootstra
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     reference = reference or (m.scores.columns[0] if scores_path else ac.SQUAD)
-    for name in (reference, *versus, *(knee or ())):
-        if name not in m.scores.columns:
-            raise click.ClickException(f"unknown benchmark {name!r}; known: "
-                                       f"{', '.join(m.scores.columns)}")
-    chosen = [_subset(m, s) for s in subsets] or [("all", "all"), *((g, g) for g in ac.GROUPS)]
+    try:
+        ac.require_benchmarks(m, (reference, *versus, *(knee or ())))
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    try:
+        chosen = ac.subsets(m, subsets)
+    except ValueError as exc:
+        raise click.ClickException(f"--subset {exc}") from None
     source = scores_path or "Liu et al.'s tables"
     click.echo(f"mode: {m.mode} ({source}); Kendall tau-{variant}; concurrence: tau > "
                f"{threshold:g}")
     versus_rows = ac.versus_table(m, reference, chosen, variant, bootstrap, seed, threshold)
-    rows = []
-    for b, part in versus_rows.groupby("benchmark", sort=False):
-        row = {"benchmark": b}
-        for c in part.itertuples(index=False):
-            row[f"n ({c.subset})"] = c.n
-            row[f"r ({c.subset})"] = _number(c.r, _known(c.r_lo), _known(c.r_hi))
-            row[f"tau ({c.subset})"] = _number(c.tau, _known(c.tau_lo), _known(c.tau_hi))
-            row[f"concurs ({c.subset})"] = {True: "yes", False: "no", None: "n/a"}[c.concurs]
-        rows.append(row)
-    import pandas as pd  # lazy: fast --help
-
-    click.echo(f"\nvs {reference}\n" + pd.DataFrame(rows).to_string(index=False))
+    click.echo(f"\nvs {reference}\n" + ac.versus_display(versus_rows).to_string(index=False))
     if bootstrap:
         click.echo(f"\nintervals: 95% {ac.BOOTSTRAP_LABEL}, {bootstrap} resamples, "
                    f"seed {seed}")
@@ -361,8 +332,7 @@ def concurrence_command(reference, subsets, variant, versus, threshold, bootstra
         if not scores_path:
             raise click.ClickException("--paper compares a score table (--scores) with the "
                                        "paper's; give both")
-        paper_of = {e["name"]: e["paper"] for e in read_yaml(plan).get("benchmarks") or []
-                    if isinstance(e, dict) and e.get("paper")}
+        paper_of = ac.paper_columns(plan)
         try:
             sides = ac.side_by_side(m, paper_of, reference, variant)
         except ValueError as exc:
@@ -378,47 +348,15 @@ def concurrence_command(reference, subsets, variant, versus, threshold, bootstra
         for approach, residual in found["largest_residuals"]:
             click.echo(f"  largest residual: {approach} {residual:+.2f} EM")
     if out is not None:
-        inputs = [scores_path] if scores_path else sorted(ac.DATA.glob("*"))
-        key = ac.cache.inputs_key([*inputs, *([plan] if plan else [])], {
+        key = ac.report_key(scores_path, plan, {
             "reference": reference, "subsets": [label for label, _ in chosen],
-            "kendall": variant, "threshold": threshold, "bootstrap": bootstrap, "seed": seed},
-            ac.REPORT_CODE)
-        if ac.cache.is_current(out, ac.REPORT_KEY, key):
+            "kendall": variant, "threshold": threshold, "bootstrap": bootstrap, "seed": seed})
+        if ac.report_current(out, key):
             click.echo(f"\ninputs unchanged: the report in {out} is current", err=True)
         else:
             written = ac.write_report(m, out, key, reference, chosen, variant, threshold,
                                       bootstrap, seed, paper_of)
             click.echo(f"\nwrote {len(written)} files to {out}", err=True)
-
-
-def _known(value):
-    """A bootstrap bound, or None where there is none (no bootstrap, or a NaN bound)."""
-    return None if value is None or value != value else value
-
-
-def _subset(m, text: str):
-    """'all', a group, or 'BENCHMARK>VALUE' -> (label, what ScoreMatrix.subset takes)."""
-    if ">" in text:
-        column, _, value = text.rpartition(">")
-        column = column.strip()
-        if column not in m.scores.columns:
-            raise click.ClickException(f"--subset {text!r}: unknown benchmark {column!r}")
-        try:
-            bound = float(value)
-        except ValueError:
-            raise click.ClickException(f"--subset {text!r}: {value!r} is not a number") \
-                from None
-        return text, lambda s: s[column] > bound
-    if text not in ("all", "non-pretrained", "pre-trained"):
-        raise click.ClickException(f"--subset {text!r}: use all, non-pretrained, "
-                                   f"pre-trained or 'BENCHMARK>VALUE'")
-    return text, text
-
-
-def _number(value, lo=None, hi=None) -> str:
-    if value is None or value != value:  # undefined (None, or NaN in a frame)
-        return "n/a"
-    return f"{value:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None else "")
 
 
 @click.command("strata", cls=Command)
@@ -431,31 +369,18 @@ def strata_command(out, testset_names):
     """Stratified analyses of our own runs (Miller et al. 2020, Appendix C): answer types and
     syntactic divergence per test set, F1 by annotator agreement, and how much of each drop
     a shift in answer types, divergence, agreement, length or overlap predicts."""
-    from analysis import report, strata  # lazy: pandas, spaCy; fast --help
     from analysis.sources import per_question_scores  # lazy: pandas; fast --help
+    from analysis.studies import stratified  # lazy: pandas, spaCy; fast --help
 
     store = Store.open_default()
     if not store.exists():
         raise click.ClickException(f"no results store at {store.db_path}: run `evaluate` "
                                    f"first")
     systems = per_question_scores(store)
-    references = {}
-    for name in sorted({t for s in systems for t in s.scores}):
-        if testset_names and name not in testset_names:
-            continue
-        try:
-            ref = testsets.get(name).reference
-        except Exception:  # a result outlives its test-set folder
-            continue
-        if ref and any(name in s.scores and ref in s.scores for s in systems):
-            references[name] = ref
-    needed = sorted({*references, *references.values()})
-    features = {}
-    for i, name in enumerate(needed, start=1):
-        console.say(f"[{i}/{len(needed)}] features of {name}")
-        features[name] = strata.of_testset(testsets.get(name))
+    references = stratified.references(systems, testset_names)
+    features = stratified.features(references, say=console.say)
     try:
-        written, summary = report.stratified(systems, features, references, out)
+        written, summary = stratified.write(systems, features, references, out)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo("Mean drop over systems: observed vs predicted by each stratification\n"
@@ -482,8 +407,8 @@ def extra_data_command(base, metric, csv_path, table_paths, reference, show_all)
     """Does extra training data move systems off the trend? Effective robustness (with a 95%
     interval) of every trained system against the trend of the systems trained on --base
     (Miller et al. 2020, section 6.2)."""
-    from analysis import extra_data  # lazy: pandas; fast --help
     from analysis.sources import load_source, load_tables, store_inputs  # lazy: pandas
+    from analysis.studies import extra_data  # lazy: pandas; fast --help
 
     if table_paths:
         scores = load_tables(table_paths, reference)

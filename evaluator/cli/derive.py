@@ -13,7 +13,7 @@ import json
 
 import click
 
-from analysis.challenge import ablation_table, dice_table, render_markdown
+from analysis.studies.challenge import ablation_table, dice_table, render_markdown
 from evaluator.core import console
 from evaluator.core.errors import UserError
 from evaluator.data import testsets

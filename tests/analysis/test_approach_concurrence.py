@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import approach_concurrence as ac
+from analysis.studies import approach_concurrence as ac
 
 NOTES = Path(__file__).resolve().parents[3] / "shared" / "notes" / "concurrence.md"
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau, pearsonr
 
-from analysis.concurrence import _tau_b, as_matrix, concurrence, score_matrix
-from analysis.tidy import from_csv, from_squadshifts_published
+from analysis.sources.tidy import from_csv, from_squadshifts_published
+from analysis.stats.concurrence import _tau_b, as_matrix, concurrence, score_matrix
 
 
 def test_point_estimates_are_scipys_over_common_models(tmp_path):

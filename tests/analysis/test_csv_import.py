@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from analysis.tidy import from_csv, paired
+from analysis.sources.tidy import from_csv, paired
 from evaluator.cli.main import main
 from evaluator.core.errors import UserError
 

@@ -10,8 +10,8 @@ import pytest
 import statsmodels.api as sm
 from scipy.stats import norm
 
-from analysis import extra_data
-from analysis.tidy import from_csv
+from analysis.sources.tidy import from_csv
+from analysis.studies import extra_data
 
 BASE = [("a", 30, 25), ("b", 40, 33), ("c", 50, 42), ("d", 60, 49)]
 

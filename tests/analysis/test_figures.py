@@ -6,8 +6,8 @@ import matplotlib.pyplot as plt
 import pytest
 
 from analysis.figures import FORMATS, concurrence_heatmap, panel_grid, save, scatter_panel
-from analysis.fits import SCALES, fit_panel, to_scale
-from analysis.tidy import METRICS, from_squadshifts_published, new_testsets
+from analysis.sources.tidy import METRICS, from_squadshifts_published, new_testsets
+from analysis.stats.fits import SCALES, fit_panel, to_scale
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,8 @@ import pytest
 import statsmodels.api as sm
 from scipy.stats import linregress, norm
 
-from analysis.fits import (
+from analysis.sources.tidy import from_csv, from_squadshifts_published, paired
+from analysis.stats.fits import (
     EPS,
     bootstrap_band,
     effective_robustness,
@@ -18,7 +19,6 @@ from analysis.fits import (
     from_scale,
     to_scale,
 )
-from analysis.tidy import from_csv, from_squadshifts_published, paired
 
 X = np.array([60.0, 65.0, 70.0, 75.0, 80.0, 85.0, 90.0])
 Y = np.array([50.0, 56.0, 59.0, 66.0, 70.0, 77.0, 80.0])

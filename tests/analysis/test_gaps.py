@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.gaps import average_gaps, gaps, rank_changes
-from analysis.tidy import from_csv, from_squadshifts_published
+from analysis.sources.tidy import from_csv, from_squadshifts_published
+from analysis.stats.gaps import average_gaps, gaps, rank_changes
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import json
 import pandas as pd
 import pytest
 
-from analysis import paper
-from analysis.tidy import from_squadshifts_published, paired
+from analysis.sources import paper
+from analysis.sources.tidy import from_squadshifts_published, paired
 
 
 def sha256(path) -> str:

@@ -13,7 +13,8 @@ import statsmodels.api as sm
 from click.testing import CliRunner
 from scipy.stats import norm
 
-from analysis import paper, population
+from analysis.sources import paper
+from analysis.studies import population
 from evaluator.cli.main import main
 
 X = [25.0, 31.0, 38.5, 47.0, 55.0, 61.5]  # held-out F1 of six made-up systems

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.reconcile import Entry, Target, name_key, parse_name, reconcile
-from analysis.tidy import published_reconciliation
+from analysis.sources.reconcile import Entry, Target, name_key, parse_name, reconcile
+from analysis.sources.tidy import published_reconciliation
 
 
 def entry(i, desc, em=80.0, f1=88.0, created=None, bundle=None):

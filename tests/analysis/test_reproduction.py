@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from analysis import reproduction
-from analysis.tidy import from_squadshifts_published, paired
+from analysis.sources.tidy import from_squadshifts_published, paired
+from analysis.studies import reproduction
 from evaluator.cli.main import main
 
 # The captions of Miller et al. 2020, Figures 12 and 13 (slope, R²), the reference here.

@@ -7,9 +7,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from analysis import reweighting, strata
-from analysis.reweighting import SystemScores
-from analysis.sources import per_question_scores
+from analysis.sources import SystemScores, per_question_scores, strata
+from analysis.stats import reweighting
 from evaluator.cli.main import main
 from evaluator.core import settings
 from evaluator.store.store import Store

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis import strata
+from analysis.sources import strata
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from scipy.stats import beta
 
-from analysis import facts
-from analysis.csv_import import TableError
-from analysis.tidy import (
+from analysis.sources import facts
+from analysis.sources.csv_import import TableError
+from analysis.sources.tidy import (
     COLUMNS,
     em_interval,
     from_csv,

@@ -201,8 +201,8 @@ def test_evaluate_runs_an_hf_qa_bundle_with_the_local_runner(workspace, tmp_path
     assert em["value"] == round(row["em"], 4) and em["lo"] <= em["value"] < em["hi"]
     zoo.write_scores([em, f1], tmp_path / "scores.csv")
     # the analysis reads the committed table like any published one: with its reference rows
-    from analysis.csv_import import TableError
-    from analysis.tidy import from_csv
+    from analysis.sources.csv_import import TableError
+    from analysis.sources.tidy import from_csv
 
     with pytest.raises(TableError, match="no row for the reference test set"):
         from_csv(tmp_path / "scores.csv")

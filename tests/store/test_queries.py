@@ -11,8 +11,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from analysis.challenge import _latest
 from analysis.sources import latest_full_results
+from analysis.studies.challenge import _latest
 from evaluator import api
 from evaluator.cli.main import evaluate_cmd, main
 from evaluator.data import testsets

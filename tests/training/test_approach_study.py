@@ -11,7 +11,7 @@ import csv
 import pytest
 from click.testing import CliRunner
 
-from analysis import approach_concurrence
+from analysis.studies import approach_concurrence
 from evaluator.bundles import spec as bundles
 from evaluator.cli.main import main
 from evaluator.training import study

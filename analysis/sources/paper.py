@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-DATA = Path(__file__).with_name("data") / "squadshifts-paper"
+DATA = Path(__file__).parents[1] / "data" / "squadshifts-paper"
 CITATION = "Miller et al. 2020"
 NAME_WIDTH = 30
 # A printed score has one decimal: a value agrees with it when it rounds to it.

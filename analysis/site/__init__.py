@@ -8,7 +8,7 @@ Output folder::
     models.html           every submission with its score on every set
     models/<slug>.html    one submission: scores, environment, failures, links to logs
     analysis.html         trend fits, gaps, concurrence heat maps
-    figures/              PNG, SVG and PDF from analysis.report.regenerate
+    figures/              PNG, SVG and PDF from analysis.report
     data/                 every table as CSV and JSON (results, leaderboards, fits, gaps, ...)
     logs/<sha256>.txt     run and failure logs (store source only)
     static/               site.css, site.js
@@ -16,6 +16,10 @@ Output folder::
 Only relative links and local assets, so the folder works from ``file://`` and from any
 static server. No clock and no unordered iteration reaches the output: the same input gives
 byte-identical files. Pages carry numbers for reading; the data files carry full precision.
+
+The analysis tables (fits, gaps, concurrence, ...) are those ``analysis.report.write`` hands
+over as it writes them into data/, at the precision of their CSV files; the site reads no
+file it has just written.
 """
 
 from __future__ import annotations
@@ -25,21 +29,22 @@ import math
 import re
 import shutil
 import struct
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 
-from analysis import facts, report
-from analysis import fits as fits_mod
-from analysis import gaps as gaps_mod
+from analysis import report
 from analysis.figures import METRIC_LABEL
-from analysis.tidy import METRICS, SHIFT_SETS, new_testsets, paired
+from analysis.sources import facts
+from analysis.sources.records import RunInfo
+from analysis.sources.tidy import METRICS, SHIFT_SETS, new_testsets, paired
+from analysis.stats import fits as fits_mod
+from analysis.stats import gaps as gaps_mod
 
-TEMPLATES = Path(__file__).parent / "templates"
-STATIC = Path(__file__).parent / "static"
+TEMPLATES = Path(__file__).parents[1] / "templates"
+STATIC = Path(__file__).parents[1] / "static"
 MARKER = ".qashift-site"
 GENERATED = ("index.html", "models.html", "analysis.html", "testsets", "models", "figures",
              "data", "logs", "static", MARKER)
@@ -49,22 +54,6 @@ RUN_COLUMNS = ["model", "bundle", "testset", "runner", "device", "image_digest",
                "log_sha256", "key"]
 FAILURE_COLUMNS = ["model", "bundle", "testset", "failure_class", "message", "runner", "when",
                    "log_sha256"]  # F1 first: the headline metric of SQuAD leaderboards
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    """What only our own store knows: how each cell ran, what failed, and the logs.
-
-    ``runs`` are result rows (bundle, testset, runner, device, image_digest, bundle_digest,
-    wall_s, log_sha256, ...); ``failures`` are failure rows; ``read_log(sha256)`` returns a
-    stored log's bytes or None; ``names`` maps bundle ids to display names for bundles that
-    only failed (they have no row in the tidy frame).
-    """
-
-    runs: Sequence[Mapping] = ()
-    failures: Sequence[Mapping] = ()
-    read_log: Callable[[str], bytes | None] = field(default=lambda sha: None)
-    names: Mapping[str, str] = field(default_factory=dict)
 
 
 class SiteError(ValueError):
@@ -84,9 +73,12 @@ def build(df: pd.DataFrame, out: Path | str, *, source: str, runs: RunInfo | Non
     labels = {**{t: facts.label(t) for t in set(df["testset"])}, **(labels or {})}
     figures_dir, data_dir = out / "figures", out / "data"
     figures_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    tables: dict[str, pd.DataFrame] = {}
     if new_testsets(df):  # nothing to plot or fit without a set compared against another
-        report.regenerate(df, figures_dir, n_boot=n_boot, seed=seed)
-    tables = _move_tables(figures_dir, data_dir)
+        tables = report.write(df, figures_dir, data_dir, n_boot=n_boot, seed=seed).tables
+    for name, table in sorted(tables.items()):
+        _write_json(data_dir / f"{name}.json", table)
     for name in ("site.css", "site.js"):
         (out / "static").mkdir(exist_ok=True)
         shutil.copyfile(STATIC / name, out / "static" / name)
@@ -395,22 +387,6 @@ def _heatmaps(conc: pd.DataFrame, figures_dir: Path, labels) -> list[dict]:
 
 
 # --------------------------------------------------------------------------- data files
-
-def _move_tables(figures_dir: Path, data_dir: Path) -> dict[str, pd.DataFrame]:
-    """The analysis tables regenerate wrote: moved to data/, each also as JSON."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    tables = {}
-    for path in sorted(figures_dir.glob("*.csv")):
-        table = pd.read_csv(path, keep_default_na=True) if path.stat().st_size > 1 \
-            else pd.DataFrame()
-        path.replace(data_dir / path.name)
-        _write_json(data_dir / f"{path.stem}.json", table)
-        tables[path.stem] = table
-    coverage = figures_dir / "coverage.txt"
-    if coverage.exists():
-        coverage.replace(data_dir / "coverage.txt")
-    return tables
-
 
 def _tidy_for_export(df: pd.DataFrame) -> pd.DataFrame:
     return df.sort_values(["testset", "metric", "model"]).reset_index(drop=True)

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import tidy
-from analysis.reweighting import SystemScores
-from analysis.site import RunInfo
+from analysis.sources import tidy
+from analysis.sources.records import RunInfo, SystemScores
 from evaluator.bundles import spec as bundles
 from evaluator.core.errors import UserError
 from evaluator.data import testsets

@@ -4,9 +4,9 @@ split?
 
 A score matrix is approaches x benchmarks (EM, percent) with each approach's group
 (non-pretrained or pre-trained) and the matrix's mode: "approach-level" (the paper's
-question) or "system-level" (frozen systems tested across sets, `analysis.concurrence`). The
-two answer different questions, so a report names its mode and combining matrices of both
-modes is refused.
+question) or "system-level" (frozen systems tested across sets,
+`analysis.stats.concurrence`). The two answer different questions, so a report names its
+mode and combining matrices of both modes is refused.
 
 Concurrence of benchmarks b1, b2 over a set of approaches is Pearson r and Kendall tau of
 their score vectors: tau-b by default (scipy's; the paper does not say which), tau-a and tau-c
@@ -30,11 +30,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis import cache, figures
-from analysis.concurrence import _pearson, _tau_b
+from analysis import figures
+from analysis.sources import cache
+from analysis.stats.concurrence import _pearson, _tau_b
 from evaluator.core.files import write_atomic
+from evaluator.core.folders import read_yaml
 
-DATA = Path(__file__).with_name("data") / "liu-et-al"
+DATA = Path(__file__).parents[1] / "data" / "liu-et-al"
 MODES = ("approach-level", "system-level")
 GROUPS = ("non-pretrained", "pre-trained")
 SQUAD = "SQuAD 1.1 — All"  # Table 18's full-data column: the paper's reference
@@ -75,6 +77,38 @@ def combine(*matrices: ScoreMatrix) -> ScoreMatrix:
                         f"concurrence: they answer different questions")
     scores = pd.concat([m.scores for m in matrices], axis=1)
     return ScoreMatrix(scores, matrices[0].groups, matrices[0].mode)
+
+
+def require_benchmarks(m: ScoreMatrix, names: Sequence[str]) -> None:
+    """ValueError naming the first of `names` that is no benchmark of `m`, and the known ones."""
+    for name in names:
+        if name not in m.scores.columns:
+            raise ValueError(f"unknown benchmark {name!r}; known: "
+                             f"{', '.join(m.scores.columns)}")
+
+
+def subsets(m: ScoreMatrix, texts: Sequence[str]) -> list[tuple[str, object]]:
+    """The subsets of approaches named by `texts`: 'all', a group, or 'BENCHMARK>VALUE', each
+    as (label, what `ScoreMatrix.subset` takes); none named: all, then each group. A bad one
+    is a ValueError that starts with the text as given."""
+    return [_subset(m, text) for text in texts] or [("all", "all"), *((g, g) for g in GROUPS)]
+
+
+def _subset(m: ScoreMatrix, text: str) -> tuple[str, object]:
+    if ">" in text:
+        column, _, value = text.rpartition(">")
+        column = column.strip()
+        if column not in m.scores.columns:
+            raise ValueError(f"{text!r}: unknown benchmark {column!r}")
+        try:
+            bound = float(value)
+        except ValueError:
+            raise ValueError(f"{text!r}: {value!r} is not a number") from None
+        return text, lambda s: s[column] > bound
+    if text not in ("all", *GROUPS):
+        raise ValueError(f"{text!r}: use all, non-pretrained, pre-trained or "
+                         f"'BENCHMARK>VALUE'")
+    return text, text
 
 
 # ----------------------------------------------------------------------- the paper's tables
@@ -171,6 +205,13 @@ def read_scores(path: Path) -> ScoreMatrix:
     frame = pd.DataFrame.from_dict(scores, orient="index")[benchmarks]
     frame.index.name = "approach"
     return ScoreMatrix(frame, pd.Series(groups, name="group"), mode)
+
+
+def paper_columns(plan: Path) -> dict[str, str]:
+    """{benchmark: the column of the paper's tables of the same kind} from an approach-level
+    study plan (its benchmarks' `paper` entries)."""
+    return {e["name"]: e["paper"] for e in read_yaml(plan).get("benchmarks") or []
+            if isinstance(e, dict) and e.get("paper")}
 
 
 # ---------------------------------------------------------------------------- concurrence
@@ -319,6 +360,33 @@ def versus_table(m: ScoreMatrix, reference: str, chosen: Sequence[tuple[str, obj
     return pd.DataFrame(rows)
 
 
+def versus_display(versus: pd.DataFrame) -> pd.DataFrame:
+    """`versus_table` as the command prints it: a row per benchmark, per subset its n, r and
+    tau to two decimals (with the bootstrap interval where there is one) and whether they
+    concur (yes, no, n/a)."""
+    rows = []
+    for b, part in versus.groupby("benchmark", sort=False):
+        row = {"benchmark": b}
+        for c in part.itertuples(index=False):
+            row[f"n ({c.subset})"] = c.n
+            row[f"r ({c.subset})"] = _shown(c.r, _known(c.r_lo), _known(c.r_hi))
+            row[f"tau ({c.subset})"] = _shown(c.tau, _known(c.tau_lo), _known(c.tau_hi))
+            row[f"concurs ({c.subset})"] = {True: "yes", False: "no", None: "n/a"}[c.concurs]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _known(value):
+    """A bootstrap bound, or None where there is none (no bootstrap, or a NaN bound)."""
+    return None if value is None or value != value else value
+
+
+def _shown(value, lo=None, hi=None) -> str:
+    if value is None or value != value:  # undefined (None, or NaN in a frame)
+        return "n/a"
+    return f"{value:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None else "")
+
+
 def knee_table(m: ScoreMatrix, reference: str, top: int = 2) -> tuple[pd.DataFrame, dict]:
     """`knee` of every benchmark on the reference: one row per benchmark and line (overall,
     per group) with the largest residuals of the overall line, and the knees themselves."""
@@ -333,13 +401,25 @@ def knee_table(m: ScoreMatrix, reference: str, top: int = 2) -> tuple[pd.DataFra
     return pd.DataFrame(rows), knees
 
 
+def report_key(scores_path: Path | None, plan: Path | None, settings: dict) -> str:
+    """The digest of what a report depends on: the score table (else the paper's tables), the
+    study plan, the settings and this code (`analysis.sources.cache`)."""
+    inputs = [scores_path] if scores_path else sorted(DATA.glob("*"))
+    return cache.inputs_key([*inputs, *([plan] if plan else [])], settings, REPORT_CODE)
+
+
+def report_current(out: Path, key: str) -> bool:
+    """Whether `out` holds the report of exactly these inputs."""
+    return cache.is_current(out, REPORT_KEY, key)
+
+
 def write_report(m: ScoreMatrix, out: Path, key: str, reference: str,
                  chosen: Sequence[tuple[str, object]], variant: str = "b",
                  threshold: float = 0.8, n_boot: int = 0, seed: int = 0,
                  paper_of: dict[str, str] | None = None) -> list[Path]:
     """The concurrence report of a score matrix as files: the vs-reference table, the knee
     lines with a panel per benchmark, a tau figure, and beside the paper's values when
-    `paper_of` names the paper's column of each benchmark; the key last (analysis.cache)."""
+    `paper_of` names the paper's column of each benchmark; the key last (analysis.sources.cache)."""
     cache.unseal(out, REPORT_KEY)
     written = []
 

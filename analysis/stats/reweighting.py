@@ -15,19 +15,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 import pandas as pd
 
-from analysis.strata import stratum
-
-
-@dataclass(frozen=True)
-class SystemScores:
-    """One system's per-question F1 (percent) on every test set it was evaluated on."""
-
-    system: str
-    scores: Mapping[str, Mapping[str, float]]  # testset -> question id -> F1
+from analysis.sources.records import SystemScores
+from analysis.sources.strata import stratum
 
 
 def shares(strata: Iterable[str | None]) -> dict[str, float]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis import fits, paper
-from analysis.tidy import paired
+from analysis.sources import paper
+from analysis.sources.tidy import paired
+from analysis.stats import fits
 
 FIT_COLUMNS = ["figure", "testset", "metric", "scale", "n_models", "slope_published",
                "slope", "slope_diff", "r2_published", "r2", "r2_diff", "note"]

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from analysis import facts
+from analysis.sources import facts
 from evaluator.core.errors import UserError
 
 METRICS = ("em", "f1")

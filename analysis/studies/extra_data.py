@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from analysis.tidy import new_testsets, paired
+from analysis.sources.tidy import new_testsets, paired
 from evaluator.data import testsets
 from evaluator.training.job import parse_system_id
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
 
-from analysis.tidy import new_testsets
+from analysis.sources.tidy import new_testsets
 
 MODE = "system-level (frozen models across test sets)"
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import csv_import, facts, paper, reconcile
+from analysis.sources import csv_import, facts, paper, reconcile
 from evaluator.stats.intervals import clopper_pearson
 
 COLUMNS = ["model", "family", "kind", "testset", "metric", "value", "lo", "hi", "n",
@@ -27,7 +27,8 @@ COLUMNS = ["model", "family", "kind", "testset", "metric", "value", "lo", "hi", 
 METRICS = ("em", "f1")
 
 # The SQuADShifts study's four sets, in its order (Miller et al. 2020, Table 1): how tables
-# and figures list them. Sizes, labels and references come from the folders (analysis.facts).
+# and figures list them. Sizes, labels and references come from the folders
+# (analysis.sources.facts).
 SHIFT_SETS = ("new-wiki", "nyt", "reddit", "amazon")
 
 PUBLISHED_SOURCE = "SQuADShifts results.json (Miller et al. 2020)"
@@ -180,10 +181,10 @@ def from_squadshifts_published(data_dir: Path | str) -> pd.DataFrame:
     """Tidy frame of the published SQuADShifts numbers plus original-test scores.
 
     A model's x value (testset ``squad-test``) is its SQuAD v1.1 test score as the paper's
-    Appendix E prints it (Table 5 for F1, Table 11 for EM; ``analysis.paper``); a model the
-    tables do not name falls back to the leaderboard entry the reconciliation matched, and
-    one matched nowhere keeps its new-set rows without an x. Humans take their own original
-    scores from the same tables. The AddOneSent EM of Table 16 joins as test set
+    Appendix E prints it (Table 5 for F1, Table 11 for EM; ``analysis.sources.paper``); a
+    model the tables do not name falls back to the leaderboard entry the reconciliation
+    matched, and one matched nowhere keeps its new-set rows without an x. Humans take their
+    own original scores from the same tables. The AddOneSent EM of Table 16 joins as test set
     ``addonesent``. ``df.attrs["coverage"]`` reports every join and every disagreement
     between the paper and the leaderboard.
     """
@@ -253,8 +254,8 @@ def _float(v) -> float | None:
 
 def from_csv(path: Path | str, reference: str = facts.SQUAD_TEST["id"],
              metrics: Iterable[str] = ()) -> pd.DataFrame:
-    """Tidy frame from a published table in long or wide CSV form (``analysis.csv_import``,
-    which refuses a bad table in one line).
+    """Tidy frame from a published table in long or wide CSV form
+    (``analysis.sources.csv_import``, which refuses a bad table in one line).
 
     Optional long-form columns: lo, hi, n, kind (model|human, default model), family, source,
     reference, and any metadata column (e.g. extra_data, institution). Without a

@@ -7,18 +7,36 @@ Output folder layout (``stem`` = PNG, PDF and SVG):
 * ``concurrence-{metric}``: Kendall tau-b heat map;
 * ``fits.csv``, ``effective_robustness.csv``, ``gaps.csv``, ``gaps_mean.csv``,
   ``rank_changes.csv``, ``concurrence.csv``; ``coverage.txt`` when the tidy frame carries a
-  reconciliation report (published SQuADShifts data).
+  reconciliation report (published SQuADShifts data). The tables may go to a folder of their
+  own (the site's ``data/``).
+
+``write`` also hands back every table as its file holds it (six significant digits, read
+back as a reader of the CSV would), so the site renders the numbers it publishes without
+reading the files again. ``comparisons`` draws two sources' trends side by side.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from analysis import concurrence, figures, fits, gaps, reweighting, strata
-from analysis.tidy import METRICS, new_testsets, paired
+from analysis import figures
+from analysis.sources.tidy import METRICS, new_testsets, paired
+from analysis.stats import concurrence, fits, gaps
+
+FLOAT_FORMAT = "%.6g"  # the precision of every published table
+
+
+@dataclass(frozen=True)
+class Report:
+    """What `write` made: the files, and each table (by name) as its CSV file holds it."""
+
+    written: list[Path]
+    tables: dict[str, pd.DataFrame]
 
 
 def regenerate(df: pd.DataFrame, out: Path | str, n_boot: int = fits.DEFAULT_BOOT,
@@ -26,8 +44,17 @@ def regenerate(df: pd.DataFrame, out: Path | str, n_boot: int = fits.DEFAULT_BOO
                ) -> list[Path]:
     """Write all figures and tables for df under out; return the paths written. `metrics`
     defaults to every metric the frame has data for."""
+    return write(df, out, n_boot=n_boot, seed=seed, metrics=metrics).written
+
+
+def write(df: pd.DataFrame, out: Path | str, tables_dir: Path | str | None = None, *,
+          n_boot: int = fits.DEFAULT_BOOT, seed: int = fits.DEFAULT_SEED,
+          metrics: Sequence[str] | None = None) -> Report:
+    """`regenerate`, with the tables (and coverage.txt) in `tables_dir` (default: out) and
+    handed back as published."""
     metrics = tuple(metrics or [m for m in METRICS if (df["metric"] == m).any()])
     out = Path(out)
+    tables_dir = out if tables_dir is None else Path(tables_dir)
     written: list[Path] = []
     all_fits = fits.fit_all(df, metrics=metrics, n_boot=n_boot, seed=seed)
     by_key = {(f.testset, f.metric, f.scale): f for f in all_fits}
@@ -72,61 +99,44 @@ def regenerate(df: pd.DataFrame, out: Path | str, n_boot: int = fits.DEFAULT_BOO
                 concurrence.as_matrix(pairs),
                 f"Concurrence ({figures.METRIC_LABEL[m]}, {pairs['n_models'].iat[0]} models)")
             written += figures.save(fig, out / f"concurrence-{m}")
+    tables_dir.mkdir(parents=True, exist_ok=True)
+    published = {}
     for name, table in tables.items():
-        path = out / f"{name}.csv"
-        table.to_csv(path, index=False, float_format="%.6g")
+        path = tables_dir / f"{name}.csv"
+        text = table.to_csv(index=False, float_format=FLOAT_FORMAT)
+        path.write_bytes(text.encode("utf-8"))
         written.append(path)
+        published[name] = _read_back(text)
     if df.attrs.get("coverage"):
-        path = out / "coverage.txt"
+        path = tables_dir / "coverage.txt"
         path.write_text(df.attrs["coverage"], encoding="utf-8")
         written.append(path)
-    return written
+    return Report(written, published)
 
 
-def stratified(systems: Sequence[reweighting.SystemScores],
-               features: Mapping[str, Mapping[str, dict]], references: Mapping[str, str],
-               out: Path | str) -> tuple[list[Path], pd.DataFrame]:
-    """The study's Appendix C for systems with per-question results: histograms of answer
-    types and syntactic divergence (Figures 5, 6), F1 by annotator agreement (Figure 14),
-    reweighted predictions against observed F1 (Figures 15, 16) and every stratification's
-    predicted vs observed drop. Returns the files written and the mean-drop table."""
-    out = Path(out)
-    table = reweighting.drop_table(systems, features, references, strata.STRATIFICATIONS)
-    if table.empty:
-        raise ValueError("no system has per-question results on a test set and on its "
-                         "reference: evaluate the same systems on both first")
-    summary = reweighting.drop_summary(table)
-    out.mkdir(parents=True, exist_ok=True)
+def _read_back(text: str) -> pd.DataFrame:
+    """A table as a reader of its CSV text gets it (an empty file: an empty frame)."""
+    return pd.read_csv(io.StringIO(text)) if len(text) > 1 else pd.DataFrame()
+
+
+def comparisons(df: pd.DataFrame, name: str, other: pd.DataFrame, other_name: str,
+                out: Path | str, n_boot: int = fits.DEFAULT_BOOT, seed: int = fits.DEFAULT_SEED
+                ) -> tuple[list[Path], list[str]]:
+    """compare-<set>-<metric> figures of two sources (both trends side by side) for every new
+    set both have; returns the files written and the "<set> <metric>" panels skipped because
+    one source has fewer than 3 models with both scores there."""
+    common = [t for t in new_testsets(df) if t in set(new_testsets(other))]
+    if not common:
+        raise ValueError(f"{name!r} and {other_name!r} share no compared test set")
     written: list[Path] = []
-    shares = pd.concat([reweighting.share_table(features, k) for k in strata.STRATIFICATIONS],
-                       ignore_index=True)
-    for kind, figure, order in (("answer_type", "answer-types", strata.ANSWER_TYPES),
-                                ("divergence", "divergence", None)):
-        fig = figures.share_bars(shares[shares["stratification"] == kind],
-                                 f"{kind.replace('_', ' ').capitalize()}s by test set", order)
-        written += figures.save(fig, out / figure)
-    per_stratum = pd.concat([reweighting.stratified_scores(systems, features, references, k)
-                             for k in strata.STRATIFICATIONS], ignore_index=True)
-    agreement = per_stratum[per_stratum["stratification"] == "agreement"]
-    fig = figures.xy_by_testset(agreement, "F1 on the reference set, within the stratum",
-                                "F1 on {testset}, within the stratum",
-                                "F1 by how many gold answers agree", hue="stratum")
-    written += figures.save(fig, out / "agreement")
-    for kind, figure in (("answer_type", "reweighted-answer-types"),
-                         ("divergence", "reweighted-divergence")):
-        sub = table[table["stratification"] == kind]
-        points = pd.concat([
-            pd.DataFrame({"testset": sub["testset"], "x": sub["original_f1"],
-                          "y": sub["predicted_f1"], "what": "predicted (reweighted)"}),
-            pd.DataFrame({"testset": sub["testset"], "x": sub["original_f1"],
-                          "y": sub["observed_f1"], "what": "observed"})], ignore_index=True)
-        fig = figures.xy_by_testset(points, "F1 on the reference set", "F1 on {testset}",
-                                    f"Reweighting by {kind.replace('_', ' ')}: predicted vs "
-                                    f"observed (y = x: no drop)", hue="what")
-        written += figures.save(fig, out / figure)
-    for name, frame in (("drops", table), ("drops_mean", summary), ("shares", shares),
-                        ("strata_f1", per_stratum)):
-        path = out / f"{name}.csv"
-        frame.to_csv(path, index=False, float_format="%.6g")
-        written.append(path)
-    return written, summary
+    skipped = []
+    for testset in common:
+        for metric in METRICS:
+            try:
+                fig = figures.comparison_row([(name, df), (other_name, other)],
+                                             testset, metric, "linear", n_boot, seed)
+            except ValueError:  # one side has fewer than 3 models with both scores
+                skipped.append(f"{testset} {metric}")
+                continue
+            written += figures.save(fig, Path(out) / f"compare-{testset}-{metric}")
+    return written, skipped

@@ -17,7 +17,9 @@ from pathlib import Path
 import pandas as pd
 from scipy import stats
 
-from analysis import cache, figures, fits, paper
+from analysis import figures
+from analysis.sources import cache, paper
+from analysis.stats import fits
 from evaluator.core.files import write_atomic
 
 # the study's name of a shift -> the set the own population is scored on
@@ -181,6 +183,13 @@ def comparison(own: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
                     else bool(mine.slope_lo <= slope <= mine.slope_hi))
                 rows.append(row)
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def published_inputs(data_dir: Path) -> list[Path]:
+    """The published data the comparison reads from a data mirror: the study's results.json,
+    the leaderboard export and the paper's tables."""
+    return [data_dir / "squadshifts" / "results.json",
+            data_dir / "squad-leaderboard" / "out-v1.1.json", *sorted(paper.DATA.glob("*"))]
 
 
 def inputs_key(paths: list[Path], settings: dict) -> str:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis import facts
-from analysis.tidy import new_testsets, paired
+from analysis.sources import facts
+from analysis.sources.tidy import new_testsets, paired
 
 
 def gaps(df: pd.DataFrame, metric: str, replication: str | None = None) -> pd.DataFrame:

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from analysis.tidy import METRICS, new_testsets, paired
+from analysis.sources.tidy import METRICS, new_testsets, paired
 
 EPS = 1e-4
 SCALES = ("linear", "probit")
