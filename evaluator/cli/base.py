@@ -12,6 +12,25 @@ from evaluator.core import console, settings
 from evaluator.core.errors import UserError
 from evaluator.core.files import remove_stale_tempdirs
 
+COLUMNS, NAME_WIDTH = 120, 44  # listings fit this many columns unless --wide
+
+
+def load(ref: str):
+    """The object a "module:attribute" reference names, its module imported now."""
+    module, _, attribute = ref.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def cut(text: str, width: int, middle: bool = False) -> str:
+    """`text` in at most `width` characters, an ellipsis marking a cut (in the middle: ids
+    of derived sets differ at their ends)."""
+    if len(text) <= width:
+        return text
+    if middle:
+        head = (width - 1) // 2
+        return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+    return text[:max(0, width - 1)] + "…"
+
 
 class OneLineErrors:
     """Turn UserError into a one-line message and exit status 1, everywhere (also while the
@@ -48,8 +67,7 @@ class Group(OneLineErrors, click.Group):
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in self.lazy and name not in self.commands:
-            module, _, attribute = self.lazy[name].partition(":")
-            self.add_command(getattr(importlib.import_module(module), attribute), name)
+            self.add_command(load(self.lazy[name]), name)
         return super().get_command(ctx, name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

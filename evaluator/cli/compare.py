@@ -4,7 +4,7 @@ Reads both cells' results (the one rule of `store.queries`) and their stored per
 scores, pairs them by question, and reports the paired difference in EM and F1 (bootstrap
 interval, paired t-test, McNemar's exact test for EM); with `--against`, also whether A's
 drop from the original set to SET differs from B's. `--diff FILE.csv` writes the questions
-where the two systems' answers differ.
+where the two systems' answers differ (`qashift results diff A B -t SET` lists them).
 """
 
 from __future__ import annotations
@@ -109,8 +109,18 @@ def compare_command(names, testset, against, bootstrap, seed, level, diff_path,
         click.echo(f"  {out['differing']} questions answered differently: {diff_path}")
 
 
-def _write_diff(store: Store, rows: dict, units: dict, ids: list[str], a: str, b: str,
-                testset: str, path: Path) -> int:
+DIFF_COLUMNS = ["id", "gold", "answer_a", "em_a", "f1_a", "answer_b", "em_b", "f1_b"]
+
+
+def paired_units(store: Store, a: str, b: str, testset: str) -> tuple[dict, dict, list[str]]:
+    """Both cells' rows, and the question ids both were scored on, in A's order."""
+    return _paired_units(store, a, b, testset)
+
+
+def differing(store: Store, rows: dict, units: dict, ids: list[str], a: str, b: str,
+              testset: str) -> list[dict]:
+    """The questions where A's and B's answers differ, with the gold answers (when the set's
+    data is here), both answers and both scores."""
     predictions = {name: json.loads(store.get_object(rows[name]["predictions_sha256"]) or b"{}")
                    for name in (a, b)}
     questions = {}
@@ -118,7 +128,7 @@ def _write_diff(store: Store, rows: dict, units: dict, ids: list[str], a: str, b
         dataset = testsets.get(testset).load()
         questions = {q.id: q for q in dataset.questions}
     except UserError:
-        pass  # the data is not here: the answers and scores are still written
+        pass  # the data is not here: the answers and scores are still given
     out = []
     for i in ids:
         pa, pb = predictions[a].get(i), predictions[b].get(i)
@@ -130,6 +140,11 @@ def _write_diff(store: Store, rows: dict, units: dict, ids: list[str], a: str, b
                     "f1_a": round(units[a][i].f1, 4),
                     "answer_b": pb if pb is not None else "", "em_b": units[b][i].em,
                     "f1_b": round(units[b][i].f1, 4)})
-    write_csv_atomic(path, ["id", "gold", "answer_a", "em_a", "f1_a", "answer_b", "em_b",
-                            "f1_b"], out)
+    return out
+
+
+def _write_diff(store: Store, rows: dict, units: dict, ids: list[str], a: str, b: str,
+                testset: str, path: Path) -> int:
+    out = differing(store, rows, units, ids, a, b, testset)
+    write_csv_atomic(path, DIFF_COLUMNS, out)
     return len(out)

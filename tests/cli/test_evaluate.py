@@ -10,10 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
+import evaluator.cli.main as cli_main
 from evaluator.cli.main import evaluate_cmd, main
 from tests.conftest import (
     FIRST_WORD,
@@ -233,6 +235,27 @@ def test_cli_start_up_does_not_import_heavy_modules():
     assert out.stdout.strip() == "[]"
 
 
+def test_the_entry_points_import_no_command_until_it_runs():
+    """`evaluator.cli.main` is the entry points and the table of commands: importing it loads
+    no command module and no stage but core (nor pydantic, yaml); `evaluate` loads its own."""
+    code = ("import json, sys, evaluator.cli.main as m; ours = lambda: sorted(n for n in "
+            "sys.modules if n.startswith(('evaluator.', 'pydantic', 'yaml'))); first = ours(); "
+            "m.evaluate_cmd; print(json.dumps([first, ours()]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    first, then = json.loads(out.stdout)
+    assert [n for n in first if n.split(".")[:2] != ["evaluator", "core"]] == [
+        "evaluator.cli", "evaluator.cli.base", "evaluator.cli.main"]
+    assert [n for n in then if n.startswith("evaluator.cli.")] == [
+        "evaluator.cli.base", "evaluator.cli.evaluate", "evaluator.cli.main"]
+
+
+def test_every_command_of_the_table_loads_and_keeps_its_old_import():
+    for name, ref in cli_main.COMMANDS.items():
+        command = main.get_command(click.Context(main), name)
+        assert isinstance(command, click.Command) and command.name == name, ref
+        assert getattr(cli_main, ref.partition(":")[2]) is command  # e.g. cli.main.status_cmd
+
+
 def test_a_bundle_with_pinned_requirements_runs_in_its_own_virtual_environment(
         workspace, toy_registry, tmp_path):
     subs = Path(toy_registry["QASHIFT_SUBMISSIONS"])
@@ -289,6 +312,19 @@ def test_every_stored_result_carries_its_provenance(workspace):
     for command in ("qashift", "evaluate"):
         version = subprocess.run([command, "--version"], capture_output=True, text=True)
         assert version.stdout.strip() == f"qashift, version {__version__}"
+
+
+def test_a_bare_log_samples_writes_under_the_output_path_as_lm_eval_users_type_it(
+        workspace, tmp_path):
+    proc = run_evaluate("-b", "bert-ensemble", "-t", "squad-dev", "--limit", "50",
+                        "--output-path", str(tmp_path / "out"), "--log-samples")
+    assert proc.returncode == 0, proc.stderr
+    lines = (tmp_path / "out" / "samples" / "bert-ensemble.squad-dev.jsonl").read_text()
+    assert len(lines.splitlines()) == 50
+    alone = run_evaluate("-b", "bert-ensemble", "-t", "squad-dev", "--log-samples")
+    assert alone.returncode != 0
+    assert alone.stderr.strip().splitlines()[-1].endswith(
+        "--log-samples without a folder writes under --output-path; give one of them a folder")
 
 
 def test_log_samples_gives_one_line_per_question_whose_means_are_the_totals(workspace,
@@ -351,7 +387,7 @@ def test_check_runs_a_few_questions_and_says_what_would_fail(tmp_path, monkeypat
 
 def test_log_samples_carry_the_strata_once_computed(tmp_path, monkeypatch, workspace,
                                                     small_dev):
-    from analysis import strata
+    from analysis.sources import strata
     from evaluator.data import testsets
 
     tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev}, {"sliding-window": SLIDING_WINDOW})

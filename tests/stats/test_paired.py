@@ -74,6 +74,15 @@ def test_compare_reads_both_stored_cells_and_writes_their_differences(
     rows = [line.split(",") for line in lines[1:]]
     assert em["a_only"] + em["b_only"] <= len(rows)
     assert {d["metric"] for d in out["drop"]} == {"em", "f1"}
+    listed = CliRunner().invoke(main, ["results", "diff", "first", "second", "-t", "other"])
+    assert listed.exit_code == 0, listed.output
+    assert listed.output.splitlines()[-1].startswith(f"{len(rows)} of ")
+    assert [line.split()[0] for line in listed.output.splitlines()[:-1:3]] == \
+        [r[0] for r in rows]
+    again = tmp_path / "again.csv"
+    CliRunner().invoke(main, ["results", "diff", "first", "second", "-t", "other", "--out",
+                              str(again)])
+    assert again.read_text() == diff.read_text()
     text = CliRunner().invoke(main, ["compare", "-b", "first", "-b", "second", "-t", "other",
                                      "--bootstrap", "500"])
     assert "McNemar exact p" in text.output and "paired bootstrap" in text.output

@@ -1,0 +1,206 @@
+"""`qashift results`: list, show, export and log stored results; per-question samples; the
+questions where two systems differ."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from evaluator.cli import compare
+from evaluator.cli.base import cut
+from evaluator.core import console
+from evaluator.core.errors import UserError
+from evaluator.core.files import write_csv_atomic
+from evaluator.data import testsets
+from evaluator.pipeline.samples import write_samples
+from evaluator.store.queries import cell_result, is_sample, latest
+from evaluator.store.store import Store
+from evaluator.store.units import load_units
+from evaluator.training import systems
+
+
+@click.group("results")
+def results_group() -> None:
+    """Inspect and export stored results."""
+
+
+@results_group.command("list")
+@click.option("--bundle", default=None)
+@click.option("--testset", default=None)
+@click.option("--failures", is_flag=True, help="list failed runs instead")
+@click.option("--include-samples", is_flag=True,
+              help="also the runs on a sample of questions (--limit, check), labelled")
+def results_list(bundle, testset, failures, include_samples) -> None:
+    """The result of every stored cell (its newest full run of the bundle as it is today),
+    with the test set's digest; samples only when asked, and labelled."""
+    store = Store.open_default()
+    if not store.exists():
+        raise UserError(f"no results store at {store.db_path}; run evaluate first")
+    if failures:
+        rows = store.failures()
+        wb = max([len("bundle"), *(len(r["bundle"]) for r in rows)])
+        wt = max([len("testset"), *(len(r["testset"]) for r in rows)])
+        for f in rows:
+            click.echo(f"{f['bundle']:<{wb}} {f['testset']:<{wt}} {f['failure_class']:<22} "
+                       f"{f['message']}")
+        return
+    stored = store.results(bundle, testset)
+    rows = sorted(latest(stored, digest_today=systems.digest_today(store)).values(),
+                  key=lambda r: (r["bundle"], r["testset"]))
+    if include_samples:
+        rows += sorted((r for r in stored if is_sample(r)),
+                       key=lambda r: (r["bundle"], r["testset"], r["created_at"]))
+    wb = max([len("bundle"), *(len(r["bundle"]) for r in rows)])
+    wt = max([len("testset"), *(len(r["testset"]) for r in rows)])
+    click.echo(f"{'bundle':<{wb}} {'testset':<{wt}} {'n':>6} {'miss':>5} {'EM':>8} {'F1':>8}  "
+               f"{'runner':<7} {'set sha256':<12} {'key':<12} run")
+    present = set(testsets.available())
+    for r in rows:
+        kind = f"sample of {r['n']}" if is_sample(r) else "full"
+        kind += "" if r["testset"] in present else ", its test-set folder is gone"
+        click.echo(f"{r['bundle']:<{wb}} {r['testset']:<{wt}} {r['n']:>6} {r['missing']:>5} "
+                   f"{r['em']:8.3f} {r['f1']:8.3f}  {r['runner']:<7} "
+                   f"{r['testset_sha256'][:12]} {r['key'][:12]} {kind}")
+    hidden = sum(1 for r in stored if is_sample(r))
+    if hidden and not include_samples:
+        console.say(f"{hidden} runs on samples of questions not shown (--include-samples)")
+
+
+@results_group.command("export")
+@click.argument("bundle")
+@click.argument("testset")
+@click.option("--out", type=click.Path(file_okay=False), default=".", show_default=True)
+def results_export(bundle, testset, out) -> None:
+    """Write a cell's predictions.json and per-question scores.csv to --out."""
+    store = Store.open_default()
+    row = _cell(store, bundle, testset)
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    predictions = store.get_object(row["predictions_sha256"])
+    if predictions is None:
+        raise UserError("stored predictions are missing or corrupt; re-run with --rerun")
+    prefix = f"{bundle}.{testset}"
+    (out_dir / f"{prefix}.predictions.json").write_bytes(predictions)
+    write_csv_atomic(out_dir / f"{prefix}.scores.csv",
+                     ["id", "em", "f1", "paragraph", "article", "missing"],
+                     ({"id": u.id, "em": u.em, "f1": u.f1, "paragraph": u.paragraph,
+                       "article": u.article, "missing": u.missing}
+                      for u in load_units(store, row)))
+    click.echo(f"wrote {out_dir / (prefix + '.predictions.json')} and "
+               f"{out_dir / (prefix + '.scores.csv')}")
+
+
+@results_group.command("samples")
+@click.option("--bundle", "-b", "bundle_names", multiple=True, help="only these (repeatable)")
+@click.option("--testset", "-t", "testset_names", multiple=True, help="only these (repeatable)")
+@click.option("--out", type=click.Path(file_okay=False), required=True)
+def results_samples(bundle_names, testset_names, out) -> None:
+    """Per-question logs (JSONL, and Parquet with pyarrow) of every stored cell selected, as
+    `evaluate --log-samples` writes them: the newest full result of each cell."""
+    from analysis.sources import latest_full_results, strata  # lazy: pandas; the strata cache
+
+    store = Store.open_default()
+    if not store.exists():
+        raise UserError(f"no results store at {store.db_path}; run evaluate first")
+    rows = [r for r in latest_full_results(store)
+            if (not bundle_names or r["bundle"] in bundle_names)
+            and (not testset_names or r["testset"] in testset_names)]
+    if not rows:
+        raise UserError("no stored full result matches that selection")
+    written = 0
+    for r in sorted(rows, key=lambda r: (r["bundle"], r["testset"])):
+        try:
+            dataset = testsets.get(r["testset"]).load()
+        except UserError as exc:
+            console.warn(f"skipped {r['bundle']} x {r['testset']}: {exc}")
+            continue
+        if dataset.sha256 != r["testset_sha256"]:
+            console.warn(f"skipped {r['bundle']} x {r['testset']}: the test set's file changed "
+                         f"since that run")
+            continue
+        predictions = json.loads(store.get_object(r["predictions_sha256"]) or b"null")
+        if not isinstance(predictions, dict):
+            console.warn(f"skipped {r['bundle']} x {r['testset']}: stored predictions missing")
+            continue
+        for path in write_samples(dataset, predictions, Path(out), r["bundle"], r["testset"],
+                                  strata.cached(dataset.sha256)):
+            console.say(f"wrote {path}")
+        written += 1
+    click.echo(f"{written} cells written to {out}")
+
+
+def _cell(store: Store, bundle: str, testset: str) -> dict:
+    """The result of a cell (the one rule of store.queries); a one-line error without one,
+    saying when only a sample of it is stored."""
+    row = cell_result(store, bundle, testset, digest_today=systems.digest_today(store))
+    if row is None:
+        sample = cell_result(store, bundle, testset, samples=True)
+        if sample is not None:
+            raise UserError(f"only a sample of {sample['n']} questions of {bundle} x {testset} "
+                            f"is stored (results list --include-samples); run evaluate for "
+                            f"its result")
+        raise UserError(f"no stored result for {bundle} x {testset}; run evaluate first")
+    return row
+
+
+@results_group.command("show")
+@click.argument("bundle")
+@click.argument("testset")
+def results_show(bundle, testset) -> None:
+    """A cell's latest stored result with its provenance (tool, commit, software, host)."""
+    store = Store.open_default()
+    row = _cell(store, bundle, testset)
+    record = json.loads(row["run_record"])
+    for key in ("bundle", "testset", "n", "missing", "em", "f1", "scorer_version", "runner",
+                "device", "wall_s", "key", "bundle_digest", "testset_sha256"):
+        click.echo(f"{key:>16}: {row[key]}")
+    prov = record.get("details", {}).get("provenance")
+    if not prov:
+        click.echo(f"{'provenance':>16}: not recorded (stored by an older version)")
+        return
+    for key, value in prov.items():
+        if key == "packages":
+            value = ", ".join(f"{k} {v}" for k, v in value.items() if v)
+        click.echo(f"{key:>16}: {value}")
+
+
+@results_group.command("log")
+@click.argument("bundle")
+@click.argument("testset")
+def results_log(bundle, testset) -> None:
+    """Print the captured log of a cell's last run (finished or failed)."""
+    store = Store.open_default()
+    candidates = [(r["created_at"], r["log_sha256"]) for r in store.results(bundle, testset)]
+    candidates += [(f["created_at"], f["log_sha256"]) for f in store.failures()
+                   if f["bundle"] == bundle and f["testset"] == testset]
+    if not candidates:
+        raise UserError(f"no run of {bundle} x {testset} in {store.db_path}")
+    _, sha = max(candidates, key=lambda c: c[0])
+    data = store.get_object(sha) if sha else b""
+    click.echo((data or b"(no output captured)").decode("utf-8", errors="replace"))
+
+
+@results_group.command("diff")
+@click.argument("bundle_a")
+@click.argument("bundle_b")
+@click.option("--testset", "-t", required=True, help="the set both were scored on")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="write them as CSV here instead of listing them")
+def results_diff(bundle_a, bundle_b, testset, out) -> None:
+    """The questions of TESTSET where BUNDLE_A and BUNDLE_B answer differently (the stored
+    results that `qashift compare` pairs), with the gold answers and both scores."""
+    store = Store.open_default()
+    rows, units, ids = compare.paired_units(store, bundle_a, bundle_b, testset)
+    found = compare.differing(store, rows, units, ids, bundle_a, bundle_b, testset)
+    if out is not None:
+        write_csv_atomic(out, compare.DIFF_COLUMNS, found)
+        click.echo(f"{len(found)} of {len(ids)} questions answered differently: {out}")
+        return
+    for d in found:
+        click.echo(f"{d['id']}  gold: {cut(d['gold'], 40)}")
+        click.echo(f"  A {d['f1_a']:6.3f}  {cut(d['answer_a'], 60)}")
+        click.echo(f"  B {d['f1_b']:6.3f}  {cut(d['answer_b'], 60)}")
+    click.echo(f"{len(found)} of {len(ids)} questions answered differently "
+               f"(A = {bundle_a}, B = {bundle_b}; F1 per question)")
