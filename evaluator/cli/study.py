@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from analysis.studies.approach_matrix import approach_matrix
 from evaluator.cli.base import Group, configure, settings_options
 from evaluator.core import console
 from evaluator.core.files import write_csv_atomic
@@ -161,7 +162,7 @@ def matrix_command(plan, out, runs_path, table_path, ledgers, keep, data_dir,
     configure(data_dir, workspace)
     found = study.load(plan)
     earlier = table.ledger(table_path, ledgers)
-    made = study.approach_matrix(found, study.rows(found, Store.open_default(), earlier))
+    made = approach_matrix(found, study.rows(found, Store.open_default(), earlier))
     if keep == "benchmarks":
         complete, kept = list(made.groups), made.complete_benchmarks()
         if len(kept) < 2:

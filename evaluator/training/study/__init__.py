@@ -5,14 +5,14 @@ an interrupted run (Ctrl-C, `kill -9`, a session that ends) resumes where it sto
 finished training and evaluation is in the store, and a killed training resumes from its
 checkpoint. Failures are recorded and the rest of the plan goes on.
 
-`plan` (the file, its cells), `status`, `loop` (the run loop), `rows` (the table) and `matrix`
-(the approach x benchmark matrix); their names are re-exported here.
+`plan` (the file, its cells), `status`, `loop` (the run loop) and `rows` (the table); their
+names are re-exported here. The approach x benchmark matrix of an approach-level study is the
+analysis's (`analysis.studies.approach_matrix`).
 """
 
 from __future__ import annotations
 
 from evaluator.training.study.loop import Say, run, score_frozen
-from evaluator.training.study.matrix import ApproachMatrix, approach_matrix
 from evaluator.training.study.plan import (
     MAX_SYSTEMS,
     ApproachPlan,
@@ -29,7 +29,7 @@ from evaluator.training.study.plan import (
 from evaluator.training.study.rows import Rows, current_rows, held_cells, recorded, rows
 from evaluator.training.study.status import StudyStatus, status
 
-__all__ = ["MAX_SYSTEMS", "ApproachMatrix", "ApproachPlan", "Benchmark", "BenchmarkPair", "Rows",
-           "Say", "Scalar", "Study", "StudyFile", "StudyStatus", "approach_matrix",
+__all__ = ["MAX_SYSTEMS", "ApproachPlan", "Benchmark", "BenchmarkPair", "Rows",
+           "Say", "Scalar", "Study", "StudyFile", "StudyStatus",
            "current_rows", "draws", "held_cells", "load", "recorded", "rows", "run",
            "score_frozen", "selected", "status", "with_testsets"]

@@ -1,14 +1,13 @@
 """The approach x benchmark matrix of an approach-level study (Liu et al.'s tables), from
-its table rows by the plan's selection rule; a module of its own, as it reads only a plan
-and rows and may move out of training."""
+its table rows (training.study) by the plan's selection rule: what `qashift study matrix`
+writes and the approach-level concurrence reads."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from evaluator.core.errors import UserError
-from evaluator.training.study.plan import Study
-from evaluator.training.study.rows import Rows
+from evaluator.training.study import Rows, Study
 
 
 @dataclass(frozen=True)
