@@ -24,8 +24,6 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from evaluator.data import nlp as spacy_nlp
 from evaluator.data.derive import register
 from evaluator.data.derive.splits import split_groups
@@ -66,6 +64,8 @@ class Neighbours:
 
     @classmethod
     def build(cls, words: list[str], k: int) -> Neighbours:
+        import numpy as np  # lazy: the generators' registry is scanned on every start
+
         vocab = _vectors()[0]
         words = [w for w in sorted(set(words)) if vocab.has_vector(w)]
         vectors = np.stack([vocab.get_vector(w) for w in words]).astype(np.float64)
