@@ -38,16 +38,18 @@ def evaluate_matrix(bundle_ids: Sequence[str], testset_ids: Sequence[str], *,
                     limit: int | None = None, seed: int = 0, cluster: str | None = None,
                     device: str = "auto", parallel: int = 1, model_args: dict | None = None,
                     partition: str | None = None, account: str | None = None,
+                    templates: Sequence[str] = (),
                     root: str | None = None, data_dir: str | Sequence[str] = (),
                     workspace: str | None = None) -> pd.DataFrame:
     """Every (bundle, test set) cell, run or read from the store: one row per cell, scores
     and interval bounds in percent. Ids may be `all`, and trained system ids. The options
     are `evaluate`'s flags: `cluster` (paragraph | article) for clustered intervals,
     `device` (auto | cpu | gpu), `parallel` cells at once, `model_args` for hf-qa bundles,
-    `partition`/`account` for the Slurm runner."""
+    `partition`/`account` for the Slurm runner, `templates` (prompt templates: every
+    generative bundle runs under each)."""
     config = EvaluationConfig(tuple(bundle_ids), tuple(testset_ids), runner, level, cluster,
                               rerun, device, parallel, limit, seed, dict(model_args or {}),
-                              partition, account)
+                              partition, account, tuple(templates))
     mirrors = (data_dir,) if isinstance(data_dir, str) else tuple(data_dir)
     with settings.override(data_dir=mirrors, workspace=workspace, root=root):
         report = evaluation.evaluate(config, Store.open_default()).report

@@ -273,6 +273,24 @@ def _hf_qa_model(spec: BundleFile, folder: Path, where: Path) -> dict:
             **{k: v for k, v in options.items() if v not in (None, False)}}
 
 
+def with_template(bundle: Bundle, template: str) -> Bundle:
+    """A generative bundle answering under another prompt template (`evaluate --template`):
+    a variant with its own id (`ID+p` and the template's hash) and its own cells, the
+    template part of its digest."""
+    if bundle.kind != "generative":
+        raise UserError(f"--template applies to generative bundles; {bundle.id} is a "
+                        f"{bundle.kind} bundle")
+    prompt = {**bundle.generative["prompt"], "template": template}
+    try:
+        PromptSpec(**prompt)
+    except ValueError as exc:
+        raise UserError(f"--template {template!r}: {exc}") from None
+    tag = sha256_bytes(template.encode())[:8]
+    return replace(bundle, id=f"{bundle.id}+p{tag}",
+                   generative={**bundle.generative, "prompt": prompt},
+                   model_args={**bundle.model_args, "prompt.template": template})
+
+
 MODEL_ARGS = {"batch_size": int, "max_seq_len": int, "doc_stride": int, "max_answer_len": int,
               "onnx": (bool, str)}
 QA_ARGS = ("max_seq_len", "doc_stride", "max_answer_len")

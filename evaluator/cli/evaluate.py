@@ -79,8 +79,9 @@ CONFIG_KEYS = {"bundles": "bundle_names", "testsets": "testset_names", "level": 
                "partition": "partition", "account": "account", "device": "device",
                "data_dir": "data_dir", "workspace": "workspace", "jobs": "parallel",
                "json": "as_json", "limit": "limit", "seed": "seed",
-               "log_samples": "samples_dir", "output_path": "output_path"}
-LISTS = ("bundle_names", "testset_names", "data_dir")
+               "log_samples": "samples_dir", "output_path": "output_path",
+               "templates": "templates"}
+LISTS = ("bundle_names", "testset_names", "data_dir", "templates")
 
 
 def _read_config(ctx: click.Context, param: click.Parameter, value: str | None):
@@ -153,11 +154,15 @@ def _read_config(ctx: click.Context, param: click.Parameter, value: str | None):
 @click.option("--output-path", "output_path", type=click.Path(file_okay=False), default=None,
               help="write the study's results.json, per-question logs (samples/) and "
                    "figures (figures/) here")
+@click.option("--template", "templates", multiple=True,
+              help="a prompt template for generative bundles (repeatable): each runs under "
+                   "every template given, and the spread of its scores is reported")
 @console_options
 @click.pass_context
 def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster, rerun,
                  runner, partition, account, device, data_dir, workspace, parallel,
-                 as_json, limit, seed, samples_dir, model_args, output_path) -> None:
+                 as_json, limit, seed, samples_dir, model_args, output_path,
+                 templates) -> None:
     """Score submissions on test sets with official SQuAD v1.1 EM/F1 and intervals."""
     if samples_dir == UNDER_OUTPUT and not output_path:
         raise UserError("--log-samples without a folder writes under --output-path; give one "
@@ -165,7 +170,8 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
     configure(data_dir, workspace)
     config = EvaluationConfig(tuple(bundle_names), tuple(testset_names), runner, level, cluster,
                               rerun, device, parallel, limit, seed,
-                              _parse_model_args(model_args), partition, account)
+                              _parse_model_args(model_args), partition, account,
+                              tuple(templates))
     store = Store.open_default()
     done = evaluation.evaluate(config, store, progress=console.say, warn=console.warn)
     report, skipped = done.report, done.not_applicable
@@ -194,12 +200,19 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
                                              "date": datetime.now(UTC).isoformat()},
             "results": results, "failed": failed, "not_applicable": not_applicable},
             store, level)
+    spread = done.prompt_spread()
     if as_json:
         click.echo(json.dumps({"results": results, "failed": failed,
-                               "not_applicable": not_applicable}, indent=2))
+                               "not_applicable": not_applicable,
+                               **({"prompt_spread": spread} if templates else {})}, indent=2))
     else:
         _print_table(results)
         _print_not_applicable(skipped)
+        for s in spread:
+            f1 = s["f1"]
+            click.echo(f"{s['bundle']} on {s['testset']}: F1 {f1['mean']:.2f} across "
+                       f"{f1['n']} templates (sd {f1['sd']:.2f}, range {f1['min']:.2f} to "
+                       f"{f1['max']:.2f})")
     for f in failed:
         console.error(f"{f['bundle']} x {f['testset']} failed ({f['failure_class']}): "
                       f"{f['message']}")

@@ -18,6 +18,7 @@ from evaluator.pipeline import matrix
 from evaluator.pipeline.matrix import MatrixReport
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.stats.intervals import check_level
+from evaluator.stats.spread import spread
 from evaluator.store.store import Store
 from evaluator.training import systems
 
@@ -40,6 +41,7 @@ class EvaluationConfig:
     model_args: dict = field(default_factory=dict)
     partition: str | None = None
     account: str | None = None
+    templates: tuple[str, ...] = ()  # generative bundles: one variant per prompt template
 
     def __post_init__(self):
         try:
@@ -71,6 +73,23 @@ class Evaluation:
     report: MatrixReport
     not_applicable: list[tuple[str, str, str]]  # (bundle, test set, why)
 
+    def prompt_spread(self) -> list[dict]:
+        """Per generative bundle and test set run under several templates: each template's
+        EM and F1, and their spread (`stats.spread`)."""
+        groups: dict[tuple[str, str], list[dict]] = {}
+        for o in self.report.outcomes:
+            template = o.job.bundle.model_args.get("prompt.template")
+            if o.result is None or template is None:
+                continue
+            base = o.job.bundle.id.rsplit("+p", 1)[0]
+            cell = o.result.to_dict()
+            groups.setdefault((base, o.job.testset.id), []).append(
+                {"template": template, "bundle": o.job.bundle.id,
+                 "em": cell["em"]["value"], "f1": cell["f1"]["value"]})
+        return [{"bundle": base, "testset": testset, "templates": runs,
+                 "em": spread([r["em"] for r in runs]), "f1": spread([r["f1"] for r in runs])}
+                for (base, testset), runs in groups.items()]
+
 
 def evaluate(config: EvaluationConfig, store: Store, *,
              progress: Callable[[str], None] = lambda _: None,
@@ -79,6 +98,8 @@ def evaluate(config: EvaluationConfig, store: Store, *,
     `progress` hears of each finished cell when there are several."""
     chosen = [bundles.with_model_args(b, dict(config.model_args))
               for b in systems.resolve_bundles(list(config.bundles), store)]
+    if config.templates:  # prompt sensitivity: every generative bundle under each template
+        chosen = [bundles.with_template(b, t) for b in chosen for t in config.templates]
     explicit = "all" not in config.bundles and "all" not in config.testsets
     jobs, skipped = plan(chosen, testsets.resolve(list(config.testsets)), explicit,
                          config.sample)

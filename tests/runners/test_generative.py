@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import evaluator
 from evaluator.cli.main import evaluate_cmd
 from evaluator.runners.docker import daemon_available
 from evaluator.store.store import Store
@@ -180,3 +182,29 @@ def test_the_api_key_is_sent_and_kept_nowhere(roots, workspace, monkeypatch, tmp
     [failure] = doc["failed"]
     assert failure["failure_class"] == "endpoint-refused"
     assert "QASHIFT_TEST_API_KEY" in failure["message"]
+
+
+def test_prompt_sensitivity_runs_every_template_and_reports_the_spread(roots, tiny_lm):
+    _, subs = roots
+    write_generative_bundle(subs, "lm", model=tiny_lm)
+    templates = ["Context: {context}\nQuestion: {question}\nAnswer:",
+                 "Question: {question}\nPassage: {context}\nShort answer:", "{question}"]
+    flags = sum((["--template", t] for t in templates), [])
+    code, doc = evaluate("-b", "lm", "-t", "few", *flags)
+    assert code == 0, doc
+    cells = {r["bundle"]: r for r in doc["results"]}
+    assert len(cells) == 3 and all(b.startswith("lm+p") for b in cells)
+    assert len({r["key"] for r in cells.values()}) == 3
+    [spread] = doc["prompt_spread"]
+    assert (spread["bundle"], spread["testset"]) == ("lm", "few")
+    f1 = [cells[t["bundle"]]["f1"]["value"] for t in spread["templates"]]
+    assert [t["template"] for t in spread["templates"]] == templates
+    assert spread["f1"]["n"] == 3 and spread["f1"]["range"] == max(f1) - min(f1)
+    assert spread["f1"]["sd"] == pytest.approx(statistics.stdev(f1))
+    assert spread["f1"]["mean"] == pytest.approx(statistics.mean(f1))
+    rows = evaluator.evaluate_matrix(["lm"], ["few"], runner="local", templates=templates)
+    assert sorted(rows["key"]) == sorted(r["key"] for r in cells.values())
+    assert all(rows["cached"])
+    bad = CliRunner().invoke(evaluate_cmd, ["-b", "lm", "-t", "few", "--runner", "local",
+                                            "--template", "{passage}"])
+    assert bad.exit_code != 0 and "only {context} and {question} are filled in" in bad.output
