@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 import evaluator
+from evaluator.cli.analysis import report_command
 from evaluator.cli.main import evaluate_cmd
 from evaluator.runners.docker import daemon_available
 from evaluator.store.store import Store
@@ -156,6 +157,8 @@ def test_a_bad_endpoint_fails_its_cell_in_one_line_and_the_matrix_goes_on(roots,
 
 
 def test_the_api_key_is_sent_and_kept_nowhere(roots, workspace, monkeypatch, tmp_path):
+    """Not in the store (rows, objects, kept responses), the output, results.json, the
+    per-question logs or the site built from the store."""
     _, subs = roots
     key = f"sk-test-{uuid.uuid4().hex}"
     monkeypatch.setenv("QASHIFT_TEST_API_KEY", key)
@@ -164,12 +167,18 @@ def test_the_api_key_is_sent_and_kept_nowhere(roots, workspace, monkeypatch, tmp
         write_generative_bundle(subs, "keyed", endpoint=endpoint(
             server.url, "m", ", api_key_env: QASHIFT_TEST_API_KEY"))
         result = CliRunner().invoke(evaluate_cmd, ["-b", "keyed", "-t", "few", "--runner",
-                                                   "local", "--json"])
+                                                   "local", "--json", "--output-path",
+                                                   str(tmp_path / "out"), "--log-samples"])
         listing = CliRunner().invoke(evaluate_cmd, ["-b", "keyed", "-t", "few", "--runner",
                                                     "local"])
     finally:
         server.close()
     assert result.exit_code == 0, result.output
+    site = CliRunner().invoke(report_command, ["--source", "store", "--out",
+                                               str(tmp_path / "site")])
+    assert site.exit_code == 0, site.output
+    assert (tmp_path / "out" / "samples" / "keyed.few.jsonl").is_file()
+    assert any((tmp_path / "site").rglob("*.html"))
     assert server.authorizations and set(server.authorizations) == {f"Bearer {key}"}
     assert key not in result.output and key not in listing.output
     for path in [*workspace.rglob("*"), *tmp_path.rglob("*")]:
