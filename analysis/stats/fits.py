@@ -69,6 +69,21 @@ class Fit:
     line: np.ndarray = field(repr=False)
     band_lo: np.ndarray = field(repr=False)
     band_hi: np.ndarray = field(repr=False)
+    labels: tuple[str, ...] = ()  # the models, in the order of `cooks`
+    cooks: np.ndarray | None = field(repr=False, default=None)  # Cook's distance per model
+
+    def influential(self) -> list[tuple[str, float, float]]:
+        """(model, Cook's distance, cutoff) for each model that alone moves the fit: a
+        distance above the median of F(2, n - 2) (Cook's own yardstick: removing the point
+        moves the coefficients past the centre of their joint confidence region)."""
+        if self.cooks is None or self.n_models < 4:
+            return []
+        from scipy import stats  # lazy: scipy loads in a second; only influence needs it
+
+        cutoff = float(stats.f.ppf(0.5, 2, self.n_models - 2))
+        return [(label or str(i), float(d), cutoff)
+                for i, (label, d) in enumerate(zip(self.labels or [""] * len(self.cooks),
+                                                   self.cooks, strict=True)) if d > cutoff]
 
     def predict(self, x) -> np.ndarray:
         """Predicted new-set score (percent) at original score x (percent)."""
@@ -83,7 +98,7 @@ class Fit:
 
 def fit_xy(x, y, scale: str = "linear", *, testset: str = "", metric: str = "",
            n_boot: int = DEFAULT_BOOT, seed: int = DEFAULT_SEED, level: float = 0.95,
-           grid=None) -> Fit:
+           grid=None, labels=None) -> Fit:
     """OLS of y on x (both percent) on the given scale, with a bootstrap band over models."""
     import statsmodels.api as sm  # lazy: statsmodels loads in seconds; tidy frames need none
 
@@ -101,7 +116,9 @@ def fit_xy(x, y, scale: str = "linear", *, testset: str = "", metric: str = "",
     return Fit(testset, metric, scale, float(res.params[1]), float(res.params[0]),
                float(res.rsquared), float(lo), float(hi), len(x), n_boot, seed, grid,
                from_scale(res.params[0] + res.params[1] * tg, scale),
-               from_scale(band_lo, scale), from_scale(band_hi, scale))
+               from_scale(band_lo, scale), from_scale(band_hi, scale),
+               tuple(map(str, labels)) if labels is not None else (),
+               np.asarray(res.get_influence().cooks_distance[0]))
 
 
 def bootstrap_band(tx: np.ndarray, ty: np.ndarray, tgrid: np.ndarray, n_boot: int, seed: int,
@@ -131,7 +148,8 @@ def fit_panel(df: pd.DataFrame, testset: str, metric: str, scale: str, **kw) -> 
     """Fit one (testset, metric, scale) panel over the models (never humans) in df."""
     pairs = paired(df, testset, metric)
     models = pairs[pairs["kind"] == "model"]
-    return fit_xy(models["x"], models["y"], scale, testset=testset, metric=metric, **kw)
+    return fit_xy(models["x"], models["y"], scale, testset=testset, metric=metric,
+                  labels=list(models["model"]), **kw)
 
 
 def fit_all(df: pd.DataFrame, testsets=None, metrics=METRICS, scales=SCALES,
@@ -146,6 +164,28 @@ def fit_all(df: pd.DataFrame, testsets=None, metrics=METRICS, scales=SCALES,
                 except ValueError:
                     continue
     return out
+
+
+def fit_notes(df: pd.DataFrame, fits: list[Fit], testsets=None, metrics=METRICS) -> list[str]:
+    """One line for each thing a reader of these fits should know: a panel left unfitted for
+    too few models, and a model that alone drives a fit."""
+    fitted = {(f.testset, f.metric) for f in fits}
+    notes = []
+    for t in testsets or new_testsets(df):
+        for m in metrics:
+            if (t, m) in fitted:
+                continue
+            pairs = paired(df, t, m)
+            n = int((pairs["kind"] == "model").sum()) if not pairs.empty else 0
+            if n:
+                notes.append(f"{n} model{'s' * (n != 1)} on {t} ({m}): at least 3 are "
+                             f"needed for a fit")
+    for f in fits:
+        for label, distance, cutoff in f.influential():
+            notes.append(f"{f.testset} {f.metric} ({f.scale}): {label} alone moves the fit "
+                         f"(Cook's distance {distance:.2f}, above {cutoff:.2f}); read its "
+                         f"slope with care")
+    return notes
 
 
 def fit_table(fits: list[Fit]) -> pd.DataFrame:

@@ -60,6 +60,7 @@ def figures_command(source, data_dir, exclude_extra_data, reference, metrics, ou
                     seed, compare):
     """Regenerate every figure, fits.csv, gaps.csv (and coverage.txt for published data)."""
     from analysis import report  # lazy: pandas; fast --help
+    from analysis.stats import fits  # lazy: pandas, statsmodels; fast --help
 
     df = _load(source, data_dir, exclude_extra_data, reference, metrics)
     try:
@@ -67,6 +68,9 @@ def figures_command(source, data_dir, exclude_extra_data, reference, metrics, ou
                                     metrics=metrics or None)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
+    for note in fits.fit_notes(df, fits.fit_all(df, metrics=metrics or fits.METRICS, n_boot=0),
+                               metrics=metrics or fits.METRICS):
+        console.warn(note)
     if compare:
         other = _load(compare, data_dir, exclude_extra_data, reference, metrics)
         try:
@@ -93,10 +97,12 @@ def fit_command(source, data_dir, exclude_extra_data, reference, metrics, bootst
     from analysis.stats import fits  # lazy: pandas; fast --help
 
     df = _load(source, data_dir, exclude_extra_data, reference, metrics)
-    table = fits.fit_table(fits.fit_all(df, metrics=metrics or fits.METRICS, n_boot=bootstrap,
-                                        seed=seed))
+    found = fits.fit_all(df, metrics=metrics or fits.METRICS, n_boot=bootstrap, seed=seed)
+    table = fits.fit_table(found)
     click.echo(table.drop(columns=["n_boot", "seed"]).to_string(index=False,
                                                                   float_format="%.4f"))
+    for note in fits.fit_notes(df, found, metrics=metrics or fits.METRICS):
+        console.warn(note)
 
 
 @click.command("report", cls=Command)

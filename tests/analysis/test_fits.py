@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import statsmodels.api as sm
+from scipy.stats import f as f_dist
 from scipy.stats import linregress, norm
 
 from analysis.sources.tidy import from_csv, from_squadshifts_published, paired
@@ -14,6 +15,7 @@ from analysis.stats.fits import (
     bootstrap_band,
     effective_robustness,
     fit_all,
+    fit_notes,
     fit_panel,
     fit_xy,
     from_scale,
@@ -86,6 +88,29 @@ def test_humans_are_never_fitted_and_extra_data_can_be_excluded(tmp_path):
     er = effective_robustness(df, [f]).set_index("model")
     assert er.at["human", "effective_robustness"] == pytest.approx(20 - f.predict(91.0)[()])
     assert er.at["m3", "effective_robustness"] == pytest.approx(66 - (f.intercept + f.slope * 75))
+
+
+def test_cooks_distance_is_the_closed_form_and_names_the_model_that_drives_a_fit(tmp_path):
+    x, y = np.append(X, 30.0), np.append(Y, 70.0)  # far to the left, far above the trend
+    f = fit_xy(x, y, "linear", n_boot=0, labels=[f"m{i}" for i in range(len(x))])
+    design = np.column_stack([np.ones_like(x), x])
+    hat = np.diag(design @ np.linalg.inv(design.T @ design) @ design.T)
+    resid = y - (f.intercept + f.slope * x)
+    mse = (resid ** 2).sum() / (len(x) - 2)
+    assert f.cooks == pytest.approx(resid ** 2 / (2 * mse) * hat / (1 - hat) ** 2, rel=1e-9)
+    cutoff = f_dist.ppf(0.5, 2, len(x) - 2)
+    assert [(m, c) for m, _, c in f.influential()] == [("m7", pytest.approx(cutoff))]
+    assert fit_xy(X, Y, "linear", n_boot=0).influential() == []
+    rows = ["model,testset,metric,value,kind"]
+    for i, (a, b) in enumerate(zip(x, y)):
+        rows += [f"m{i},squad-test,f1,{a},model", f"m{i},new-wiki,f1,{b},model"]
+    rows += ["m0,reddit,f1,40,model", "m1,reddit,f1,45,model"]  # two models: no fit
+    path = tmp_path / "t.csv"
+    path.write_text("\n".join(rows) + "\n")
+    df = from_csv(path)
+    notes = fit_notes(df, fit_all(df, metrics=("f1",), n_boot=0), metrics=("f1",))
+    assert "2 models on reddit (f1): at least 3 are needed for a fit" in notes
+    assert any(n.startswith("new-wiki f1 (linear): m7 alone moves the fit") for n in notes)
 
 
 @pytest.fixture(scope="module")
