@@ -135,8 +135,16 @@ def tiny_model(tmp_path_factory, dev_raw) -> Path:
     folder = make_tiny_bert(tmp_path_factory.mktemp("tiny-bert"),
                             squad_texts({"data": dev_raw["data"][:2]}))
     # bundles name it by absolute path: declare its folder a model store (an operator setting)
-    os.environ["QASHIFT_MODEL_STORE"] = str(folder.parent)
+    add_model_store(folder.parent)
     return folder
+
+
+def add_model_store(folder: Path) -> None:
+    """Declare one more model store for this test session (QASHIFT_MODEL_STORE is a list:
+    a session fixture adds its folder, never replaces another's)."""
+    stores = [s for s in os.environ.get("QASHIFT_MODEL_STORE", "").split(os.pathsep) if s]
+    if str(folder) not in stores:
+        os.environ["QASHIFT_MODEL_STORE"] = os.pathsep.join([*stores, str(folder)])
 
 
 def raced_store(workspace: Path, method: str, other_controller):

@@ -156,13 +156,12 @@ def test_every_shipped_derived_folder_pins_its_generated_bytes():
 
 @pytest.fixture(scope="module")
 def generated_cache(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
-    """One cache for the regeneration tests of a module (a worker): a parent is generated
-    once, not once per derived folder."""
+    """One cache for the regeneration tests: a parent is generated once, not once per
+    derived folder."""
     return tmp_path_factory.mktemp("derived-cache")
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("derived-sets")  # one worker: parents are generated once, there
 @pytest.mark.parametrize("set_id", SHIPPED_DERIVED)
 def test_a_shipped_derived_folder_regenerates_to_its_pinned_bytes(set_id, generated_cache,
                                                                   tmp_path, monkeypatch,

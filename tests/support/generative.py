@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.conftest import add_model_store
 from tests.tiny_bert import make_tiny_causal_lm, squad_texts
 
 SERVE_START_S = 120
@@ -23,7 +24,7 @@ def tiny_lm(tmp_path_factory, dev_raw) -> Path:
     pytest.importorskip("transformers")
     folder = make_tiny_causal_lm(tmp_path_factory.mktemp("tiny-lm") / "model",
                                  squad_texts({"data": dev_raw["data"][:2]}))
-    os.environ["QASHIFT_MODEL_STORE"] = str(folder.parent)  # bundles name it by absolute path
+    add_model_store(folder.parent)  # bundles name it by absolute path
     return folder
 
 
