@@ -9,8 +9,22 @@ from pathlib import Path
 def make_tiny_bert(folder: Path, texts: list[str], seed: int = 0) -> Path:
     """A 2-layer, 32-wide BERT QA model with a vocabulary trained on `texts`."""
     import torch
+    from transformers import BertConfig, BertForQuestionAnswering
+
+    tokenizer = _wordpiece(folder, texts)
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64,
+                        max_position_embeddings=512)
+    BertForQuestionAnswering(config).eval().save_pretrained(folder)
+    return folder
+
+
+def _wordpiece(folder: Path, texts: list[str]):
+    """A lower-casing WordPiece tokenizer of 1,500 pieces trained on `texts`, saved in
+    `folder` (created)."""
     from tokenizers import BertWordPieceTokenizer
-    from transformers import BertConfig, BertForQuestionAnswering, BertTokenizerFast
+    from transformers import BertTokenizerFast
 
     folder.mkdir(parents=True, exist_ok=True)
     wordpiece = BertWordPieceTokenizer(lowercase=True)
@@ -18,12 +32,7 @@ def make_tiny_bert(folder: Path, texts: list[str], seed: int = 0) -> Path:
     wordpiece.save_model(str(folder))
     tokenizer = BertTokenizerFast(vocab=str(folder / "vocab.txt"), do_lower_case=True)
     tokenizer.save_pretrained(folder)
-    torch.manual_seed(seed)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=64,
-                        max_position_embeddings=512)
-    BertForQuestionAnswering(config).eval().save_pretrained(folder)
-    return folder
+    return tokenizer
 
 
 def squad_texts(raw: dict) -> list[str]:
@@ -54,15 +63,9 @@ def make_tiny_causal_lm(folder: Path, texts: list[str], seed: int = 0) -> Path:
     """A 1-layer, 32-wide BERT decoder (`AutoModelForCausalLM` loads it) with a vocabulary
     trained on `texts`: a generative model to run, not to answer well."""
     import torch
-    from tokenizers import BertWordPieceTokenizer
-    from transformers import BertConfig, BertLMHeadModel, BertTokenizerFast
+    from transformers import BertConfig, BertLMHeadModel
 
-    folder.mkdir(parents=True, exist_ok=True)
-    wordpiece = BertWordPieceTokenizer(lowercase=True)
-    wordpiece.train_from_iterator(texts, vocab_size=1500, min_frequency=1, show_progress=False)
-    wordpiece.save_model(str(folder))
-    tokenizer = BertTokenizerFast(vocab=str(folder / "vocab.txt"), do_lower_case=True)
-    tokenizer.save_pretrained(folder)
+    tokenizer = _wordpiece(folder, texts)
     torch.manual_seed(seed)
     config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
                         num_attention_heads=2, intermediate_size=64,

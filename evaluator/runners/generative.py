@@ -18,32 +18,25 @@ stored with the run.
 from __future__ import annotations
 
 import json
-import os
-import shlex
 import sys
 import time
 from pathlib import Path
 
 from evaluator.bundles.spec import Bundle
-from evaluator.core import settings
 from evaluator.core.errors import RunFailure
 from evaluator.core.files import run_tempdir
-from evaluator.core.gate import Refused, read_json
 from evaluator.data import testsets
 from evaluator.qa import prompting
 from evaluator.qa.predict import NoCUDA, pick_device
 from evaluator.runners import endpoint as endpoints
-from evaluator.runners import interrupts
+from evaluator.runners import hfqa, interrupts
 from evaluator.runners.base import (
     GENERATIONS_FILE,
-    Exit,
     RunRecord,
     RunRequest,
     classify,
-    read_tail,
 )
-from evaluator.runners.hfqa import check_model, model_spec
-from evaluator.runners.limits import cancel_all, run_with_limit
+from evaluator.runners.limits import cancel_all
 
 CONFIG_FILE = "generative.json"
 
@@ -109,8 +102,8 @@ class GenerativeRunner:
 
     def _run_child(self, request: RunRequest, config: dict) -> RunRecord:
         bundle = request.bundle
-        spec = model_spec(bundle)
-        check_model(spec, bundle.id)
+        spec = hfqa.model_spec(bundle)
+        hfqa.check_model(spec, bundle.id)
         try:
             device = pick_device(request.device)
         except NoCUDA as exc:
@@ -123,23 +116,11 @@ class GenerativeRunner:
                     "--output", str(request.output_path), "--generations",
                     str(request.output_dir / GENERATIONS_FILE), "--record", str(record_path),
                     "--device", "cuda" if device.startswith("cuda") else "cpu"]
-            env = {k: v for k, v in os.environ.items()
-                   if k in ("PATH", "HOME", "LANG", "LC_ALL", "VIRTUAL_ENV",
-                            "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")}
-            env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TMPDIR": tmp,
-                        "PYTHONPATH": str(settings.REPO_ROOT)})
-            log_path = Path(tmp) / "log.txt"
-            exit_code, wall, peak, timed_out = run_with_limit(
-                shlex.join(argv), Path(tmp), env, log_path, bundle.timeout, cpus=request.cpus)
-            log = read_tail(log_path)
-            try:
-                details = read_json(record_path, 1 << 20) if record_path.is_file() else {}
-            except Refused:
-                details = {}
-        classify(bundle.id, Exit(exit_code, log, timed_out, bundle.timeout, peak_memory=peak,
-                                 produced=request.output_path.is_file()))
-        return RunRecord(runner=self.name, wall_s=wall, exit_code=0, log=log,
-                         peak_memory_bytes=peak,
+            ended, wall, details = hfqa.run_program(argv, tmp, bundle, request.cpus,
+                                                    record_path)
+        ended.produced = request.output_path.is_file()
+        classify(bundle.id, ended)
+        return RunRecord(runner=self.name, wall_s=wall, exit_code=0, log=ended.log,
+                         peak_memory_bytes=ended.peak_memory,
                          device="gpu" if device.startswith("cuda") else "cpu",
-                         details={**(details if isinstance(details, dict) else {}),
-                                  "isolated": False})
+                         details={**details, "isolated": False})

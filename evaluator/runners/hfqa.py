@@ -134,21 +134,29 @@ class HFQARunner:
                 spec, model=spec.directory, input_path=request.input_path,
                 output_path=request.output_path, record_path=record_path, device=device,
                 batch_size=self.batch_size)]
-            env = {k: v for k, v in os.environ.items()
-                   if k in ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV",
-                            "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")}
-            env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TMPDIR": tmp,
-                        "PYTHONPATH": str(settings.REPO_ROOT)})
-            log_path = Path(tmp) / "log.txt"
-            exit_code, wall, peak, timed_out = run_with_limit(
-                shlex.join(argv), Path(tmp), env, log_path, bundle.timeout, cpus=request.cpus)
-            log = read_tail(log_path)
-            details = _record(record_path)
-        classify(bundle.id, Exit(exit_code, log, timed_out, bundle.timeout, peak_memory=peak))
-        return RunRecord(runner=self.name, wall_s=wall, exit_code=0, log=log,
-                         peak_memory_bytes=details.get("peak_gpu_bytes", peak),
+            ended, wall, details = run_program(argv, tmp, bundle, request.cpus, record_path)
+        classify(bundle.id, ended)
+        return RunRecord(runner=self.name, wall_s=wall, exit_code=0, log=ended.log,
+                         peak_memory_bytes=details.get("peak_gpu_bytes", ended.peak_memory),
                          device="gpu" if device.startswith("cuda") else "cpu",
                          details={**details, "in_process": False, "isolated": False})
+
+
+def run_program(argv: list[str], tmp: str, bundle, cpus: tuple[int, ...],
+                record_path: Path) -> tuple[Exit, float, dict]:
+    """The QA program (`python -m evaluator.qa ...`) in a child process under the bundle's
+    time limit, offline, seeing this checkout's code only: how it ended, its wall seconds and
+    the run details it recorded."""
+    env = {k: v for k, v in os.environ.items()
+           if k in ("PATH", "HOME", "LANG", "LC_ALL", "VIRTUAL_ENV", "CUDA_VISIBLE_DEVICES",
+                    "OMP_NUM_THREADS")}
+    env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TMPDIR": tmp,
+                "PYTHONPATH": str(settings.REPO_ROOT)})
+    log_path = Path(tmp) / "log.txt"
+    exit_code, wall, peak, timed_out = run_with_limit(
+        shlex.join(argv), Path(tmp), env, log_path, bundle.timeout, cpus=cpus)
+    return (Exit(exit_code, read_tail(log_path), timed_out, bundle.timeout, peak_memory=peak),
+            wall, _record(record_path))
 
 
 def _record(path: Path) -> dict:

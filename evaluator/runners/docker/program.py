@@ -43,11 +43,7 @@ def program_for(bundle: Bundle, gpus: int) -> Program:
     """The container's program for a command, hf-qa or generative bundle (a generative
     bundle's config, written by the runner, is mounted at GENERATIVE_CONFIG)."""
     if bundle.kind == "generative":
-        spec = hfqa.model_spec(bundle)
-        hfqa.check_model(spec, bundle.id)
-        mounted, inside = ((spec.directory.parent.parent, f"{MODEL_MOUNT}/snapshots/"
-                            f"{spec.directory.name}") if "hub" in bundle.model
-                           else (spec.directory, MODEL_MOUNT))
+        _, mounted, inside = _model(bundle)
         argv = ["python3", "-m", "evaluator.qa", "--generative", GENERATIVE_CONFIG,
                 "--model", inside, "--input", INPUT, "--output",
                 f"{OUTPUT}/{PREDICTIONS_FILE}", "--generations",
@@ -58,12 +54,7 @@ def program_for(bundle: Bundle, gpus: int) -> Program:
                                f"{CODE_MOUNT}/evaluator/qa": QA_CODE},
                        environment={"PYTHONPATH": CODE_MOUNT}, record=RECORD)
     if bundle.kind == "hf-qa":
-        spec = hfqa.model_spec(bundle)
-        hfqa.check_model(spec, bundle.id)
-        # a hub snapshot's files link to ../../blobs: mount its repository, point inside it
-        mounted, inside = ((spec.directory.parent.parent, f"{MODEL_MOUNT}/snapshots/"
-                            f"{spec.directory.name}") if "hub" in bundle.model
-                           else (spec.directory, MODEL_MOUNT))
+        spec, mounted, inside = _model(bundle)
         argv = ["python3", *program_args(
             spec, model=inside, input_path=INPUT,
             output_path=f"{OUTPUT}/{PREDICTIONS_FILE}", record_path=f"{OUTPUT}/{RECORD}",
@@ -81,6 +72,17 @@ def program_for(bundle: Bundle, gpus: int) -> Program:
         bundle.command, input=INPUT, output=f"{OUTPUT}/{PREDICTIONS_FILE}", model=MODEL_MOUNT)],
         mounts={**({MODEL_MOUNT: Path(model)} if model else {}), **mounts},
         environment=environment)
+
+
+def _model(bundle: Bundle):
+    """(the checked model spec, the host folder to mount, the model's path inside): a hub
+    snapshot's files link to ../../blobs, so its repository is mounted and pointed into."""
+    spec = hfqa.model_spec(bundle)
+    hfqa.check_model(spec, bundle.id)
+    if "hub" in bundle.model:
+        return spec, spec.directory.parent.parent, \
+            f"{MODEL_MOUNT}/snapshots/{spec.directory.name}"
+    return spec, spec.directory, MODEL_MOUNT
 
 
 def training_program(staged: Bundle, config: Path, checkpoints: Path) -> Program:
