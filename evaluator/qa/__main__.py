@@ -55,14 +55,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _generative(args: argparse.Namespace) -> int:
     config = json.loads(args.generative.read_text(encoding="utf-8"))
-    prompt = prompting.PromptSpec(**config["prompt"])
-    spec = prompting.GenerationSpec(**{**config["generation"],
-                                       "stop": tuple(config["generation"].get("stop", ()))})
-    demos = [prompting.Demonstration(**d) for d in config.get("demonstrations", [])]
     raw = json.loads(args.input.read_text(encoding="utf-8"))
     device = pick_device(args.device)
-    answers, generations, details = generate(prompting.prompts(raw, prompt, demos),
-                                             args.model.resolve(), spec, device,
+    answers, generations, details = generate(prompting.prompted(raw, config),
+                                             args.model.resolve(),
+                                             prompting.generation_spec(config), device,
                                              progress=not args.no_progress)
     args.output.write_text(json.dumps(answers, ensure_ascii=False))
     if args.generations:

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from evaluator.qa.prompting import GenerationSpec, Prompted, cut_at_stop, extract
+from evaluator.qa.prompting import GenerationSpec, Prompted, answers
 
 CPU_BATCH = 8
 GPU_BATCH = 64
@@ -51,7 +51,7 @@ def generate(items: list[Prompted], directory: Path, spec: GenerationSpec,
                for x in items]
     cap = spec.batch_size or (GPU_BATCH if device.startswith("cuda") else CPU_BATCH)
     batches = _equal_length_batches([len(ids) for ids in encoded], cap)
-    answers, generations = {}, {}
+    texts = {}
     with torch.inference_mode():
         for done, batch in enumerate(batches):
             ids = torch.tensor([encoded[k] for k in batch], device=device)
@@ -62,19 +62,18 @@ def generate(items: list[Prompted], directory: Path, spec: GenerationSpec,
             new = out if seq2seq else out[:, ids.shape[1]:]
             for k, text in zip(batch, tokenizer.batch_decode(new, skip_special_tokens=True),
                                strict=True):
-                text = cut_at_stop(text, spec.stop)
-                answers[items[k].id] = extract(text, spec.extraction, spec.stop)
-                generations[items[k].id] = {"generation": text, "answer": answers[items[k].id]}
+                texts[items[k].id] = text
             if progress and (done % 20 == 0 or done == len(batches) - 1):
                 print(f"generated {sum(map(len, batches[:done + 1]))}/{len(items)}",
                       file=sys.stderr)
+    found, generations = answers({x.id: texts[x.id] for x in items}, spec)
     wall = time.perf_counter() - started
     details = {"questions": len(items), "batch_size": cap, "batches": len(batches),
                "seq2seq": seq2seq, "window": window,
                "truncated": sum(len(ids) >= window for ids in encoded),
                "questions_per_s": round(len(items) / wall, 2) if wall else None,
                "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
-    return answers, generations, details
+    return found, generations, details
 
 
 def _equal_length_batches(lengths: list[int], cap: int) -> list[list[int]]:

@@ -145,3 +145,27 @@ def extract(text: str, rule: str = "first-line", stop: tuple[str, ...] = ("\n",)
     if len(answer) >= 2 and _QUOTES.get(answer[0]) == answer[-1]:
         answer = answer[1:-1].strip()
     return answer
+
+
+def generation_spec(config: dict) -> GenerationSpec:
+    """The decoding settings of a generative program config (`generation`)."""
+    generation = config["generation"]
+    return GenerationSpec(**{**generation, "stop": tuple(generation.get("stop", ()))})
+
+
+def prompted(document: dict, config: dict) -> list[Prompted]:
+    """The prompts of a document's questions under a generative program config (`prompt`,
+    `demonstrations`)."""
+    demos = [Demonstration(**d) for d in config.get("demonstrations", [])]
+    return prompts(document, PromptSpec(**config["prompt"]), demos)
+
+
+def answers(texts: dict[str, str], spec: GenerationSpec) -> tuple[dict, dict]:
+    """({id: answer}, {id: {"generation", "answer"}}) from each question's generated text,
+    cut at the first stop string and put through the extraction rule."""
+    out, kept = {}, {}
+    for qid, text in texts.items():
+        cut = cut_at_stop(text, spec.stop)
+        out[qid] = extract(cut, spec.extraction, ())
+        kept[qid] = {"generation": cut, "answer": out[qid]}
+    return out, kept

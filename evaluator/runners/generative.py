@@ -55,11 +55,6 @@ def program_config(bundle: Bundle) -> dict:
             "demonstrations": [d.__dict__ for d in demos]}
 
 
-def generation_spec(config: dict) -> prompting.GenerationSpec:
-    generation = config["generation"]
-    return prompting.GenerationSpec(**{**generation, "stop": tuple(generation["stop"])})
-
-
 class GenerativeRunner:
     """Runs generative bundles: a local model in a child process, or an endpoint."""
 
@@ -79,17 +74,11 @@ class GenerativeRunner:
         bundle, started = request.bundle, time.perf_counter()
         ref = bundle.generative["endpoint"]
         raw = json.loads(request.input_path.read_text(encoding="utf-8"))
-        items = prompting.prompts(raw, prompting.PromptSpec(**config["prompt"]),
-                                  [prompting.Demonstration(**d)
-                                   for d in config["demonstrations"]])
-        spec = generation_spec(config)
+        items = prompting.prompted(raw, config)
+        spec = prompting.generation_spec(config)
         server = endpoints.Endpoint(ref, bundle.id)
-        texts = endpoints.ask_all(server, items, spec, progress=self.progress)
-        answers, generations = {}, {}
-        for item in items:
-            text = prompting.cut_at_stop(texts[item.id], spec.stop)
-            answers[item.id] = prompting.extract(text, spec.extraction, spec.stop)
-            generations[item.id] = {"generation": text, "answer": answers[item.id]}
+        answers, generations = prompting.answers(
+            endpoints.ask_all(server, items, spec, progress=self.progress), spec)
         request.output_path.write_text(json.dumps(answers, ensure_ascii=False))
         (request.output_dir / GENERATIONS_FILE).write_text(
             json.dumps(generations, ensure_ascii=False))
