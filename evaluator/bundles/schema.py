@@ -98,6 +98,7 @@ class BundleFile(Strict):
     status: Literal["ready", "awaiting-program", "awaiting-build"] = "ready"
     command: Text | None = None  # predict: {input} {output} (and {model} for an approach)
     train: Text | None = None  # an approach's training: {train} {config} {model} {checkpoints}
+    prepare: Text | None = None  # an approach's shared per-input work: {input} {prepared}
     libraries: list[Name] = Field(default_factory=list, max_length=8)  # <root>/_libraries/NAME
     hyperparameters: Hyperparameters = Hyperparameters()
     environment: Environment = Environment()

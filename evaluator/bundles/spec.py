@@ -35,6 +35,7 @@ from evaluator.qa.prompting import PromptSpec
 
 KINDS = ("command", "predictions", "hf-qa", "approach")
 TRAIN_PLACEHOLDERS = ("{train}", "{model}", "{checkpoints}")
+PREPARED = "{prepared}"  # an approach's prepared folder, in its command and train
 LIBRARIES = "_libraries"  # beside the bundle folders: shared code that bundles name
 LIBRARY_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")  # an importable package name
 
@@ -55,6 +56,7 @@ class Bundle:
     model: dict = field(default_factory=dict)  # hf-qa: path|cache|hub, sha256, onnx, batch_size, qa
     model_args: dict = field(default_factory=dict)  # evaluate --model-args: part of the digest
     train_command: str | None = None  # approach: {train} {config} {model} {checkpoints}
+    prepare_command: str | None = None  # approach: {input} {prepared}, run once per input
     hyperparameters: dict = field(default_factory=dict)  # approach: defaults, search
     weights_digest: str | None = None  # a trained system: its weights, part of its digest
     system_key: str | None = None  # a trained system: its train cell, part of its digest (two
@@ -170,6 +172,8 @@ def from_folder(folder: Path) -> Bundle:
                               f"placeholder")
     elif spec.train is not None:
         raise ConfigError(f"{where}: train: is for kind approach only")
+    if spec.prepare is not None or PREPARED in (spec.command or "") + (spec.train or ""):
+        _check_prepare(spec, where)
     libraries = _libraries(spec, folder, where)
     if spec.kind == "predictions" and not spec.predictions:
         raise ConfigError(f"{where}: a predictions bundle needs at least one predictions entry")
@@ -191,9 +195,27 @@ def from_folder(folder: Path) -> Bundle:
         predictions=predictions,
         reference_scores=spec.reference_scores.model_dump(exclude_none=True),
         metadata=dict(spec.metadata), status=spec.status, model=model,
-        train_command=spec.train, hyperparameters=spec.hyperparameters.model_dump(),
+        train_command=spec.train, prepare_command=spec.prepare,
+        hyperparameters=spec.hyperparameters.model_dump(),
         libraries=libraries, generative=generative,
     )
+
+
+def _check_prepare(spec: BundleFile, where: Path) -> None:
+    """`prepare:` (an approach's work on an input that no system's weights change, run once
+    per input and handed to every system's train and predict commands as {prepared})."""
+    if spec.kind != "approach":
+        raise ConfigError(f"{where}: prepare: and the {PREPARED} placeholder are for kind "
+                          f"approach only")
+    if spec.prepare is None:
+        raise ConfigError(f"{where}: {PREPARED} is used but there is no prepare: command")
+    if "{input}" not in spec.prepare or PREPARED not in spec.prepare:
+        raise ConfigError(f"{where}: prepare: must contain the {{input}} and {PREPARED} "
+                          f"placeholders")
+    for name, command in (("command", spec.command), ("train", spec.train)):
+        if PREPARED not in (command or ""):
+            raise ConfigError(f"{where}: {name}: must take the prepared folder ({PREPARED}) "
+                              f"when there is a prepare: command")
 
 
 def _generative(spec: BundleFile, where: Path) -> dict:

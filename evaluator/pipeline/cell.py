@@ -21,6 +21,7 @@ from evaluator.core.hashing import canonical_json
 from evaluator.core.provenance import provenance
 from evaluator.data.testsets import input_document
 from evaluator.jobs.job import Job
+from evaluator.pipeline.prepared import prepared_inputs
 from evaluator.runners.base import GENERATIONS_FILE, Runner, RunRecord, RunRequest
 from evaluator.scoring.predictions import MAX_ANSWER_CHARS, load_predictions
 from evaluator.scoring.squad_v1 import Scores, Unit, score
@@ -170,8 +171,10 @@ def _run_and_score(job: Job, runner: Runner, store: Store, level: float, cluster
             input_path = input_dir / "input.json"
             input_path.write_bytes(canonical_json(input_document(dataset.raw)))
             input_path.chmod(0o444)
+            prepared = prepared_inputs(job.bundle, input_path, runner, store.workspace,
+                                       job.label)
             request = RunRequest(job.bundle, input_path, output_dir, job.testset.id, device,
-                                 cpus)
+                                 cpus, prepared)
             record = runner.run(request)
             predictions = load_predictions(request.output_path)
             predictions_bytes = request.output_path.read_bytes()

@@ -23,6 +23,7 @@ class RunRequest:
     testset_id: str
     device: str = "auto"  # auto | cpu | gpu
     cpus: tuple[int, ...] = ()  # the CPUs of this host it may use; empty: all of them
+    prepared: Path | None = None  # the approach's prepared folder of this input ({prepared})
 
     @property
     def output_path(self) -> Path:
@@ -43,6 +44,7 @@ class TrainRequest:
     label: str  # the system id, for messages and container labels
     device: str = "auto"
     pid_file: Path | None = None  # the local runner notes its process group here
+    prepared: Path | None = None  # the approach's prepared folder of the train file
 
     @property
     def bundle(self) -> Bundle:
@@ -142,9 +144,14 @@ def last_line(log: str) -> str:
     return lines[-1][:300] if lines else "no output"
 
 
-def fill_command(command: str, **paths: str) -> str:
-    """A bundle's command with its {input}, {output} (and {model}, {train}, ...) placeholders
-    filled, each shell-quoted."""
+def fill_command(command: str, **paths: str | None) -> str:
+    """A bundle's command with its {input}, {output} (and {model}, {train}, {prepared}, ...)
+    placeholders filled, each shell-quoted; a None path must not be asked for."""
     for name, value in paths.items():
+        if value is None:
+            if "{" + name + "}" in command:
+                raise RunFailure("internal-error", f"{{{name}}} is used but the runner was "
+                                 f"given none")
+            continue
         command = command.replace("{" + name + "}", shlex.quote(value))
     return command

@@ -45,7 +45,8 @@ class LocalRunner:
         bundle = request.bundle
         return self._execute(bundle, bundle.command, bundle.id, None, request.cpus,
                              input=str(request.input_path), output=str(request.output_path),
-                             model=str(bundle.model.get("path", "")))
+                             model=str(bundle.model.get("path", "")),
+                             prepared=_path(request.prepared))
 
     def train(self, request: TrainRequest) -> RunRecord:
         """Run an approach's train command; its checkpoints survive a killed attempt."""
@@ -54,10 +55,12 @@ class LocalRunner:
         return self._execute(request.approach, request.approach.train_command, request.label,
                              request.pid_file, (), request.device, train=str(request.train_path),
                              config=str(request.config_path), model=str(request.model_dir),
-                             checkpoints=str(request.checkpoint_dir))
+                             checkpoints=str(request.checkpoint_dir),
+                             prepared=_path(request.prepared))
 
     def _execute(self, bundle: Bundle, command: str, label: str, pid_file: Path | None = None,
-                 cpus: tuple[int, ...] = (), device: str = "cpu", **paths: str) -> RunRecord:
+                 cpus: tuple[int, ...] = (), device: str = "cpu",
+                 **paths: str | None) -> RunRecord:
         """`command` with its placeholders filled, in a private copy of the bundle folder, on
         `cpus` where given. `device` is what the run was asked to use (a training's config
         names it to the approach), recorded with the run."""
@@ -88,6 +91,10 @@ class LocalRunner:
                            details={"isolated": False, "cpus": list(cpus) or None})
         classify(label, Exit(exit_code, log, timed_out, bundle.timeout, peak_memory=peak))
         return record
+
+
+def _path(path: Path | None) -> str | None:
+    return None if path is None else str(path)
 
 
 def ensure_venv(requirements: Path) -> Path:

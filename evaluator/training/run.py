@@ -10,6 +10,7 @@ class; no system is stored for it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -27,6 +28,7 @@ from evaluator.core.hashing import canonical_json
 from evaluator.core.owner import pid_alive
 from evaluator.core.provenance import provenance
 from evaluator.pipeline.cell import Heartbeat
+from evaluator.pipeline.prepared import prepared_inputs
 from evaluator.runners.base import TrainRequest
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.runners.limits import kill_group
@@ -61,7 +63,8 @@ def system_bundle(job: TrainJob, row: dict, store: Store) -> Bundle:
         folder=approach.folder, command=approach.command, environment=approach.environment,
         resources=approach.resources, metadata=metadata,
         model={"path": str(weights_folder(row, store)), "sha256": row["weights_digest"]},
-        weights_digest=row["weights_digest"], system_key=job.key, libraries=approach.libraries)
+        weights_digest=row["weights_digest"], system_key=job.key, libraries=approach.libraries,
+        prepare_command=approach.prepare_command)
 
 
 def weights_folder(row: dict, store: Store) -> Path:
@@ -110,6 +113,8 @@ def _train(job: TrainJob, runner: Dispatcher, store: Store, device: str,
     started = time.time()
     try:
         request = _prepare(job, cell, device)
+        request = dataclasses.replace(request, prepared=prepared_inputs(
+            job.approach, request.train_path, runner, store.workspace, job.system_id))
         watcher = _ProgressWatch(request.checkpoint_dir / PROGRESS_FILE, progress)
         watcher.start()
         try:

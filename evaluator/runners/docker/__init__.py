@@ -97,7 +97,8 @@ class DockerRunner:
         gpus = self._gpus(approach, request.device)
         stage = TrainingStage.of(request)
         staged = stage.prepare(request)
-        program = training_program(staged, stage.config, stage.checkpoints)
+        program = training_program(staged, stage.config, stage.checkpoints,
+                                   stage.prepared if request.prepared is not None else None)
         image_id, image_ref, image_digest = self.resolve_image(approach, program.image)
         as_run = RunRequest(staged, stage.train, stage.model, request.label, request.device)
         with stage.mirroring_progress(request.checkpoint_dir):
@@ -121,7 +122,7 @@ class DockerRunner:
     def run(self, request: RunRequest) -> RunRecord:
         bundle = request.bundle
         gpus = self._gpus(bundle, request.device)
-        program = program_for(bundle, gpus)
+        program = program_for(bundle, gpus, request.prepared)
         image_id, image_ref, image_digest = self.resolve_image(bundle, program.image)
         with run_tempdir("docker") as tmp:
             staging = Path(tmp) / "output"

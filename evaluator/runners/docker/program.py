@@ -24,6 +24,7 @@ INPUT, OUTPUT, WORKDIR = "/input/input.json", "/output", "/bundle"
 MODEL_MOUNT, CODE_MOUNT, RECORD = "/model", "/opt/qashift", "record.json"
 CONFIG, CHECKPOINTS = "/input/config.json", "/checkpoints"  # training
 LIBRARY_MOUNT = "/libraries"  # shared packages a bundle names (`libraries:`)
+PREPARED_MOUNT = "/prepared"  # an approach's prepared folder of the input (`prepare:`)
 GENERATIVE_CONFIG = "/input/generative.json"  # a generative bundle's prompt and decoding
 QA_CODE = Path(qa.__file__).resolve().parent  # the only project code a container sees
 
@@ -39,9 +40,10 @@ class Program:
     record: str | None = None  # a file in /output where the program writes its run details
 
 
-def program_for(bundle: Bundle, gpus: int) -> Program:
+def program_for(bundle: Bundle, gpus: int, prepared: Path | None = None) -> Program:
     """The container's program for a command, hf-qa or generative bundle (a generative
-    bundle's config, written by the runner, is mounted at GENERATIVE_CONFIG)."""
+    bundle's config, written by the runner, is mounted at GENERATIVE_CONFIG; a trained
+    system's prepared input, read-only at PREPARED_MOUNT)."""
     if bundle.kind == "generative":
         _, mounted, inside = _model(bundle)
         argv = ["python3", "-m", "evaluator.qa", "--generative", GENERATIVE_CONFIG,
@@ -68,8 +70,11 @@ def program_for(bundle: Bundle, gpus: int) -> Program:
                         f"hf-qa bundles")
     model = bundle.model.get("path")  # a trained system's weights, read-only at /model
     mounts, environment = library_binds(bundle)
+    if prepared is not None:
+        mounts[PREPARED_MOUNT] = prepared
     return Program(["/bin/sh", "-c", fill_command(
-        bundle.command, input=INPUT, output=f"{OUTPUT}/{PREDICTIONS_FILE}", model=MODEL_MOUNT)],
+        bundle.command, input=INPUT, output=f"{OUTPUT}/{PREDICTIONS_FILE}", model=MODEL_MOUNT,
+        prepared=PREPARED_MOUNT if prepared is not None else None)],
         mounts={**({MODEL_MOUNT: Path(model)} if model else {}), **mounts},
         environment=environment)
 
@@ -85,14 +90,19 @@ def _model(bundle: Bundle):
     return spec, spec.directory, MODEL_MOUNT
 
 
-def training_program(staged: Bundle, config: Path, checkpoints: Path) -> Program:
+def training_program(staged: Bundle, config: Path, checkpoints: Path,
+                     prepared: Path | None = None) -> Program:
     """An approach's train command: the train split at /input/input.json, its config
-    read-only, the weights folder at /output, its checkpoint folder writable at /checkpoints
-    (`staged`, `config` and `checkpoints` are the staged copies a TrainingStage made)."""
+    read-only, the weights folder at /output, its checkpoint folder writable at /checkpoints,
+    its prepared input read-only at PREPARED_MOUNT (`staged`, `config`, `checkpoints` and
+    `prepared` are the staged copies a TrainingStage made)."""
     mounts, environment = library_binds(staged)
+    if prepared is not None:
+        mounts[PREPARED_MOUNT] = prepared
     return Program(["/bin/sh", "-c", fill_command(
         staged.train_command, train=INPUT, config=CONFIG, model=OUTPUT,
-        checkpoints=CHECKPOINTS)], mounts={CONFIG: config, **mounts},
+        checkpoints=CHECKPOINTS, prepared=PREPARED_MOUNT if prepared is not None else None)],
+        mounts={CONFIG: config, **mounts},
         writable={CHECKPOINTS: checkpoints}, environment=environment)
 
 

@@ -33,6 +33,7 @@ class TrainingStage:
         self.root = root
         self.checkpoints, self.model = root / "checkpoints", root / "model"
         self.train, self.config = root / "input" / "train.json", root / "input" / "config.json"
+        self.prepared = root / "input" / "prepared"
 
     @classmethod
     def of(cls, request: TrainRequest) -> TrainingStage:
@@ -52,6 +53,9 @@ class TrainingStage:
         (self.root / "input").mkdir()
         shutil.copyfile(request.train_path, self.train)
         shutil.copyfile(request.config_path, self.config)
+        if request.prepared is not None:
+            walk(request.prepared, target=self.prepared, label=f"{request.label}: its prepared "
+                 f"input")
         approach = request.approach
         code = self.root / "code"
         libraries = []
@@ -63,7 +67,7 @@ class TrainingStage:
             libraries.append(target)
         remove_tree(self.model)
         self.model.mkdir()
-        for path in [self.root / "input", *(self.root / "input").iterdir(), code,
+        for path in [self.root / "input", *(self.root / "input").rglob("*"), code,
                      *code.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o644)
         for path in [self.model, self.checkpoints, *self.checkpoints.rglob("*")]:

@@ -42,6 +42,7 @@ from evaluator.core.hashing import canonical_json, sha256_bytes, sha256_of
 from evaluator.core.owner import owner_id
 from evaluator.runners import interrupts
 from evaluator.runners.base import RunRecord, RunRequest, TrainRequest, last_line, read_tail
+from evaluator.runners.dispatch import Dispatcher
 from evaluator.runners.slurm.cellfiles import (
     FAILURE_FILE,
     INPUT_FILE,
@@ -367,13 +368,20 @@ class SlurmRunner:
                 return _Job(job_id, time.time())
         return None
 
+    @property
+    def preparer(self):
+        """Who runs an approach's prepare command (pipeline.prepared): the inner runner on
+        this host, whose folder the nodes then read from the shared workspace."""
+        return Dispatcher(self.inner).runner_for_kind("approach")
+
     def _prepare(self, cell: Path, request: RunRequest | TrainRequest) -> None:
         shutil.rmtree(cell, ignore_errors=True)
         (cell / "output").mkdir(parents=True)
         spec = {"version": SPEC_VERSION, "cell": cell.name,
                 "bundle_folder": str(request.bundle.folder.resolve()),
                 "bundle_digest": request.bundle.digest, "bundle": request.bundle.id,
-                "inner": self.inner, "device": request.device}
+                "inner": self.inner, "device": request.device,
+                "prepared": str(request.prepared) if request.prepared is not None else None}
         if isinstance(request, TrainRequest):  # no pid file: the Slurm job owns the process
             spec |= {"task": "train", "train": str(request.train_path),
                      "config": str(request.config_path), "model_dir": str(request.model_dir),

@@ -110,13 +110,19 @@ def _prepare(spec: dict) -> tuple[RunRequest | TrainRequest, object]:
                              f"node {socket.gethostname()}; the workspace must be on a shared "
                              f"file system")
         return TrainRequest(bundle, train_path, Path(spec["config"]), Path(spec["model_dir"]),
-                            Path(spec["checkpoint_dir"]), spec["label"], spec["device"]), runner
+                            Path(spec["checkpoint_dir"]), spec["label"], spec["device"],
+                            prepared=_prepared(spec)), runner
     output_dir = Path(spec["output_dir"])
     shutil.rmtree(output_dir, ignore_errors=True)
     output_dir.mkdir(parents=True)
     request = RunRequest(bundle, Path(spec["input"]), output_dir, spec["testset"],
-                         spec["device"])
+                         spec["device"], prepared=_prepared(spec))
     return request, runner
+
+
+def _prepared(spec: dict) -> Path | None:
+    """The approach's prepared folder the controller made, in the shared workspace."""
+    return Path(spec["prepared"]) if spec.get("prepared") else None
 
 
 def main(argv: list[str] | None = None) -> int:

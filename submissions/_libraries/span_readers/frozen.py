@@ -48,7 +48,7 @@ def encoder_reference() -> dict:
     """The installed pre-trained encoder, by package, version and file digests."""
     folder = windows.encoder_dir()
     return {"package": ENCODER_PACKAGE, "version": metadata.version(ENCODER_PACKAGE),
-            "files": {p.relative_to(folder).as_posix(): _sha256(p)
+            "files": {p.relative_to(folder).as_posix(): sha256_file(p)
                       for p in sorted(folder.rglob("*")) if p.is_file()}}
 
 
@@ -69,7 +69,7 @@ def checked_encoder_dir(model: Path) -> Path:
     return windows.encoder_dir()
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while chunk := handle.read(1 << 20):

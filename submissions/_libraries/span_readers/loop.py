@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from span_readers import frozen, text, windows
+from span_readers import frozen, prepared, text, windows
 
 WEIGHTS = "reader.safetensors"
 
@@ -74,16 +74,15 @@ def train(reader: type[nn.Module], args: argparse.Namespace) -> int:
     torch.manual_seed(seed)
     raw = json.load(open(args.train))
     chars = text.char_vocabulary(raw) if hp.get("char_filters") else {}
-    tags = bool(hp.get("features", True))
-    data = text.examples(raw, text.spacy_pipeline(tags), chars, tags, int(hp["max_passage"]),
-                         True)
+    tags, contextual = bool(hp.get("features", True)), bool(hp.get("contextual"))
+    encoder = frozen.encoder_reference() if contextual else None
+    data = text.examples(raw, parsed(args.train, raw, args.prepared, tags, encoder), chars,
+                         tags, int(hp["max_passage"]), True)
     tuned = text.tuned_words(data, int(hp.get("tune_top", 0)))
     spec = {**hp, "feature_width": text.features_width(tags), "tuned": len(tuned),
             "n_chars": len(chars) + 2}
-    encoder = text.ContextualEncoder(windows.encoder_dir()) if hp.get("contextual") else None
-    if encoder is not None:
-        text.add_context(data, encoder)
-        spec["contextual_size"] = encoder.size
+    if contextual:
+        spec["contextual_size"] = int(data[0]["p"].context.shape[1])
     device = config.get("device", "cpu")
     model = reader(spec).to(device)
     kind = {"adamax": torch.optim.Adamax, "adam": torch.optim.Adam}[hp.get("optimizer",
@@ -120,7 +119,7 @@ def train(reader: type[nn.Module], args: argparse.Namespace) -> int:
         write_progress(checkpoints, {"epoch": epoch + 1, "epochs": epochs, "loss": mean,
                                      "eta_s": eta})
     frozen.save_weights(Path(args.model) / WEIGHTS, model.state_dict())
-    if encoder is not None:  # the frozen system names the encoder it was trained with
+    if contextual:  # the frozen system names the encoder it was trained with
         frozen.write_encoder_reference(Path(args.model))
     (Path(args.model) / "reader.json").write_text(json.dumps(
         {"spec": spec, "tuned": tuned, "chars": chars}, sort_keys=True))
@@ -128,6 +127,7 @@ def train(reader: type[nn.Module], args: argparse.Namespace) -> int:
 
 
 def predict(reader: type[nn.Module], args: argparse.Namespace) -> int:
+    started = time.monotonic()
     torch.set_grad_enabled(False)
     saved = json.loads((Path(args.model) / "reader.json").read_text())
     spec, tuned = saved["spec"], saved["tuned"]
@@ -135,12 +135,15 @@ def predict(reader: type[nn.Module], args: argparse.Namespace) -> int:
     model = reader(spec)
     model.load_state_dict(frozen.load_weights(Path(args.model) / WEIGHTS))
     model.eval()
-    tags = bool(spec.get("features", True))
-    items = text.examples(json.load(open(args.input)), text.spacy_pipeline(tags),
+    tags, contextual = bool(spec.get("features", True)), bool(spec.get("contextual"))
+    encoder = None
+    if contextual:  # the encoder it was trained with, installed here
+        frozen.checked_encoder_dir(Path(args.model))
+        encoder = json.loads((Path(args.model) / frozen.ENCODER_REFERENCE).read_text())
+    raw = json.load(open(args.input))
+    items = text.examples(raw, parsed(args.input, raw, args.prepared, tags, encoder),
                           saved["chars"], tags, int(spec["max_passage"]), False)
-    if spec.get("contextual"):
-        encoder_dir = frozen.checked_encoder_dir(Path(args.model))
-        text.add_context(items, text.ContextualEncoder(encoder_dir))
+    prepared_s = time.monotonic() - started
     answers = {}
     order = sorted(range(len(items)), key=lambda k: len(items[k]["p"].words))
     for b in range(0, len(order), 64):
@@ -151,7 +154,22 @@ def predict(reader: type[nn.Module], args: argparse.Namespace) -> int:
             answers[x["id"]] = x["context"][offsets[s][0]:offsets[e][1]] \
                 if e < len(offsets) else ""
     json.dump(answers, open(args.output, "w"))
+    print(f"timing: inputs {prepared_s:.2f} s (prepared: {args.prepared is not None}), "
+          f"forward {time.monotonic() - started - prepared_s:.2f} s", flush=True)
     return 0
+
+
+def parsed(path: str, raw: dict, prepared_folder: str | None, tags: bool,
+           encoder: dict | None) -> list:
+    """The input's passages and questions as spaCy (and, with an `encoder` reference, that
+    encoder) see them: from the service's prepared folder when it gives one, else parsed
+    here."""
+    if prepared_folder is not None:
+        return prepared.read(Path(prepared_folder), Path(path), raw, encoder)
+    out = text.parse(raw, tags)
+    if encoder is not None:
+        text.add_context(raw, out, text.ContextualEncoder(windows.encoder_dir()))
+    return out
 
 
 def arguments(argv: list[str]) -> argparse.Namespace:
@@ -161,8 +179,10 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     t = sub.add_parser("train")
     for flag in ("--train", "--config", "--model", "--checkpoints"):
         t.add_argument(flag, required=True)
+    t.add_argument("--prepared", help="the service's prepared folder for --train")
     p = sub.add_parser("predict")
     p.add_argument("--model", required=True)
+    p.add_argument("--prepared", help="the service's prepared folder for INPUT")
     p.add_argument("input")
     p.add_argument("output")
     return parser.parse_args(argv)

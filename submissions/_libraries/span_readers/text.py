@@ -42,9 +42,40 @@ def spacy_pipeline(tags: bool):
 
 
 @dataclass
+class Parsed:
+    """One passage or question as the pipeline saw it, before any reader's choices: its
+    tokens other than whitespace, their offsets, lemmas, tags, word vectors and (where
+    computed) a frozen encoder's states; `index` is each token's position in the spaCy doc,
+    which passage truncation counts in."""
+
+    words: list[str]
+    spans: list[tuple[int, int]]
+    lemma: list[str]
+    pos: list[str]
+    ner: list[str]
+    index: list[int]
+    vectors: np.ndarray
+    known: np.ndarray
+    context: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, doc) -> Parsed:
+        tokens = [t for t in doc if not t.is_space]
+        return cls(
+            words=[t.text for t in tokens], spans=[(t.idx, t.idx + len(t.text)) for t in tokens],
+            lemma=[(t.lemma_ or t.text).lower() for t in tokens],
+            pos=[t.pos_ for t in tokens], ner=[t.ent_type_ for t in tokens],
+            index=[t.i for t in tokens],
+            vectors=np.stack([t.vector if t.has_vector else np.zeros(300, np.float32)
+                              for t in tokens]) if tokens else np.zeros((0, 300), np.float32),
+            known=np.asarray([t.has_vector for t in tokens], bool))
+
+
+@dataclass
 class Text:
-    """One passage or question: tokens (no whitespace tokens), their offsets, lower case,
-    lemmas, tags and vectors."""
+    """One passage or question as a reader sees it: its first tokens (a passage is cut at
+    `max_len` spaCy tokens), their offsets, lower case, lemmas, tags, vectors and character
+    ids (the reader's character vocabulary)."""
 
     words: list[str]
     spans: list[tuple[int, int]]
@@ -58,21 +89,24 @@ class Text:
     context: np.ndarray | None = None  # a frozen encoder's states per token (`contextual`)
 
     @classmethod
-    def of(cls, doc, chars: dict[str, int]) -> Text:
-        tokens = [t for t in doc if not t.is_space]
-        words = [t.text for t in tokens]
-        ids = np.zeros((len(tokens), MAX_WORD), np.int64)
+    def of(cls, parsed: Parsed, chars: dict[str, int], tags: bool,
+           max_len: int | None = None) -> Text:
+        """Without `tags` a token's lemma is its lower case and it has no POS or entity (the
+        tokenizer alone); with `max_len`, the tokens before that doc position."""
+        n = len(parsed.words) if max_len is None else \
+            sum(1 for i in parsed.index if i < max_len)
+        words = parsed.words[:n]
+        ids = np.zeros((n, MAX_WORD), np.int64)
         for i, word in enumerate(words):
             for j, c in enumerate(word[:MAX_WORD]):
                 ids[i, j] = chars.get(c, 1)
+        lower = [w.lower() for w in words]
         return cls(
-            words=words, spans=[(t.idx, t.idx + len(t.text)) for t in tokens],
-            lower=[w.lower() for w in words],
-            lemma=[(t.lemma_ or t.text).lower() for t in tokens],
-            pos=[t.pos_ for t in tokens], ner=[t.ent_type_ for t in tokens],
-            vectors=np.stack([t.vector if t.has_vector else np.zeros(300, np.float32)
-                              for t in tokens]) if tokens else np.zeros((0, 300), np.float32),
-            known=np.asarray([t.has_vector for t in tokens], bool), chars=ids)
+            words=words, spans=parsed.spans[:n], lower=lower,
+            lemma=parsed.lemma[:n] if tags else lower,
+            pos=parsed.pos[:n] if tags else [""] * n, ner=parsed.ner[:n] if tags else [""] * n,
+            vectors=parsed.vectors[:n], known=parsed.known[:n], chars=ids,
+            context=None if parsed.context is None else parsed.context[:n])
 
 
 def token_features(p: Text, q: Text, tags: bool) -> np.ndarray:
@@ -112,21 +146,33 @@ def tuned_words(data: list[dict], top: int) -> dict[str, int]:
     return {w: i + 1 for i, (w, _) in enumerate(ranked)}
 
 
-def examples(raw: dict, nlp, chars: dict[str, int], tags: bool, max_len: int,
-             with_answers: bool) -> list[dict]:
-    """One dict per question: passage and question Texts, the passage token features and
-    (training) the token span of the first answer; a training answer cut off by `max_len`
-    drops its question. Questions go through the pipeline in one stream, without the entity
-    recogniser (their entities are never used)."""
-    paragraphs = [p for a in raw["data"] for p in a["paragraphs"]]
+def paragraphs_of(raw: dict) -> list[dict]:
+    return [p for a in raw["data"] for p in a["paragraphs"]]
+
+
+def parse(raw: dict, tags: bool) -> list[tuple[Parsed, list[Parsed]]]:
+    """Every paragraph of a SQuAD-format document through spaCy, with its questions: the
+    passages in one stream, the questions in another, without the entity recogniser (their
+    entities are never used). Without `tags` the pipeline is the tokenizer and vectors."""
+    nlp = spacy_pipeline(tags)
+    paragraphs = paragraphs_of(raw)
     docs = nlp.pipe((p["context"] for p in paragraphs), batch_size=64)
     question_docs = nlp.pipe((qa["question"] for p in paragraphs for qa in p["qas"]),
                              batch_size=256, disable=["ner"] if "ner" in nlp.pipe_names else [])
+    return [(Parsed.of(doc), [Parsed.of(next(question_docs)) for _ in paragraph["qas"]])
+            for paragraph, doc in zip(paragraphs, docs, strict=True)]
+
+
+def examples(raw: dict, parsed: list[tuple[Parsed, list[Parsed]]], chars: dict[str, int],
+             tags: bool, max_len: int, with_answers: bool) -> list[dict]:
+    """One dict per question: passage and question Texts, the passage token features and
+    (training) the token span of the first answer; a training answer cut off by `max_len`
+    drops its question."""
     out = []
-    for paragraph, doc in zip(paragraphs, docs, strict=True):
-        passage = Text.of(doc[:max_len] if len(doc) > max_len else doc, chars)
-        for qa in paragraph["qas"]:
-            question = Text.of(next(question_docs), chars)
+    for paragraph, (p, questions) in zip(paragraphs_of(raw), parsed, strict=True):
+        passage = Text.of(p, chars, tags, max_len)
+        for qa, q in zip(paragraph["qas"], questions, strict=True):
+            question = Text.of(q, chars, tags)
             item = {"id": qa["id"], "context": paragraph["context"], "p": passage,
                     "q": question, "question": qa["question"],
                     "f": token_features(passage, question, tags)}
@@ -153,8 +199,8 @@ class ContextualEncoder:
         self.encoder = AutoModel.from_pretrained(directory).eval()
         self.size = int(self.encoder.config.hidden_size)
 
-    def annotate(self, texts: list[Text], strings: list[str], batch_size: int = 32) -> None:
-        """Set `context` (float16, tokens x size) on each Text from its source string."""
+    def annotate(self, texts: list[Parsed], strings: list[str], batch_size: int = 32) -> None:
+        """Set `context` (float16, tokens x size) on each text from its source string."""
         order = sorted(range(len(texts)), key=lambda k: len(strings[k]))
         with torch.no_grad():
             for b in range(0, len(order), batch_size):
@@ -182,11 +228,14 @@ def _pool(spans: list[tuple[int, int]], offsets: np.ndarray, states: np.ndarray)
     return ((overlap @ states) / np.maximum(counts, 1)).astype(np.float16)
 
 
-def add_context(items: list[dict], encoder: ContextualEncoder) -> None:
-    """Contextual vectors for every distinct passage and question of `items`."""
-    passages = {id(x["p"]): (x["p"], x["context"]) for x in items}
-    texts = [t for t, _ in passages.values()] + [x["q"] for x in items]
-    strings = [s for _, s in passages.values()] + [x["question"] for x in items]
+def add_context(raw: dict, parsed: list[tuple[Parsed, list[Parsed]]],
+                encoder: ContextualEncoder) -> None:
+    """Contextual vectors for every passage and question of a document, encoded in one
+    order (passages, then questions) whatever reads them."""
+    paragraphs = paragraphs_of(raw)
+    texts = [p for p, _ in parsed] + [q for _, qs in parsed for q in qs]
+    strings = [p["context"] for p in paragraphs] + \
+        [qa["question"] for p in paragraphs for qa in p["qas"]]
     encoder.annotate(texts, strings)
 
 
