@@ -8,7 +8,7 @@ The system is trained first (a small span reader: by default DrQA without tagger
 mode reads another's cached results. Printed: per mode the wall seconds, the summed cell
 seconds and the ratio of wall time to the baseline's (below 1: faster).
 
-    python benchmarks/parallel_cells.py [--approach drqa-reader] [--set pos_ner=false]
+    python benchmarks/parallel_cells.py [--approach drqa-reader] [--set features=false]
         [--size 250] [--testset squad-dev-heldout ...] [--data-dir ../shared/data]
 """
 
@@ -61,14 +61,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--approach", default="drqa-reader")
     parser.add_argument("--set", dest="overrides", action="append", default=None,
-                        metavar="KEY=VALUE", help="hyperparameter (default: pos_ner=false)")
+                        metavar="KEY=VALUE", help="hyperparameter (default: features=false)")
     parser.add_argument("--size", type=int, default=250)
     parser.add_argument("--testset", action="append", help="repeatable; default: six sets")
     parser.add_argument("--data-dir", type=Path, default=SHARED_DATA)
     args = parser.parse_args()
     overrides = {"epochs": 1} | {
         key: yaml.safe_load(value) for key, value in
-        (item.split("=", 1) for item in (args.overrides or ["pos_ner=false"]))}
+        (item.split("=", 1) for item in (args.overrides or ["features=false"]))}
     with tempfile.TemporaryDirectory(prefix="qashift-parallel-") as tmp, \
             settings.override(data_dir=(str(args.data_dir),), workspace=tmp):
         store = Store.open_default()

