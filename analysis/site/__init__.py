@@ -35,19 +35,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import report
+from analysis import figures, report
 from analysis.figures import METRIC_LABEL
 from analysis.sources import facts
 from analysis.sources.records import RunInfo
 from analysis.sources.tidy import METRICS, SHIFT_SETS, new_testsets, paired
 from analysis.stats import fits as fits_mod
 from analysis.stats import gaps as gaps_mod
+from evaluator.core import provenance
+from evaluator.core.hashing import file_sha256
 
 TEMPLATES = Path(__file__).parents[1] / "templates"
 STATIC = Path(__file__).parents[1] / "static"
 MARKER = ".qashift-site"
-GENERATED = ("index.html", "models.html", "analysis.html", "testsets", "models", "figures",
-             "data", "logs", "static", MARKER)
+GENERATED = ("index.html", "models.html", "analysis.html", "concurrence.html", "testsets",
+             "models", "figures", "data", "logs", "static", MARKER)
 METRIC_ORDER = ("f1", "em")
 RUN_COLUMNS = ["model", "bundle", "testset", "runner", "device", "image_digest", "bundle_digest",
                "testset_sha256", "scorer_version", "n", "missing", "wall_s", "finished",
@@ -62,11 +64,13 @@ class SiteError(ValueError):
 
 def build(df: pd.DataFrame, out: Path | str, *, source: str, runs: RunInfo | None = None,
           labels: Mapping[str, str] | None = None, n_boot: int = fits_mod.DEFAULT_BOOT,
-          seed: int = fits_mod.DEFAULT_SEED) -> Path:
+          seed: int = fits_mod.DEFAULT_SEED, approach_level: dict | None = None) -> Path:
     """Write the whole site for df under out and return the path of index.html.
 
     ``source`` is shown on every page (where the numbers come from); ``labels`` names test
-    sets (id -> display name) beyond the SQuADShifts ones the figures already know.
+    sets (id -> display name) beyond the SQuADShifts ones the figures already know;
+    ``approach_level`` (analysis.studies.approach_concurrence.site_page) adds the
+    approach-level concurrence page.
     """
     out = Path(out)
     _prepare(out)
@@ -99,7 +103,11 @@ def build(df: pd.DataFrame, out: Path | str, *, source: str, runs: RunInfo | Non
 
     env = _environment()
     ctx = {"source": source, "labels": labels, "metric_label": METRIC_LABEL,
-           "testsets": testsets, "models": models, "has_runs": runs is not None}
+           "testsets": testsets, "models": models, "has_runs": runs is not None,
+           "groups": _testset_groups(testsets),
+           "has_approach": any("approach" in m["meta"] for m in models.values()),
+           "has_concurrence": approach_level is not None,
+           "provenance": _provenance(data_dir / "results.csv")}
     fits_table = tables.get("fits", pd.DataFrame())
     conc = tables.get("concurrence", pd.DataFrame())
     summaries = [_testset_summary(df, t, boards, fits_table) for t in testsets]
@@ -116,6 +124,10 @@ def build(df: pd.DataFrame, out: Path | str, *, source: str, runs: RunInfo | Non
             heatmaps=_heatmaps(conc, figures_dir, labels),
             data_files=sorted(p.name for p in data_dir.iterdir())),
     }
+    if approach_level is not None:
+        pages["concurrence.html"] = env.get_template("concurrence.html.j2").render(
+            **ctx, root="", page="concurrence",
+            **_approach_level(approach_level, figures_dir, data_dir))
     for t in testsets:
         pages[f"testsets/{t}.html"] = env.get_template("testset.html.j2").render(
             **ctx, root="../", page="testset", testset=t,
@@ -189,10 +201,70 @@ def _reference_of(df: pd.DataFrame, testset: str) -> str | None:
     return ", ".join(refs) or None
 
 
+def _testset_groups(testsets: list[str]) -> list[tuple[str, list[str]]]:
+    """The test sets by kind, in the order of facts.KINDS (the navigation's groups)."""
+    order = [*facts.KINDS, "other"]
+    by_kind: dict[str, list[str]] = {}
+    for t in testsets:
+        by_kind.setdefault(facts.kind(t), []).append(t)
+    return [(facts.KINDS.get(k, k.capitalize()), by_kind[k])
+            for k in sorted(by_kind, key=lambda k: (order.index(k) if k in order else 99, k))]
+
+
+def _provenance(results: Path) -> dict:
+    """What every page says it was made with: the tool's version and commit, and the
+    sha256 of the results table it shows (data/results.csv)."""
+    software = provenance.software()
+    return {"version": software["qashift"], "commit": (software["commit"] or "unknown")[:12],
+            "results_sha256": file_sha256(results)}
+
+
+def system_names(df: pd.DataFrame) -> dict[str, str]:
+    """A readable name for each trained system: approach, training size, seed and the
+    settings that vary among its approach's systems in this table (`fusionnet · 2,500 q ·
+    seed 1 · epochs 4, no features`); models without an approach keep their names."""
+    if "approach" not in df:
+        return {}
+    rows = df.drop_duplicates("model")
+    rows = rows[rows["approach"].fillna("").astype(str) != ""]
+    settings = {m: json.loads(h) if isinstance(h, str) and h else {}
+                for m, h in zip(rows["model"], rows.get("hyperparameters", ""), strict=True)}
+    varying: dict[str, set[str]] = {}
+    for approach, group in rows.groupby("approach"):
+        keys = {k for m in group["model"] for k in settings[m]}
+        varying[approach] = {k for k in keys
+                             if len({json.dumps(settings[m].get(k)) for m in group["model"]}) > 1}
+    out = {}
+    for r in rows.to_dict("records"):
+        size = r.get("train_size")
+        size = f"{int(float(size)):,} q" if size not in (None, "") and not (
+            isinstance(size, float) and math.isnan(size)) else "full split"
+        parts = [str(r["approach"]), size]
+        if str(r.get("seed", "")) not in ("", "nan"):
+            parts.append(f"seed {int(float(r['seed']))}")
+        chosen = [_setting(k, settings[r["model"]].get(k))
+                  for k in sorted(varying[r["approach"]]) if k in settings[r["model"]]]
+        if chosen:
+            parts.append(", ".join(chosen))
+        out[r["model"]] = " · ".join(parts)
+    return out
+
+
+def _setting(key: str, value) -> str:
+    if value is True:
+        return key
+    if value is False:
+        return f"no {key}"
+    return f"{key} {value}"
+
+
 def _models(df: pd.DataFrame, runs: RunInfo | None) -> dict[str, dict]:
-    """Every model (and human) with a stable, unique page slug, in name order."""
+    """Every model (and human) with a stable, unique page slug and a display name, in name
+    order."""
     info: dict[str, dict] = {}
-    meta_cols = [c for c in ("family", "institution", "paper_link", "bundle") if c in df]
+    names = system_names(df)
+    meta_cols = [c for c in ("family", "approach", "institution", "paper_link", "bundle")
+                 if c in df]
     for r in df.sort_values(["model", "testset", "metric"]).to_dict("records"):
         entry = info.setdefault(r["model"], {"kind": r["kind"], "meta": {}})
         for c in meta_cols:
@@ -215,6 +287,7 @@ def _models(df: pd.DataFrame, runs: RunInfo | None) -> dict[str, dict]:
             slug = f"{base}-{k}"
         used.add(slug)
         info[name]["slug"] = slug
+        info[name]["display"] = names.get(name, name)
     return dict(sorted(info.items()))
 
 
@@ -365,6 +438,33 @@ def _tab(df, t, m, rows, figures_dir, fits_table, labels) -> dict:
     return {"metric": m, "rows": rows, "has_ref": has_ref, "figure": fig,
             "n_paired": sum(r["rank_change"] is not None for r in rows),
             "no_intervals": ci == ["no interval"]}
+
+
+def _approach_level(page: dict, figures_dir: Path, data_dir: Path) -> dict:
+    """The concurrence page's tables and figure: the versus-reference rows per benchmark
+    (one cell group per subset), the approach x benchmark matrix, written as data too."""
+    versus, scores = page["versus"], page["scores"]
+    _write_table(data_dir / "approach-level-versus", versus)
+    matrix = scores.reset_index().rename(columns={"index": "approach"})
+    matrix.insert(1, "group", [page["groups"].get(a, "") for a in scores.index])
+    _write_table(data_dir / "approach-matrix", matrix)
+    figures.save(page["tau_figure"], figures_dir / "approach-level-tau")
+    rows = []
+    for benchmark, part in versus.groupby("benchmark", sort=False):
+        cells = {c["subset"]: c for c in _records(part)}
+        rows.append({"benchmark": benchmark,
+                     "cells": [cells.get(label) for label in page["subsets"]]})
+    return {"level": {k: page[k] for k in ("mode", "reference", "variant", "threshold",
+                                           "n_boot", "seed", "subsets")},
+            "versus_rows": rows, "benchmarks": list(scores.columns),
+            "matrix": [{"approach": a, "group": page["groups"].get(a, ""),
+                        "scores": [_num(v) for v in scores.loc[a]]} for a in scores.index],
+            "tau_figure": _figure(figures_dir, "approach-level-tau",
+                                  f"Kendall tau-{page['variant']} of every benchmark with "
+                                  f"{page['reference']} over the approaches, all and per "
+                                  f"group; the dashed line is the concurrence threshold "
+                                  f"{page['threshold']:g}.",
+                                  f"Approach-level concurrence with {page['reference']}.")}
 
 
 def _heatmaps(conc: pd.DataFrame, figures_dir: Path, labels) -> list[dict]:

@@ -49,6 +49,19 @@ def label(testset: str) -> str:
     return (found.label or found.name) if found else testset
 
 
+KINDS = {"original": "Original", "replication": "Replication", "natural-shift": "Natural shift",
+         "adversarial": "Adversarial", "derived": "Derived", "synthetic": "Synthetic"}
+
+
+def kind(testset: str) -> str:
+    """The folder's kind (original, replication, natural-shift, adversarial, derived, ...);
+    "other" for a set no folder names."""
+    if testset == SQUAD_TEST["id"]:
+        return "original"
+    found = _folders().get(testset)
+    return found.kind if found else "other"
+
+
 def references() -> dict[str, str]:
     """{test set: the set it is compared against}, for every folder that names one."""
     return {name: ts.reference for name, ts in _folders().items() if ts.reference}

@@ -401,6 +401,26 @@ def knee_table(m: ScoreMatrix, reference: str, top: int = 2) -> tuple[pd.DataFra
     return pd.DataFrame(rows), knees
 
 
+def site_page(m: ScoreMatrix, reference: str | None, n_boot: int, seed: int,
+              variant: str = "b", threshold: float = 0.8) -> dict:
+    """What the site's concurrence page shows: every benchmark against the reference over all
+    approaches and per group (tau-b and r with bootstrap intervals, whether they concur),
+    the score matrix itself, and the tau figure's data."""
+    reference = reference or m.scores.columns[0]
+    require_benchmarks(m, (reference,))
+    chosen = [("all", "all"), *((g, g) for g in sorted(set(m.groups)))]
+    versus = versus_table(m, reference, chosen, variant, n_boot, seed, threshold)
+    dots = versus.pivot(index="benchmark", columns="subset", values="tau").reindex(
+        [b for b in m.scores.columns if b != reference]).reset_index()
+    return {"mode": m.mode, "reference": reference, "variant": variant,
+            "threshold": threshold, "n_boot": n_boot, "seed": seed,
+            "subsets": [label for label, _ in chosen], "versus": versus,
+            "scores": m.scores, "groups": m.groups,
+            "tau_figure": figures.tau_dots(dots, {label: f"tau ({label})"
+                                                  for label, _ in chosen}, threshold,
+                                           f"{m.mode} concurrence with {reference}")}
+
+
 def report_key(scores_path: Path | None, plan: Path | None, settings: dict) -> str:
     """The digest of what a report depends on: the score table (else the paper's tables), the
     study plan, the settings and this code (`analysis.sources.cache`)."""

@@ -117,11 +117,27 @@ def fit_command(source, data_dir, exclude_extra_data, reference, metrics, bootst
 @click.option("--bootstrap", type=int, default=1000, show_default=True,
               help="Bootstrap resamples for fit bands and concurrence intervals.")
 @click.option("--seed", type=int, default=0, show_default=True)
-def report_command(source, out, data_dir, bootstrap, seed):
+@click.option("--concurrence", "concurrence_scores", type=click.Path(dir_okay=False,
+              exists=True, path_type=Path), default=None,
+              help="An approach x benchmark score table (results/approach-matrix.csv): adds "
+                   "the approach-level concurrence page (Liu et al.).")
+@click.option("--concurrence-reference", default=None,
+              help="Its reference benchmark (default: the table's first column).")
+def report_command(source, out, data_dir, bootstrap, seed, concurrence_scores,
+                   concurrence_reference):
     """Write the static site: overview, one leaderboard per test set, one page per
     submission, fits and gaps, and every table as CSV and JSON. Open OUT/index.html."""
     from analysis import site  # lazy: pandas; fast --help
     from analysis.sources import load_source, store_inputs  # lazy: pandas; fast --help
+    from analysis.studies import approach_concurrence as ac  # lazy: pandas; fast --help
+
+    approach_level = None
+    if concurrence_scores is not None:
+        try:
+            approach_level = ac.site_page(ac.read_scores(concurrence_scores),
+                                          concurrence_reference, bootstrap, seed)
+        except ValueError as exc:
+            raise click.ClickException(f"--concurrence {concurrence_scores}: {exc}") from None
 
     runs, labels = None, {}
     if source == "store":
@@ -137,7 +153,7 @@ def report_command(source, out, data_dir, bootstrap, seed):
                                    "or use --source squadshifts-published")
     try:
         index = site.build(df, out, source=label, runs=runs, labels=labels, n_boot=bootstrap,
-                           seed=seed)
+                           seed=seed, approach_level=approach_level)
     except site.SiteError as exc:
         raise click.ClickException(str(exc)) from None
     models = sum(1 for _ in (out / "models").glob("*.html"))

@@ -7,13 +7,17 @@ temp folder) because the published one renders every figure (~20 s of CPU).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from analysis.studies import approach_concurrence as ac
 from evaluator.cli.analysis import report_command
+from tests.conftest import REPO
 from tests.support.site import (
     SETS,
     build_published_site,
@@ -55,7 +59,7 @@ def test_published_leaderboard_columns_rank_gap_and_rank_change(tmp_path_factory
     site = build_published_site(tmp_path_factory, shared_data)
     board = table(parse(site / "testsets" / "new-wiki.html"), "board-f1")
     head = [c["text"] for c in board["head"]]
-    assert head == ["Rank", "Model", "F1 original", "F1 on New Wikipedia", "95% interval",
+    assert head == ["Rank", "Model", "F1 original", "F1 on this set", "95% interval",
                     "Gap", "Rank change"]
     assert all(c["attrs"].get("scope") == "col" for c in board["head"])
     assert all(r[1]["tag"] == "th" and r[1]["attrs"]["scope"] == "row" for r in board["rows"])
@@ -196,3 +200,49 @@ def test_report_refuses_a_folder_it_did_not_write(tmp_path, tmp_path_factory, sh
     result = CliRunner().invoke(report_command, ["--out", str(tmp_path)], env=env)
     assert result.exit_code == 1 and "not empty" in result.output
     assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.slow
+def test_a_population_site_names_systems_readably_with_approach_family_and_provenance(
+        tmp_path):
+    """From a slice of the committed population table: each system shown by approach, size,
+    seed and the settings that vary (its id as the link's title), with approach and family
+    columns; the navigation groups the sets by kind; every page names the tool's version,
+    commit and the sha256 of the results table it shows; with the committed approach matrix,
+    a concurrence page with every benchmark's tau against the reference."""
+    table_rows = pd.read_csv(REPO / "results" / "population.csv", dtype=str,
+                             keep_default_na=False)
+    keep = table_rows[table_rows["approach"].isin(["fusionnet", "logreg-rajpurkar"])
+                      & table_rows["testset"].isin(["squad-dev-heldout", "reddit-test",
+                                                    "addsent-heldout"])]
+    source = tmp_path / "slice.csv"
+    keep.to_csv(source, index=False)
+    out = tmp_path / "site"
+    matrix = REPO / "results" / "approach-matrix.csv"
+    result = CliRunner().invoke(report_command, ["--source", str(source), "--out", str(out),
+                                                 "--bootstrap", "50", "--concurrence",
+                                                 str(matrix), "--concurrence-reference",
+                                                 "squad"])
+    assert result.exit_code == 0, result.output
+    html = (out / "testsets" / "reddit-test.html").read_text()
+    board = by_header(table(parse(out / "testsets" / "reddit-test.html"), "board-f1"))
+    assert len(board) == keep["model"].nunique()
+    system = "fusionnet@squad-dev-train~1000/s0/hcb148620"
+    rows = [r for r in board if r["Model"]["text"].startswith("fusionnet · 1,000 q · seed 0 · ")]
+    assert rows and all(r["Approach"]["text"] == "fusionnet" and
+                        r["Family"]["text"] == "non-pretrained" for r in rows)
+    assert f'title="{system}"' in html
+    assert re.search(r'Original:</span>\s*<ul>\s*<li><a href="\.\./testsets/'
+                     r'squad-dev-heldout.html"', html)
+    assert "Natural shift:" in html and "Adversarial:" in html
+    digest = hashlib.sha256((out / "data" / "results.csv").read_bytes()).hexdigest()
+    for page in ("index.html", "models.html", "testsets/reddit-test.html", "concurrence.html"):
+        assert digest in (out / page).read_text()
+    scores = ac.read_scores(matrix)
+    versus = by_header(table(parse(out / "concurrence.html"), "versus-table"))
+    assert [r["Benchmark"]["text"] for r in versus] == [
+        b for b in scores.scores.columns if b != "squad"]
+    (reddit,) = [r for r in versus if r["Benchmark"]["text"] == "reddit"]
+    tau = ac.concur(scores, "squad", "reddit")["tau"]
+    assert reddit["tau (all)"]["text"].startswith(f"{tau:.2f} [")
+    assert 'href="concurrence.html"' in (out / "index.html").read_text()

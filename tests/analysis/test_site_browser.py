@@ -221,7 +221,7 @@ def test_store_numbers_in_the_browser_and_links_to_logs(browser, store_site):
     for name, r in shift.items():
         assert shown[name] == (f"{orig[name]['f1']:.3f}", f"{r['f1']:.3f}",
                                f"[{r['f1_lo']:.2f}, {r['f1_hi']:.2f}]")
-    button = header_button(browser, "board-f1", "F1 on tiny-shift")
+    button = header_button(browser, "board-f1", "F1 on this set")
     button.click()  # was descending: now ascending
     assert aria_sort(button) == "ascending"
     assert column(browser, "board-f1", 1) == sorted(shift, key=lambda m: shift[m]["f1"])
