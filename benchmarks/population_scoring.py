@@ -4,12 +4,12 @@ the baseline) against one prepared folder per test set shared by every system (`
 In one run, on one test set, for the first frozen system(s) of each approach under `frozen/`
 whose approach declares `prepare:`: the approach's predict command on the answer-free input,
 once without and once with `--prepared`, each as the child process a runner starts (its CPU
-seconds from the OS), plus the one preparation of the set. Both paths must give the same
-answers. Printed per approach: CPU-seconds per 1,000 questions, the ratio, and the share of
-the child's time spent in the model (batching and forward passes, from the timing line the
-reader prints); then the population's projected CPU time on the set, against the goal of 30
-CPU-minutes for 106 systems on 5,000 questions. Run it on one core (its children inherit the
-affinity):
+seconds from the OS), plus the one preparation of the set per prepare command. Both paths
+must give the same answers. Printed per approach: CPU-seconds per 1,000 questions, the
+ratio, and the share of the child's time spent in the model (batching and forward passes,
+from the timing line the reader prints); then the population's projected CPU time on the
+set, against the goal of 30 CPU-minutes for 106 systems on 5,000 questions. Run it on one
+core (its children inherit the affinity):
 
     taskset -c 0 python benchmarks/population_scoring.py [--testset squad-dev-heldout]
         [--per-approach 1] [--approaches qanet,rasor] [--plan studies/population.yaml]
@@ -22,6 +22,7 @@ import json
 import os
 import re
 import resource
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -69,6 +70,12 @@ def systems(per_approach: int, only: set[str] | None) -> list[tuple[str, Path]]:
     return out
 
 
+def prepare_command(approach: str) -> str:
+    """The approach's `prepare:` command, with `python3` as this interpreter."""
+    spec = yaml.safe_load((SUBMISSIONS / approach / "bundle.yaml").read_text())
+    return spec["prepare"].replace("python3 ", f"{sys.executable} ", 1)
+
+
 def plan_counts(plan: Path) -> Counter:
     """Systems per approach in a study plan (the population's 106)."""
     return Counter(job.approach.id for job in study_plan.load(plan).trainings)
@@ -92,18 +99,27 @@ def main() -> None:
         tmp = Path(tmp)
         source = tmp / "input.json"
         source.write_bytes(canonical_json(input_document(dataset.raw)))
-        prep_cpu, prep_wall, _ = child([sys.executable, "-m", "span_readers.prepared",
-                                        str(source), str(tmp / "prepared")], tmp)
-        print(f"{args.testset}: {n:,} questions; one preparation {prep_cpu:.1f} CPU-s "
-              f"({prep_cpu * per_k:.1f} per 1,000 questions), shared by every system\n")
+        made: dict[str, Path] = {}  # prepare command -> its folder (made once)
+        prep_cpu = 0.0
+        for approach, _ in chosen:
+            command = prepare_command(approach)
+            if command in made:
+                continue
+            made[command] = tmp / f"prepared-{len(made)}"
+            cpu, _, _ = child(shlex.split(command.replace("{input}", str(source)).replace(
+                "{prepared}", str(made[command]))), tmp)
+            prep_cpu += cpu
+            print(f"{args.testset}: {n:,} questions; preparation `{command}` {cpu:.1f} CPU-s "
+                  f"({cpu * per_k:.1f} per 1,000 questions), shared by every system", flush=True)
+        print()
         print(f"{'approach':<17} {'system':<30} {'own CPU-s/1k':>12} {'prepared':>9} "
               f"{'ratio':>6} {'model share own/prep':>21}  same answers")
         rows: dict[str, list[float]] = {}
         for approach, weights in chosen:
             folder = SUBMISSIONS / approach
             results = []
-            for label, extra in (("own", []), ("prepared", ["--prepared",
-                                                           str(tmp / "prepared")])):
+            for label, extra in (("own", []), ("prepared", [
+                    "--prepared", str(made[prepare_command(approach)])])):
                 out = tmp / f"{label}.json"
                 cpu, wall, log = child([sys.executable, "approach.py", "predict", "--model",
                                         str(weights), *extra, str(source), str(out)], folder)

@@ -10,6 +10,7 @@ byte-identical PNG, PDF and SVG files.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -31,6 +32,9 @@ PROBIT_TICKS = (1, 2, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 98, 99, 99.5, 9
 STYLE = {"svg.hashsalt": "qashift", "svg.fonttype": "none", "pdf.compression": 6,
          "figure.dpi": 100, "savefig.dpi": 150, "font.size": 9}
 MODEL_COLOR, HUMAN_COLOR, FIT_COLOR = "#1f77b4", "#d62728", "#2c3e50"
+FAMILY_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#17becf", "#bcbd22")
+SMALL_SET = 500  # questions: below, a panel says its intervals are wide
+TITLE_WIDTH = 52  # characters per title line
 
 
 def _label(testset: str) -> str:
@@ -47,7 +51,9 @@ def scatter_panel(ax, df: pd.DataFrame, testset: str, metric: str, scale: str = 
     """
     pairs = paired(df, testset, metric)
     tr = (lambda v: to_scale(v, scale))  # noqa: E731
-    values = pairs[["x", "y"]].to_numpy().ravel() if len(pairs) else np.array([50.0, 90.0])
+    values = pairs[["x", "y", "x_lo", "x_hi", "y_lo", "y_hi"]].to_numpy(float).ravel() \
+        if len(pairs) else np.array([50.0, 90.0])
+    values = values[np.isfinite(values)]  # the axes hold every point and every interval
     lo, hi = max(np.nanmin(values) - 3, 0.5), min(np.nanmax(values) + 3, 99.5)
     ax.plot(tr([lo, hi]), tr([lo, hi]), ls="--", color="0.5", lw=1, label="y = x")
     if fit is not None:
@@ -55,17 +61,22 @@ def scatter_panel(ax, df: pd.DataFrame, testset: str, metric: str, scale: str = 
                         alpha=0.18, lw=0, label=f"bootstrap 95% band ({fit.n_boot})")
         ax.plot(tr(fit.grid), tr(fit.line), color=FIT_COLOR, lw=1.5,
                 label=f"{scale} fit: slope {fit.slope:.2f}, R² {fit.r2:.2f}")
-    for kind, marker, color, size in (("model", "o", MODEL_COLOR, 14),
-                                      ("human", "*", HUMAN_COLOR, 90)):
-        sub = pairs[pairs["kind"] == kind] if len(pairs) else pairs
-        if sub.empty:
-            continue
+    models = pairs[pairs["kind"] == "model"] if len(pairs) else pairs
+    humans = pairs[pairs["kind"] == "human"] if len(pairs) else pairs
+    groups = [(*g, "o", 14) for g in _model_groups(models)]
+    if not humans.empty:
+        groups.append((f"humans ({len(humans)})", humans, HUMAN_COLOR, "*", 90))
+    barred = False
+    for label, sub, color, marker, size in groups:
         x, y = sub["x"].to_numpy(), sub["y"].to_numpy()
-        _bars(ax, tr, x, y, sub["x_lo"].to_numpy(), sub["x_hi"].to_numpy(), "x", color)
-        _bars(ax, tr, x, y, sub["y_lo"].to_numpy(), sub["y_hi"].to_numpy(), "y", color)
+        for axis in ("x", "y"):
+            drawn = _bars(ax, tr, x, y, sub[f"{axis}_lo"].to_numpy(),
+                          sub[f"{axis}_hi"].to_numpy(), axis, color,
+                          None if barred else "95% intervals")
+            barred = barred or drawn
         ax.scatter(tr(x), tr(y), s=size, marker=marker, color=color, zorder=3,
-                   edgecolor="white" if kind == "model" else "black", linewidth=0.4,
-                   label=f"{kind}s ({len(sub)})")
+                   edgecolor="white" if marker == "o" else "black", linewidth=0.4,
+                   label=label)
     ax.set_xlim(tr(lo), tr(hi))
     ax.set_ylim(tr(lo), tr(hi))
     if scale == "probit":
@@ -75,26 +86,47 @@ def scatter_panel(ax, df: pd.DataFrame, testset: str, metric: str, scale: str = 
     ref = sorted(set(pairs["x_testset"])) if len(pairs) else []
     ax.set_xlabel(f"{METRIC_LABEL[metric]} on {' / '.join(_label(r) for r in ref) or 'original'}")
     ax.set_ylabel(f"{METRIC_LABEL[metric]} on {_label(testset)}")
-    ax.set_title(title or f"{_label(testset)}, {METRIC_LABEL[metric]} ({scale} axes)")
+    ax.set_title(textwrap.fill(title or f"{_label(testset)}, {METRIC_LABEL[metric]} "
+                               f"({scale} axes)", TITLE_WIDTH))
     ax.grid(True, lw=0.3, color="0.85")
     ax.set_aspect("equal", adjustable="box")
-    note = "" if pairs["y_lo"].notna().any() else "no intervals: published F1 totals only"
-    if metric == "f1" and note:
-        ax.text(0.98, 0.02, note, transform=ax.transAxes, ha="right", va="bottom",
-                fontsize=7, color="0.35")
+    notes = []
+    if metric == "f1" and not pairs["y_lo"].notna().any():
+        notes.append("no intervals: published F1 totals only")
+    questions = facts.size(testset)
+    if questions is not None and questions < SMALL_SET:
+        notes.append(f"{questions:,} questions: wide intervals")
+    if notes:
+        ax.text(0.98, 0.02, "\n".join(notes), transform=ax.transAxes, ha="right",
+                va="bottom", fontsize=7, color="0.35")
     ax.legend(loc="upper left", fontsize=7, frameon=False)
 
 
-def _bars(ax, tr, x, y, lo, hi, axis: str, color: str) -> None:
-    """Interval bars (transformed to the axis scale) for points whose interval is known."""
-    known = np.isfinite(lo) & np.isfinite(hi)
+def _model_groups(models: pd.DataFrame) -> list[tuple[str, pd.DataFrame, str]]:
+    """(legend label, rows, colour): the models by family where the table names two or more
+    families, each in its own colour; else all of them in one."""
+    family = models["family"].fillna("").astype(str) if "family" in models else None
+    names = sorted(set(family) - {""}) if family is not None else []
+    if len(names) < 2:
+        return [(f"models ({len(models)})", models, MODEL_COLOR)]
+    if (family == "").any():
+        names.append("")
+    return [(f"{name or 'no family'} ({int((family == name).sum())})", models[family == name],
+             FAMILY_COLORS[i % len(FAMILY_COLORS)]) for i, name in enumerate(names)]
+
+
+def _bars(ax, tr, x, y, lo, hi, axis: str, color: str, label: str | None = None) -> bool:
+    """Interval bars (transformed to the axis scale) for points whose interval is known;
+    whether any were drawn (`label` names them in the legend)."""
+    known = np.isfinite(lo.astype(float)) & np.isfinite(hi.astype(float))
     if not known.any():
-        return
+        return False
     x, y, lo, hi = x[known], y[known], lo[known], hi[known]
     centre = x if axis == "x" else y
     err = np.vstack([tr(centre) - tr(lo), tr(hi) - tr(centre)])
     kw = {"xerr": err} if axis == "x" else {"yerr": err}
-    ax.errorbar(tr(x), tr(y), fmt="none", ecolor=color, alpha=0.35, lw=0.7, **kw)
+    ax.errorbar(tr(x), tr(y), fmt="none", ecolor=color, alpha=0.35, lw=0.7, label=label, **kw)
+    return True
 
 
 def panel_grid(df: pd.DataFrame, panels: Sequence[tuple[str, str, str]],

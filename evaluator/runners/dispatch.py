@@ -32,6 +32,7 @@ RUNNERS: dict[tuple[str, str], str] = {
     ("approach", "slurm"): "evaluator.runners.slurm.controller:SlurmRunner",  # train()
     ("generative", "local"): "evaluator.runners.generative:GenerativeRunner",
     ("generative", "docker"): "evaluator.runners.docker:DockerRunner",
+    ("generative", "slurm"): "evaluator.runners.slurm.controller:SlurmRunner",
     # a generative bundle with an endpoint: nothing of it runs here, whatever the backend
     ("endpoint", "local"): "evaluator.runners.generative:GenerativeRunner",
     ("endpoint", "docker"): "evaluator.runners.generative:GenerativeRunner",

@@ -25,6 +25,7 @@ import evaluator
 from evaluator.cli.analysis import report_command
 from evaluator.cli.main import evaluate_cmd
 from evaluator.runners.docker import daemon_available
+from evaluator.runners.slurm.controller import cluster_available
 from evaluator.store.store import Store
 from tests.conftest import tiny_registry
 from tests.support.generative import Misbehaving, write_generative_bundle
@@ -85,6 +86,21 @@ def test_a_local_model_answers_alike_in_the_runner_image(roots, tiny_lm, client,
     assert code == 0, doc
     assert doc["results"][0]["runner"] == "docker"
     assert stored(workspace, "contained") == stored(workspace, "here")
+
+
+@pytest.mark.slow
+def test_a_local_model_answers_alike_as_a_slurm_job(roots, tiny_lm, workspace):
+    reason = cluster_available()
+    if reason:
+        pytest.skip(f"no Slurm cluster: {reason}")
+    _, subs = roots
+    write_generative_bundle(subs, "here", model=tiny_lm)
+    write_generative_bundle(subs, "queued", model=tiny_lm)
+    assert evaluate("-b", "here", "-t", "few")[0] == 0
+    code, doc = evaluate("-b", "queued", "-t", "few", runner="slurm")
+    assert code == 0, doc
+    assert doc["results"][0]["runner"] == "slurm"
+    assert stored(workspace, "queued") == stored(workspace, "here")
 
 
 def test_the_prompt_is_part_of_the_cell(roots, tiny_lm):

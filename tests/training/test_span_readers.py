@@ -28,7 +28,8 @@ def made(tmp_path_factory, dev_raw):
     folder = tmp_path_factory.mktemp("prepared")
     source = folder / "input.json"
     source.write_text(json.dumps(raw))
-    prepared.write(source, folder / "out")
+    prepared.write(source, folder / "out", encoder=True)
+    prepared.write(source, folder / "words", encoder=False)
     return raw, source, folder / "out"
 
 
@@ -49,7 +50,8 @@ def test_a_prepared_folder_gives_the_examples_the_reader_would_parse(made, tags,
     encoder = frozen.encoder_reference() if contextual else None
     if contextual:
         text.add_context(raw, own, text.ContextualEncoder(windows.encoder_dir()))
-    read = prepared.read(folder, source, raw, encoder)
+    read = prepared.read(folder if contextual else folder.parent / "words", source, raw,
+                         encoder)
     chars = text.char_vocabulary(raw)
     for max_len, with_answers in ((300, True), (40, True), (40, False)):
         mine = text.examples(raw, own, chars, tags, max_len, with_answers)
@@ -73,3 +75,5 @@ def test_a_prepared_folder_of_other_bytes_or_another_encoder_is_refused(made, tm
     reference["files"][name] = "0" * 64
     with pytest.raises(SystemExit, match="another encoder"):
         prepared.read(folder, source, raw, reference)
+    with pytest.raises(SystemExit, match="no encoder states"):
+        prepared.read(folder.parent / "words", source, raw, frozen.encoder_reference())

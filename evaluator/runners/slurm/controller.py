@@ -41,7 +41,15 @@ from evaluator.core.files import write_json_atomic
 from evaluator.core.hashing import canonical_json, sha256_bytes, sha256_of
 from evaluator.core.owner import owner_id
 from evaluator.runners import interrupts
-from evaluator.runners.base import RunRecord, RunRequest, TrainRequest, last_line, read_tail
+from evaluator.runners.base import (
+    GENERATIONS_FILE,
+    PREDICTIONS_FILE,
+    RunRecord,
+    RunRequest,
+    TrainRequest,
+    last_line,
+    read_tail,
+)
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.runners.slurm.cellfiles import (
     FAILURE_FILE,
@@ -503,9 +511,10 @@ class SlurmRunner:
                              f"{failure[1]}" + (f": {last_line(log)}" if log.strip() else ""),
                              log)
         inner = record_doc["record"]
-        predictions = cell / "output" / "predictions.json"
-        if isinstance(request, RunRequest) and predictions.exists():
-            shutil.copyfile(predictions, request.output_path)
+        if isinstance(request, RunRequest):  # the answers (and a generative run's texts)
+            for name in (PREDICTIONS_FILE, GENERATIONS_FILE):
+                if (cell / "output" / name).exists():
+                    shutil.copyfile(cell / "output" / name, request.output_dir / name)
         details = {**inner.get("details", {}), "inner_runner": inner.get("runner"),
                    "slurm": slurm}
         return RunRecord(runner=self.name, wall_s=inner.get("wall_s", 0.0),

@@ -1,15 +1,16 @@
 """The work on a test set that no reader's weights change, done once and shared.
 
-    python3 -m span_readers.prepared INPUT.json FOLDER
+    python3 -m span_readers.prepared [--encoder] INPUT.json FOLDER
 
 parses every passage and question of INPUT with the full spaCy pipeline (tokens, lemmas, POS,
-entities, word vectors) and encodes them with the pinned MiniLM encoder (the `contextual`
-readers' states), and writes FOLDER:
+entities, word vectors) and, with `--encoder`, encodes them with the pinned MiniLM encoder
+(the `contextual` readers' states; only approaches that have such readers ask for it), and
+writes FOLDER:
 
 - `texts.json`: the input's sha256 and, per passage and per question, its tokens, offsets,
   lemmas, tags, doc positions, the row of each token's vector and the first row of its states;
 - `vectors.npy`: the distinct word vectors (row 0: none), float32;
-- `context.npy`: every token's encoder states, float16, passages first.
+- `context.npy` (`--encoder`): every token's encoder states, float16, passages first.
 
 Nothing in it can run code when read (JSON and npy without pickle). A reader given `--prepared
 FOLDER` builds from it exactly the texts it would have parsed itself (`read`), and refuses a
@@ -31,10 +32,11 @@ FORMAT = 1
 TEXTS, VECTORS, CONTEXT = "texts.json", "vectors.npy", "context.npy"
 
 
-def write(input_path: Path, folder: Path) -> None:
+def write(input_path: Path, folder: Path, encoder: bool = False) -> None:
     raw = json.loads(Path(input_path).read_text())
     parsed = text.parse(raw, tags=True)
-    text.add_context(raw, parsed, text.ContextualEncoder(windows.encoder_dir()))
+    if encoder:
+        text.add_context(raw, parsed, text.ContextualEncoder(windows.encoder_dir()))
     rows: dict[str, int] = {}
     vectors: list[np.ndarray] = [np.zeros(300, np.float32)]
     states: list[np.ndarray] = []
@@ -53,7 +55,8 @@ def write(input_path: Path, folder: Path) -> None:
             ids.append(rows[word])
         doc = {"words": p.words, "spans": p.spans, "lemma": p.lemma, "pos": p.pos,
                "ner": p.ner, "index": p.index, "vec": ids, "ctx": offset}
-        states.append(p.context)
+        if p.context is not None:
+            states.append(p.context)
         offset += len(p.words)
         return doc
 
@@ -61,11 +64,12 @@ def write(input_path: Path, folder: Path) -> None:
     questions = [record(q) for _, qs in parsed for q in qs]
     folder.mkdir(parents=True, exist_ok=True)
     np.save(folder / VECTORS, np.stack(vectors))
-    np.save(folder / CONTEXT, np.concatenate(states) if offset else
-            np.zeros((0, 384), np.float16))
+    if encoder:
+        np.save(folder / CONTEXT, np.concatenate(states) if states else
+                np.zeros((0, 384), np.float16))
     (folder / TEXTS).write_text(json.dumps(
         {"format": FORMAT, "input_sha256": frozen.sha256_file(input_path),
-         "encoder": frozen.encoder_reference(), "passages": passages,
+         "encoder": frozen.encoder_reference() if encoder else None, "passages": passages,
          "questions": questions}, separators=(",", ":")))
 
 
@@ -78,6 +82,9 @@ def read(folder: Path, input_path: Path, raw: dict,
     if doc.get("format") != FORMAT or doc.get("input_sha256") != frozen.sha256_file(input_path):
         raise SystemExit(f"prepared inputs {folder} were made from other input bytes "
                          f"or another format")
+    if encoder is not None and doc["encoder"] is None:
+        raise SystemExit(f"prepared inputs {folder} hold no encoder states (the approach's "
+                         f"prepare: command needs --encoder for a contextual reader)")
     if encoder is not None and doc["encoder"]["files"] != encoder["files"]:
         raise SystemExit(f"prepared inputs {folder} hold the states of another encoder "
                          f"({doc['encoder']['package']} {doc['encoder']['version']})")
@@ -105,6 +112,9 @@ def read(folder: Path, input_path: Path, raw: dict,
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit("usage: python3 -m span_readers.prepared INPUT.json FOLDER")
-    write(Path(sys.argv[1]), Path(sys.argv[2]))
+    arguments = sys.argv[1:]
+    with_encoder = arguments[:1] == ["--encoder"]
+    arguments = arguments[1:] if with_encoder else arguments
+    if len(arguments) != 2:
+        sys.exit("usage: python3 -m span_readers.prepared [--encoder] INPUT.json FOLDER")
+    write(Path(arguments[0]), Path(arguments[1]), with_encoder)
