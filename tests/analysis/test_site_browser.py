@@ -199,7 +199,7 @@ def test_metric_tabs(browser, published):
     assert browser.find_element(By.ID, "panel-em").is_displayed()
     assert not browser.find_element(By.ID, "panel-f1").is_displayed()
     assert browser.find_element(By.CSS_SELECTOR, "#board-em thead th.score").text.startswith(
-        "EM on Reddit")
+        "EM on this set")
     open_page(browser, published / "testsets" / "reddit.html")
     browser.get(browser.current_url + "#em")  # a link can name the tab
     browser.refresh()
