@@ -86,8 +86,8 @@ def scatter_panel(ax, df: pd.DataFrame, testset: str, metric: str, scale: str = 
     ref = sorted(set(pairs["x_testset"])) if len(pairs) else []
     ax.set_xlabel(f"{METRIC_LABEL[metric]} on {' / '.join(_label(r) for r in ref) or 'original'}")
     ax.set_ylabel(f"{METRIC_LABEL[metric]} on {_label(testset)}")
-    ax.set_title(textwrap.fill(title or f"{_label(testset)}, {METRIC_LABEL[metric]} "
-                               f"({scale} axes)", TITLE_WIDTH))
+    title = title or f"{_label(testset)}, {METRIC_LABEL[metric]} ({scale} axes)"
+    ax.set_title("\n".join(textwrap.fill(line, TITLE_WIDTH) for line in title.split("\n")))
     ax.grid(True, lw=0.3, color="0.85")
     ax.set_aspect("equal", adjustable="box")
     notes = []

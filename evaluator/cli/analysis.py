@@ -410,6 +410,52 @@ def strata_command(out, testset_names):
     click.echo(f"wrote {len(written)} files to {out}")
 
 
+@click.command("families", cls=Command)
+@click.option("--table", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              default=Path("results/awadalla-2022.csv"), show_default=True,
+              help="Published systems with a family column (Awadalla et al. 2022's release).")
+@click.option("--population", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              default=Path("results/population.csv"), show_default=True,
+              help="The own population's table, drawn beside them.")
+@click.option("--baseline", default="fine-tuned", show_default=True,
+              help="The published family whose trend the others are measured against.")
+@click.option("--population-baseline", default="non-pretrained", show_default=True,
+              help="The own population's family that makes its trend.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("figures/families"), show_default=True, help="Output folder.")
+@click.option("--bootstrap", type=int, default=200, show_default=True,
+              help="Bootstrap resamples for the figures' trend bands.")
+def families_command(table, population, baseline, population_baseline, out, bootstrap):
+    """Families of systems against one trend (Awadalla et al. 2022): each family's mean
+    effective robustness with a 95% interval over its systems, published and own, and the
+    published panels beside the own population's."""
+    from analysis import figures  # lazy: matplotlib; fast --help
+    from analysis.sources import load_source  # lazy: pandas; fast --help
+    from analysis.studies import families  # lazy: pandas, scipy; fast --help
+
+    published = load_source(str(table), None, reference="squad-dev")
+    own = load_source(str(population), None)
+    try:
+        theirs = families.family_robustness(
+            published, [t for t, _ in families.SHIFTS], baseline)
+        ours = families.family_robustness(
+            own, [o for _, o in families.SHIFTS], population_baseline)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    out.mkdir(parents=True, exist_ok=True)
+    for label, frame in ((f"{table} (against {baseline})", theirs),
+                         (f"{population} (against {population_baseline})", ours)):
+        click.echo(f"\n{label}\n" + frame.drop(columns=["baseline", "scale"]).to_string(
+            index=False, float_format="%.2f"))
+    both = families.combined({str(table): theirs, str(population): ours})
+    both.to_csv(out / "families.csv", index=False, float_format="%.4f")
+    written = [out / "families.csv"]
+    for testset, fig in families.beside(published, own, "Awadalla et al. (2022)",
+                                        "own population", n_boot=bootstrap):
+        written += figures.save(fig, out / f"beside-{testset}")
+    click.echo(f"\nwrote {len(written)} files to {out}", err=True)
+
+
 @click.command("extra-data", cls=Command)
 @click.option("--base", default="squad-dev-train", show_default=True,
               help="The training split whose systems make the population and its trend.")

@@ -35,6 +35,7 @@ COMMANDS = {  # every command of `qashift`, "module:attribute", imported when as
     "reproduce": "evaluator.cli.analysis:reproduce_command",
     "strata": "evaluator.cli.analysis:strata_command",
     "extra-data": "evaluator.cli.analysis:extra_data_command",
+    "families": "evaluator.cli.analysis:families_command",
     "report": "evaluator.cli.analysis:report_command",
     "challenge": "evaluator.cli.derive:challenge",
     "compare": "evaluator.cli.compare:compare_command",
@@ -46,7 +47,7 @@ SECTIONS = {  # `qashift --help`, by what a user does
     "Test sets and submissions": ("testsets", "bundles", "validate", "images"),
     "Train and study": ("train", "systems", "study", "zoo"),
     "Analyse": ("figures", "fit", "population", "concurrence", "strata", "extra-data",
-                "challenge", "reproduce", "report"),
+                "families", "challenge", "reproduce", "report"),
     "Store": ("store",),
 }
 
