@@ -13,8 +13,6 @@ import os
 import shutil
 import socket
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,6 +77,8 @@ def _install(path: Path, target: Path) -> Path:
 
 
 def _download(source: Source, target: Path, what: str, tried: list[str]) -> Path:
+    import urllib.error  # lazy: http, ssl, email cost every start ~25 ms; a download needs them
+
     partial = target.with_name(target.name + ".part")
     partial.parent.mkdir(parents=True, exist_ok=True)
     for attempt in range(1, ATTEMPTS + 1):
@@ -108,6 +108,8 @@ def _download(source: Source, target: Path, what: str, tried: list[str]) -> Path
 
 def _fetch_into(partial: Path, source: Source, what: str) -> None:
     """Append the rest of the file to `partial` (all of it if the server ignores Range)."""
+    import urllib.request  # lazy: see _download
+
     have = partial.stat().st_size if partial.exists() else 0
     request = urllib.request.Request(source.url, headers={"Range": f"bytes={have}-"}
                                      if have else {})
