@@ -66,8 +66,9 @@ def test_the_folders_have_the_official_sizes_and_the_same_bytes_from_the_same_se
     test, train = testsets.get("babi-15"), testsets.get("babi-15-train")
     assert test.train == "babi-15-train" and train.kind == "training"
     a, b = test.load(), train.load()
-    assert (len(a.questions), len(b.questions)) == (100, 900)
-    assert babi.babi(None, {"task": 15, "part": "test"}, random.Random(0))[0] == a.raw
+    assert (len(a.questions), len(b.questions)) == (1000, 900)
+    assert babi.babi(None, {"task": 15, "part": "test", "train": 900, "test": 1000},
+                     random.Random(0))[0] == a.raw
     assert testsets.get("babi-3-9k").questions == 1000
     assert testsets.get("babi-3-9k-train").questions == 9000
 

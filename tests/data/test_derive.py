@@ -230,8 +230,13 @@ def test_the_ablation_report_gives_relative_change_also_on_a_question_subset(roo
 
 # The fuzzy sets of the approach-level tables were scored on the first fuzzy generator's
 # bytes; generator 2 (ties among neighbours broken by word, the same on every CPU) gives
-# other ones, and their rows stand until those systems are trained and scored again.
-SCORED_ON_OLDER_BYTES = {"fuzzy-trigram", "fuzzy-uniform", "fuzzy-wikipedia"}
+# other ones. The bAbI-style sets of the approach-level study were 100 test questions (900
+# training); their version 2 has 1,000 (and, drawn first from the same seed, other training
+# examples). Their rows stand until those systems are trained and scored again.
+BABI_TASKS = (1, 2, 3, 4, 5, 11, 12, 13, 14, 15, 16)
+SCORED_ON_OLDER_BYTES = {"fuzzy-trigram", "fuzzy-uniform", "fuzzy-wikipedia",
+                         *(f"babi-{t}" for t in BABI_TASKS),
+                         *(f"babi-{t}-train" for t in BABI_TASKS)}
 
 
 def _declared_sha256(ts: testsets.TestSet) -> str | None:
