@@ -185,6 +185,32 @@ def concurrence_heatmap(matrix: pd.DataFrame, title: str, stat_label: str = "Ken
     return fig
 
 
+def score_heatmap(scores: pd.DataFrame, title: str, label: str = "score"):
+    """Heat map of a rows x columns score table (approaches x benchmarks), each column
+    coloured on its own range (benchmarks differ in difficulty: the ranking inside a column
+    is what concurrence compares), the score printed in each cell, blank where missing."""
+    with plt.rc_context(STYLE):
+        values = scores.to_numpy(dtype=float)
+        lo, hi = np.nanmin(values, axis=0), np.nanmax(values, axis=0)
+        within = (values - lo) / np.where(hi > lo, hi - lo, 1.0)
+        rows, cols = values.shape
+        fig, ax = plt.subplots(figsize=(0.55 * cols + 3.0, 0.38 * rows + 1.8))
+        im = ax.imshow(np.ma.masked_invalid(within), vmin=0, vmax=1, cmap="viridis",
+                       aspect="auto")
+        ax.set_xticks(range(cols), labels=list(scores.columns), rotation=60, ha="right")
+        ax.set_yticks(range(rows), labels=list(scores.index))
+        for i in range(rows):
+            for j in range(cols):
+                if np.isfinite(values[i, j]):
+                    ax.text(j, i, f"{values[i, j]:.0f}", ha="center", va="center",
+                            fontsize=6, color="white" if within[i, j] < 0.5 else "black")
+        fig.colorbar(im, ax=ax, label=f"{label}, from the column's lowest (0) to highest (1)",
+                     shrink=0.8)
+        ax.set_title(title)
+        fig.tight_layout()
+    return fig
+
+
 def share_bars(shares: pd.DataFrame, title: str, order: Sequence[str] | None = None):
     """Grouped bars: the share of questions per stratum (x) for each test set (colour), as
     the study's answer-type and divergence histograms (Figures 5 and 6)."""

@@ -449,6 +449,7 @@ def _approach_level(page: dict, figures_dir: Path, data_dir: Path) -> dict:
     matrix.insert(1, "group", [page["groups"].get(a, "") for a in scores.index])
     _write_table(data_dir / "approach-matrix", matrix)
     figures.save(page["tau_figure"], figures_dir / "approach-level-tau")
+    figures.save(page["matrix_figure"], figures_dir / "approach-level-matrix")
     rows = []
     for benchmark, part in versus.groupby("benchmark", sort=False):
         cells = {c["subset"]: c for c in _records(part)}
@@ -464,7 +465,12 @@ def _approach_level(page: dict, figures_dir: Path, data_dir: Path) -> dict:
                                   f"{page['reference']} over the approaches, all and per "
                                   f"group; the dashed line is the concurrence threshold "
                                   f"{page['threshold']:g}.",
-                                  f"Approach-level concurrence with {page['reference']}.")}
+                                  f"Approach-level concurrence with {page['reference']}."),
+            "matrix_figure": _figure(figures_dir, "approach-level-matrix",
+                                     f"Heat map of the scores of {len(scores)} approaches on "
+                                     f"{len(scores.columns)} benchmarks, each benchmark "
+                                     f"coloured from its lowest to its highest score.",
+                                     "Every approach on every benchmark (the table below).")}
 
 
 def _heatmaps(conc: pd.DataFrame, figures_dir: Path, labels) -> list[dict]:

@@ -418,7 +418,8 @@ def site_page(m: ScoreMatrix, reference: str | None, n_boot: int, seed: int,
             "scores": m.scores, "groups": m.groups,
             "tau_figure": figures.tau_dots(dots, {label: f"tau ({label})"
                                                   for label, _ in chosen}, threshold,
-                                           f"{m.mode} concurrence with {reference}")}
+                                           f"{m.mode} concurrence with {reference}"),
+            "matrix_figure": figures.score_heatmap(m.scores, "Approaches x benchmarks")}
 
 
 def report_key(scores_path: Path | None, plan: Path | None, settings: dict) -> str:

@@ -246,3 +246,6 @@ def test_a_population_site_names_systems_readably_with_approach_family_and_prove
     tau = ac.concur(scores, "squad", "reddit")["tau"]
     assert reddit["tau (all)"]["text"].startswith(f"{tau:.2f} [")
     assert 'href="concurrence.html"' in (out / "index.html").read_text()
+    for stem in ("approach-level-tau", "approach-level-matrix"):
+        assert (out / "figures" / f"{stem}.png").stat().st_size > 10_000
+        assert f"figures/{stem}.png" in (out / "concurrence.html").read_text()
