@@ -28,6 +28,8 @@ from evaluator.runners.base import Runner, TrainRequest
 
 FORMAT = 1
 RECORD = "prepared.json"  # beside the folder, written last: the folder is complete
+CAP = 4 << 30  # bytes a prepared folder may hold: a set with a passage per question and
+# encoder states for every token passes a gigabyte, far above any system's weights
 
 
 def key(bundle: Bundle, input_sha256: str, runner_name: str) -> str:
@@ -62,9 +64,8 @@ def prepared_inputs(bundle: Bundle, input_path: Path, runner: Runner, workspace:
             partial = folder.with_name(folder.name + ".partial")
             remove_tree(partial)
             try:
-                walked = walk(made, target=partial, limits=Limits(
-                    total_bytes=int(bundle.resources.get("output", 1 << 30))),
-                    label=f"{label}: its prepared input")
+                walked = walk(made, target=partial, limits=Limits(total_bytes=CAP),
+                              label=f"{label}: its prepared input")
             except Refused as exc:
                 raise RunFailure("refused-files", str(exc)) from None
             os.replace(partial, folder)
@@ -89,6 +90,6 @@ def _run(bundle: Bundle, input_path: Path, runner, tmp: Path, label: str) -> Pat
     preparer = dataclasses.replace(
         bundle, kind="approach", folder=empty, command=None, train_command=command,
         prepare_command=None, model={}, weights_digest=None, system_key=None,
-        hyperparameters={})
+        hyperparameters={}, resources={**bundle.resources, "output": CAP})
     runner.train(TrainRequest(preparer, input_path, config, model, checkpoints, label, "cpu"))
     return model
