@@ -78,14 +78,7 @@ def test_a_local_model_and_the_same_model_served_answer_alike(roots, tiny_lm, se
 @pytest.mark.skipif(not daemon_available(), reason="no Docker daemon answers")
 @pytest.mark.usefixtures("no_container_left_behind")
 def test_a_local_model_answers_alike_in_the_runner_image(roots, tiny_lm, client, workspace):
-    _, subs = roots
-    write_generative_bundle(subs, "here", model=tiny_lm)
-    write_generative_bundle(subs, "contained", model=tiny_lm)
-    assert evaluate("-b", "here", "-t", "few")[0] == 0
-    code, doc = evaluate("-b", "contained", "-t", "few", runner="docker")
-    assert code == 0, doc
-    assert doc["results"][0]["runner"] == "docker"
-    assert stored(workspace, "contained") == stored(workspace, "here")
+    answers_alike_under(roots, tiny_lm, workspace, "docker")
 
 
 @pytest.mark.slow
@@ -93,14 +86,20 @@ def test_a_local_model_answers_alike_as_a_slurm_job(roots, tiny_lm, workspace):
     reason = cluster_available()
     if reason:
         pytest.skip(f"no Slurm cluster: {reason}")
+    answers_alike_under(roots, tiny_lm, workspace, "slurm")
+
+
+def answers_alike_under(roots, tiny_lm: Path, workspace: Path, runner: str) -> None:
+    """The same local model as two bundles: one run here, one under `runner`; the same
+    answers and generations, and the run says which runner made it."""
     _, subs = roots
     write_generative_bundle(subs, "here", model=tiny_lm)
-    write_generative_bundle(subs, "queued", model=tiny_lm)
+    write_generative_bundle(subs, "there", model=tiny_lm)
     assert evaluate("-b", "here", "-t", "few")[0] == 0
-    code, doc = evaluate("-b", "queued", "-t", "few", runner="slurm")
+    code, doc = evaluate("-b", "there", "-t", "few", runner=runner)
     assert code == 0, doc
-    assert doc["results"][0]["runner"] == "slurm"
-    assert stored(workspace, "queued") == stored(workspace, "here")
+    assert doc["results"][0]["runner"] == runner
+    assert stored(workspace, "there") == stored(workspace, "here")
 
 
 def test_the_prompt_is_part_of_the_cell(roots, tiny_lm):
