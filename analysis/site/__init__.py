@@ -227,8 +227,9 @@ def system_names(df: pd.DataFrame) -> dict[str, str]:
         return {}
     rows = df.drop_duplicates("model")
     rows = rows[rows["approach"].fillna("").astype(str) != ""]
+    given = rows["hyperparameters"] if "hyperparameters" in rows else [""] * len(rows)
     settings = {m: json.loads(h) if isinstance(h, str) and h else {}
-                for m, h in zip(rows["model"], rows.get("hyperparameters", ""), strict=True)}
+                for m, h in zip(rows["model"], given, strict=True)}
     varying: dict[str, set[str]] = {}
     for approach, group in rows.groupby("approach"):
         keys = {k for m in group["model"] for k in settings[m]}
