@@ -24,6 +24,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
 
 
+# The suite runs on parallel workers (pytest-xdist, `-n auto` in setup.cfg), at most
+# MAX_WORKERS of them. Tests that submit Slurm jobs share one group, so they run one at a time
+# on one worker: they wait on the cluster's few CPUs and would time out queued behind another's.
+MAX_WORKERS = 4
+SLURM = pytest.mark.xdist_group("slurm")
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
+
+
 REPO = Path(__file__).resolve().parents[1]
 SLIDING_WINDOW = REPO / "submissions" / "sliding-window"  # the reference baseline bundle
 SHARED_DATA = Path(os.environ.get("QASHIFT_DATA_DIR", REPO.parent / "shared" / "data"))
@@ -137,6 +148,16 @@ def tiny_model(tmp_path_factory, dev_raw) -> Path:
     # bundles name it by absolute path: declare its folder a model store (an operator setting)
     add_model_store(folder.parent)
     return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_export(tiny_model, dev_raw):
+    """The tiny checkpoint's ONNX export (fp32 and int8, checked on 60 questions), made once
+    per session: a test that runs the checkpoint with `onnx: true` asks for it."""
+    from evaluator.zoo.onnx_export import export
+    from tests.tiny_bert import subset
+
+    return export(tiny_model, int8=True, sample=subset(dev_raw, slice(0, 1)), sample_size=60)
 
 
 def add_model_store(folder: Path) -> None:

@@ -283,6 +283,7 @@ def test_a_study_plan_puts_its_benchmarks_beside_the_papers_of_the_same_kind(m, 
         bad.stderr and len(bad.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_the_report_is_written_once_and_kept_while_its_inputs_do_not_change(tmp_path):
     """`--out DIR`: the vs-reference table (with its mode), the knee lines and residuals, a
     panel per benchmark and the tau figure; the same inputs again rewrite nothing."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 from analysis.sources import load_source
@@ -13,6 +14,7 @@ from evaluator.cli.analysis import figures_command, fit_command
 NEW_SETS = ("new-wiki", "nyt", "reddit", "amazon")
 
 
+@pytest.mark.slow
 def test_figures_regenerates_everything_from_published_data(shared_data, tmp_path):
     out = tmp_path / "figs"
     result = CliRunner().invoke(figures_command, ["--source", "squadshifts-published",

@@ -91,6 +91,7 @@ def test_the_fits_are_statsmodels_and_sit_beside_the_printed_ones(table, tmp_pat
     assert (out / "population-reddit-f1-linear.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_a_second_run_serves_the_stored_fits_until_an_input_changes(table, tmp_path,
                                                                     shared_data):
     out = tmp_path / "out"

@@ -86,6 +86,7 @@ API_OPTIONS = [  # (the API's keyword arguments, the same as `evaluate` flags)
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kwargs, flags", API_OPTIONS, ids=lambda v: str(v)[:30])
 def test_the_api_forwards_each_option_as_the_command_reads_it(tmp_path, monkeypatch, workspace,
                                                               small_dev, tiny_model, kwargs,

@@ -85,6 +85,7 @@ def test_docker_mounts_the_hub_repository_and_points_into_its_snapshot(hub):
     assert f"{MODEL_MOUNT}/snapshots/{COMMIT}" in program.argv
 
 
+@pytest.mark.slow
 def test_model_args_are_a_cell_of_their_own_and_checked(hub):
     _, default = evaluate("-b", "hub-qa")
     _, small = evaluate("-b", "hub-qa", "--model-args", "batch_size=2,max_seq_len=96")

@@ -69,6 +69,7 @@ def test_named_folders_only(broken):
     assert "bundle-kind" in bad.stdout and "neither a test-set folder" in bad.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind,pattern", [("bundle", "submissions/*/bundle.yaml"),
                                           ("testset", "testsets/*/testset.yaml"),
                                           ("study", "studies/*.yaml")])

@@ -74,6 +74,7 @@ def test_short_paragraphs_and_queries_without_a_candidate_give_nothing():
                            random.Random(0), 3) == []
 
 
+@pytest.mark.slow
 def test_a_shipped_folder_holds_exact_spans_and_one_blank_per_question(workspace):
     raw = testsets.get("cloze-cn-squad").load().raw
     for p in (p for article in raw["data"] for p in article["paragraphs"]):

@@ -111,11 +111,7 @@ def test_the_runner_image_run_is_sandboxed_and_records_the_program_details(
 
 
 def test_the_onnx_export_runs_in_the_runner_image_with_the_same_answers(
-        runner_image, tiny_model, tmp_path, small_dev, dev_raw, workspace):
-    from evaluator.zoo.onnx_export import export
-
-    if not (tiny_model / "onnx" / "model.onnx").is_file():
-        export(tiny_model, sample=subset(dev_raw, slice(0, 1)), sample_size=20)
+        runner_image, tiny_model, tiny_export, tmp_path, small_dev, workspace):
     raw = subset(small_dev, slice(1, 2), per_paragraph=2)
     (tmp_path / "input.json").write_text(json.dumps(input_document(raw)))
     answers = {}
@@ -132,7 +128,7 @@ def test_the_onnx_export_runs_in_the_runner_image_with_the_same_answers(
 
 
 def test_a_gpu_hf_qa_bundle_asks_for_the_gpu_image_and_cuda_unless_forced_to_cpu(
-        tiny_model, tmp_path):
+        tiny_model, tiny_export, tmp_path):
     bundle = bundles.from_folder(hfqa_bundle(tmp_path, "tiny-gpu", tiny_model, "onnx: true\n"))
     on_gpu, on_cpu = program_for(bundle, gpus=1), program_for(bundle, gpus=0)
     assert on_gpu.image == "qashift/runner:gpu" and on_cpu.image == RUNNER_TAG

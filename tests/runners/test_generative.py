@@ -27,7 +27,7 @@ from evaluator.cli.main import evaluate_cmd
 from evaluator.runners.docker import daemon_available
 from evaluator.runners.slurm.controller import cluster_available
 from evaluator.store.store import Store
-from tests.conftest import tiny_registry
+from tests.conftest import SLURM, tiny_registry
 from tests.support.generative import Misbehaving, write_generative_bundle
 from tests.tiny_bert import subset
 
@@ -81,6 +81,7 @@ def test_a_local_model_answers_alike_in_the_runner_image(roots, tiny_lm, client,
     answers_alike_under(roots, tiny_lm, workspace, "docker")
 
 
+@SLURM
 @pytest.mark.slow
 def test_a_local_model_answers_alike_as_a_slurm_job(roots, tiny_lm, workspace):
     reason = cluster_available()

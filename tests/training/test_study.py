@@ -62,6 +62,7 @@ def table(path) -> list[dict]:
                 for row in csv.DictReader(handle)]
 
 
+@pytest.mark.slow
 def test_an_interrupted_study_ends_with_the_same_table_and_reruns_nothing(plan, tmp_path):
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     started = time.monotonic()
@@ -96,6 +97,7 @@ def test_an_interrupted_study_ends_with_the_same_table_and_reruns_nothing(plan, 
     assert "0 cells to go" in again.stdout
 
 
+@pytest.mark.slow
 def test_a_run_saves_after_each_system_it_stores_and_not_after_one_done_before(plan):
     """The table is rewritten after every system a run trains or scores, and not after the
     systems it finds done (a resumed run over a large plan passes hundreds of those)."""
@@ -115,6 +117,7 @@ def test_a_run_saves_after_each_system_it_stores_and_not_after_one_done_before(p
     assert sum("stored earlier" in line for line in said) == 2
 
 
+@pytest.mark.slow
 def test_two_controllers_each_count_the_cells_left_to_both(plan):
     """Cells to go (and the ETA worked out from them) are counted in the store, so a run
     counts the work another controller of the plan did meanwhile; a system that controller
@@ -247,6 +250,7 @@ def test_an_approach_may_list_several_grids(plan):
         load(plan)
 
 
+@pytest.mark.slow
 def test_the_table_says_which_scores_are_approach_level(plan, tmp_path):
     """A score of a system on the test set whose training split it was trained on is
     approach-level (Liu et al.'s concurrence); on any other set, system-level."""
@@ -263,6 +267,7 @@ def test_the_table_says_which_scores_are_approach_level(plan, tmp_path):
     assert modes == {("tiny-test", "approach-level"), ("tiny-train", "system-level")}
 
 
+@pytest.mark.slow
 def test_the_table_leaves_out_systems_of_an_earlier_version_of_their_approach(plan, tmp_path):
     plan.write_text(PLAN.replace("settings: [{epochs: 1}, {epochs: 1, l2: 0.001}]",
                                  "settings: [{epochs: 1}]").replace("seeds: [0, 1]",
@@ -279,6 +284,7 @@ def test_the_table_leaves_out_systems_of_an_earlier_version_of_their_approach(pl
     assert again.returncode == 0 and table(tmp_path / "b.csv") == []
 
 
+@pytest.mark.slow
 def test_a_table_from_an_earlier_run_spares_training_its_systems_again(plan, tmp_path):
     """A study that spans machines: the committed table stands for the systems it holds in
     full while their train keys and test sets are unchanged; the rest is trained again."""
@@ -329,6 +335,7 @@ def test_a_table_from_an_earlier_run_spares_training_its_systems_again(plan, tmp
     assert "trained 0," in changed.stdout and "6 cells to go" in changed.stdout
 
 
+@pytest.mark.slow
 def test_a_system_trained_again_to_other_weights_keeps_the_earlier_rows_until_scored_as_fully(
         plan, tmp_path, monkeypatch):
     """Weights that come out otherwise on this machine replace the earlier table's rows of
@@ -356,6 +363,7 @@ def test_a_system_trained_again_to_other_weights_keeps_the_earlier_rows_until_sc
         (r["model"], r["testset"], r["metric"]) for r in elsewhere]
 
 
+@pytest.mark.slow
 def test_only_runs_the_systems_whose_names_match(plan, tmp_path):
     done = study("run", str(plan), "--runner", "local", "--only", "*/s1", "--only", "*/s1/h*",
                  workspace=tmp_path / "ws")
@@ -419,6 +427,7 @@ def one_system_table(plan: Path, tmp_path: Path) -> Path:
     return population
 
 
+@pytest.mark.slow
 def test_a_system_another_study_holds_in_full_is_not_trained_again(plan, tmp_path):
     """`--ledger`: a plan sharing a system with another study's table takes its rows (on its
     own test sets) instead of training it again, and trains the rest."""
@@ -446,6 +455,7 @@ def test_a_system_another_study_holds_in_full_is_not_trained_again(plan, tmp_pat
     assert missing.returncode == 2 and "none.csv" in missing.stderr
 
 
+@pytest.mark.slow
 def test_an_own_row_of_an_older_training_does_not_hide_another_tables_current_one(
         plan, tmp_path):
     population = one_system_table(plan, tmp_path)

@@ -26,7 +26,7 @@ from evaluator.training import table
 from evaluator.training.job import TrainJob
 from evaluator.training.run import cell_dir, train
 from evaluator.training.systems import resolve
-from tests.conftest import raced_store
+from tests.conftest import SLURM, raced_store
 from tests.docker_kit import needs_docker
 from tests.support.training import FAST, f1_of, qashift
 
@@ -207,6 +207,7 @@ def test_training_and_its_system_run_in_docker_with_the_same_weights_and_answers
     assert in_docker["f1"] == here["f1"]
 
 
+@SLURM
 def test_training_runs_as_a_slurm_job_to_the_same_weights(registry, monkeypatch):
     reason = cluster_available()
     if reason:
