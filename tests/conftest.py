@@ -22,6 +22,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    # slow tests first (in their own order): parallel workers then end on short tests
+    # together, instead of one waiting on the other's long test at the end
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 # The suite runs on parallel workers (pytest-xdist, `-n auto` in setup.cfg), at most

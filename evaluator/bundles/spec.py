@@ -157,7 +157,9 @@ def from_folder(folder: Path) -> Bundle:
         raise ConfigError(f"{where}: id {spec.id!r} must equal the folder name {folder.name!r}")
     check_links(folder)
     ready = spec.status == "ready"
-    if spec.kind in ("command", "approach") and ready:
+    # an approach whose systems generate their answers: prompt:/generation: instead of command:
+    generative_systems = spec.kind == "approach" and (spec.prompt or spec.generation) is not None
+    if spec.kind in ("command", "approach") and ready and not generative_systems:
         if not spec.command or "{input}" not in spec.command or "{output}" not in spec.command:
             raise ConfigError(f"{where}: command must contain the {{input}} and {{output}} "
                               f"placeholders")
@@ -167,7 +169,7 @@ def from_folder(folder: Path) -> Bundle:
             raise ConfigError(f"{where}: an approach needs train: a command with the "
                               f"{', '.join(TRAIN_PLACEHOLDERS)} placeholders (missing "
                               f"{', '.join(missing)})")
-        if "{model}" not in spec.command:
+        if not generative_systems and "{model}" not in spec.command:
             raise ConfigError(f"{where}: an approach's command (predict) needs the {{model}} "
                               f"placeholder")
     elif spec.train is not None:
@@ -185,9 +187,12 @@ def from_folder(folder: Path) -> Bundle:
         generative = _generative(spec, where)
         if spec.model is not None:
             model = _hf_qa_model(spec, folder, where)
+    elif generative_systems:
+        generative = _generative_systems(spec, where)
     elif spec.prompt or spec.generation or spec.endpoint:
         raise ConfigError(f"{where}: prompt:, generation: and endpoint: are for kind "
-                          f"generative only")
+                          f"generative (and prompt:, generation: for an approach whose "
+                          f"systems generate their answers)")
     return Bundle(
         id=spec.id, name=spec.name, kind=spec.kind, folder=folder, command=spec.command,
         environment=spec.environment.model_dump(exclude_none=True),
@@ -218,6 +223,20 @@ def _check_prepare(spec: BundleFile, where: Path) -> None:
                               f"when there is a prepare: command")
 
 
+def _generative_systems(spec: BundleFile, where: Path) -> dict:
+    """An approach whose trained systems are generative bundles: its weights folder is a
+    Transformers model that the service runs under this prompt and decoding (so a trained
+    system runs as every generative bundle does, served by an endpoint too). No command:
+    nothing of the approach's code runs at prediction time."""
+    if spec.command is not None or spec.prepare is not None or spec.endpoint is not None:
+        raise ConfigError(f"{where}: an approach with prompt:/generation: has no command:, "
+                          f"prepare: or endpoint: (its systems run as generative bundles)")
+    if spec.prompt is not None and spec.prompt.shots:
+        raise ConfigError(f"{where}: an approach's prompt takes no shots: its systems are "
+                          f"trained on the prompts they answer")
+    return _prompt_and_generation(spec, where)
+
+
 def _generative(spec: BundleFile, where: Path) -> dict:
     """A generative bundle's prompt, decoding and (instead of `model`) endpoint, each with
     its defaults filled in: all of it is part of the bundle, so of every job key."""
@@ -227,16 +246,20 @@ def _generative(spec: BundleFile, where: Path) -> dict:
                           f"OpenAI-compatible server)")
     if spec.command is not None or spec.onnx or spec.qa is not None:
         raise ConfigError(f"{where}: command:, onnx: and qa: are not for a generative bundle")
+    out = _prompt_and_generation(spec, where)
+    if spec.endpoint is not None:
+        out["endpoint"] = spec.endpoint.model_dump()
+    return out
+
+
+def _prompt_and_generation(spec: BundleFile, where: Path) -> dict:
     prompt = spec.prompt or PromptFile()
     try:
         PromptSpec(**prompt.model_dump())
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    out = {"prompt": prompt.model_dump(),
-           "generation": (spec.generation or GenerationFile()).model_dump()}
-    if spec.endpoint is not None:
-        out["endpoint"] = spec.endpoint.model_dump()
-    return out
+    return {"prompt": prompt.model_dump(),
+            "generation": (spec.generation or GenerationFile()).model_dump()}
 
 
 def _libraries(spec: BundleFile, folder: Path, where: Path) -> tuple[Path, ...]:

@@ -53,11 +53,21 @@ def cell_dir(store: Store, key: str) -> Path:
 
 def system_bundle(job: TrainJob, row: dict, store: Store) -> Bundle:
     """The frozen system as a command bundle: the approach's predict command, its weights
-    read-only at {model}; its digest covers the approach folder and the weights."""
+    read-only at {model}; its digest covers the approach folder and the weights. An approach
+    with a prompt (no predict command) makes generative systems: the weights folder is a
+    Transformers model that the generative runner (or any server) runs under that prompt."""
     approach = job.approach
     metadata = {**approach.metadata, "approach": approach.id, "trained_on": job.split.id,
                 "seed": job.seed, "train_size": job.size,
                 "hyperparameters": json.loads(row["hyperparameters"])}
+    if approach.generative:
+        return Bundle(
+            id=job.system_id, name=f"{approach.name} ({job.system_id})", kind="generative",
+            folder=approach.folder, environment=approach.environment,
+            resources=approach.resources, metadata=metadata,
+            model={"path": str(weights_folder(row, store))},
+            weights_digest=row["weights_digest"], system_key=job.key,
+            generative=approach.generative)
     return Bundle(
         id=job.system_id, name=f"{approach.name} ({job.system_id})", kind="command",
         folder=approach.folder, command=approach.command, environment=approach.environment,
@@ -154,8 +164,11 @@ def _prepare(job: TrainJob, cell: Path, device: str) -> TrainRequest:
         write_atomic(train_path, canonical_json(raw))
         train_path.chmod(0o444)
     resolved = "cuda" if device in ("gpu", "cuda") else "cpu"
-    write_json_atomic(config_path, {"hyperparameters": job.hyperparameters, "seed": job.seed,
-                                    "device": resolved, "system": job.system_id})
+    config = {"hyperparameters": job.hyperparameters, "seed": job.seed, "device": resolved,
+              "system": job.system_id}
+    if job.approach.generative:  # the prompt its systems will answer: trained on the same
+        config["prompt"] = job.approach.generative["prompt"]
+    write_json_atomic(config_path, config)
     config_path.chmod(0o444)
     _stop_orphan(cell / RUNNER_PID)
     model_dir = cell / "model"

@@ -75,7 +75,12 @@ else:
 
 @pytest.fixture
 def hostile(tmp_path, dev_raw, monkeypatch, workspace):
-    """The registry with the attacker (its gold file on the host, where a link could reach)."""
+    """The registry with the attacker (its gold file on the host, where a link could reach);
+    a temporary folder of this test's own, where the runners stage trainings, so that what
+    another test stages at the same time is not counted as left behind."""
+    own_tmp = tmp_path / "tmp"
+    own_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(own_tmp))
     return approach_registry(tmp_path, dev_raw, monkeypatch, workspace, "attacker", ATTACKER)
 
 

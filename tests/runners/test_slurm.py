@@ -26,7 +26,7 @@ from evaluator.runners.slurm.controller import (
     slurm_state,
     slurm_time,
 )
-from tests.conftest import SLURM, write_command_bundle, write_testset
+from tests.conftest import SLURM, hears_ctrl_c, write_command_bundle, write_testset
 
 pytestmark = SLURM  # one at a time, on one worker (tests/conftest.py)
 
@@ -228,7 +228,7 @@ def test_ctrl_c_cancels_this_controllers_jobs_and_nothing_else(cluster, tmp_path
     try:
         env = make_matrix(tmp_path, dev_raw, bundles=3, sets=1, sleep=60)
         ws, shared = tmp_path / "ws", tmp_path / "ws" / "slurm"
-        proc = evaluate(env, ws, "slurm", jobs=3)
+        proc = evaluate(env, ws, "slurm", jobs=3, preexec_fn=hears_ctrl_c)
         wait_for(lambda: len(our_jobs(shared)) == 3, timeout=60)
         wait_for(lambda: any(s == "RUNNING" for _, s, _ in our_jobs(shared)), timeout=60)
         for spec in shared.glob("*/spec.json"):  # what the node sees: no gold answers

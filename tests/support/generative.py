@@ -76,14 +76,15 @@ def served(tiny_lm, tmp_path_factory) -> Server:
 
 
 def write_generative_bundle(root: Path, bundle_id: str, *, model: Path | None = None,
-                            endpoint: str | None = None, extra: str = "") -> Path:
+                            endpoint: str | None = None, extra: str = "",
+                            generation: str = "{max_new_tokens: 6, stop: []}") -> Path:
     """A generative bundle folder: a local model, or an endpoint (`endpoint:` YAML body)."""
     folder = root / bundle_id
     folder.mkdir(parents=True)
     source = f"model: {{path: {model}}}\n" if model else f"endpoint: {endpoint}\n"
     (folder / "bundle.yaml").write_text(
         f"id: {bundle_id}\nname: {bundle_id}\nkind: generative\n{source}"
-        f"generation: {{max_new_tokens: 6, stop: []}}\nresources: {{timeout: 300}}\n{extra}")
+        f"generation: {generation}\nresources: {{timeout: 300}}\n{extra}")
     return folder
 
 

