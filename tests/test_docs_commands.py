@@ -168,6 +168,12 @@ RUN = [
     "--by-approach",
     "qashift concurrence --scores results/approach-matrix.csv --reference squad "
     "--paper studies/approach-level.yaml --out figures/approach-level",
+    "qashift concurrence --out figures/concurrence",
+    "qashift families",
+    "qashift status",
+    "qashift study status studies/approach-level.yaml --table results/approach-level.csv "
+    "--ledger results/population.csv",
+    "qashift report --source squadshifts-published --out site-published/",
 ]
 
 

@@ -94,11 +94,13 @@ class TestSet:
 
     @property
     def sha256(self) -> str:
-        """The identity of the data: the declared hash, or the hash of the file in the folder."""
+        """The identity of the data: the declared hash (a source's, or the pin of a derived
+        set, whose bytes are checked against it whenever they are generated), or the hash of
+        the file in the folder. A pinned derived set is not generated to be named."""
         if self.source is not None:
             return self.source.sha256
         if self.derive is not None:
-            return self.derived().sha256
+            return self.pinned.lower() if self.pinned else self.derived().sha256
         path = self.local_path()
         actual = file_sha256(path)
         if self.pinned is not None and actual != self.pinned.lower():
