@@ -12,7 +12,7 @@ import pytest
 
 from evaluator.core.hashing import canonical_json
 from evaluator.data import derive, nlp
-from evaluator.data.derive import ablations
+from evaluator.data.derive import ablations, tokens
 from evaluator.data.derive.ablations import UNK
 
 DROPS = {
@@ -52,7 +52,7 @@ def gold(raw: dict) -> dict[str, dict]:
 def test_word_drops_keep_every_position_and_the_gold_text(dev_raw, name):
     new, stats = run(name, dev_raw)
     dropped = 0
-    for (_, _, para), out in zip(ablations.paragraphs(dev_raw),
+    for (_, _, para), out in zip(tokens.paragraphs(dev_raw),
                                  (p for a in new["data"] for p in a["paragraphs"])):
         expected = [UNK if DROPS[name](t) else t for t in para.text.tokens]
         dropped += expected.count(UNK) - para.text.tokens.count(UNK)
@@ -73,12 +73,12 @@ def test_interrogatives_only_keeps_wh_words_and_the_context(dev_raw):
     before, after = contexts(dev_raw), contexts(new)
     assert [c for c, _ in before] == [c for c, _ in after]
     for (_, q0), (_, q1) in zip(before, after):
-        kept = [t for t in ablations.tokenize(q1["question"].replace(UNK, " ")).tokens
+        kept = [t for t in tokens.tokenize(q1["question"].replace(UNK, " ")).tokens
                 if not ablations._is_punct(t)]
         assert all(t.lower() in ablations.INTERROGATIVES for t in kept)
         assert q1["answers"] == q0["answers"]
         assert q1["question"].count(UNK) + len(kept) == sum(
-            not ablations._is_punct(t) for t in ablations.tokenize(q0["question"]).tokens)
+            not ablations._is_punct(t) for t in tokens.tokenize(q0["question"]).tokens)
 
 
 def test_empty_question_empties_only_the_question(dev_raw):
@@ -91,11 +91,11 @@ def test_most_similar_sentences_keeps_exactly_the_maximal_overlap_sentences(dev_
     new, stats = run("most-similar-sentences", dev_raw)
     assert assert_answers_at_offsets(new) == 34726
     outputs = iter(p for a in new["data"] for p in a["paragraphs"])
-    for _, _, para in ablations.paragraphs(dev_raw):
-        sents = ablations.sentences(para.text)
+    for _, _, para in tokens.paragraphs(dev_raw):
+        sents = tokens.sentences(para.text)
         for qa in para.qas:
             out = next(outputs)
-            qwords = {t.lower() for t in ablations.tokenize(qa["question"]).tokens}
+            qwords = {t.lower() for t in tokens.tokenize(qa["question"]).tokens}
             scores = [ablations.overlap(para.text.tokens[a:b], qwords) for a, b in sents]
             assert len(out["context"].split()) == len(para.context.split())
             masked = [k for k, (a, b) in enumerate(sents) if scores[k] != max(scores)]
@@ -127,8 +127,8 @@ def test_sentence_word_shuffle_keeps_each_sentence_and_its_last_token(small_dev)
     for (context, _qa), (c0, _) in zip(contexts(new), contexts(small_dev)):
         assert context.rstrip()[-1] == c0.rstrip()[-1]
     # per sentence: the tokens of sentence k (a multiset) appear as the k-th block
-    for _, _, para in ablations.paragraphs(small_dev):
-        sents = ablations.sentences(para.text)
+    for _, _, para in tokens.paragraphs(small_dev):
+        sents = tokens.sentences(para.text)
         for qa, spans in zip(para.qas, para.spans):
             merged = ablations._merge_sentences(sents, *spans[0])
             out = next(c for c, q in contexts(new) if q["id"] == qa["id"])
@@ -153,8 +153,8 @@ def test_sentence_word_shuffle_keeps_each_sentence_and_its_last_token(small_dev)
 def test_sentence_order_shuffle_keeps_every_sentence_whole(dev_raw):
     new, _ = run("sentence-order-shuffled", dev_raw)
     by_id = {qa["id"]: c for c, qa in contexts(new)}
-    for _, _, para in ablations.paragraphs(dev_raw):
-        sents = ablations.sentences(para.text)
+    for _, _, para in tokens.paragraphs(dev_raw):
+        sents = tokens.sentences(para.text)
         for qa, spans in zip(para.qas, para.spans):
             merged = ablations._merge_sentences(sents, *spans[0])
             texts = [para.context[para.text.starts[a]:para.text.starts[b - 1]
@@ -178,7 +178,7 @@ def test_segments_tile_on_the_answer_grid():
 
 
 def test_tokens_are_cut_at_answer_boundaries():
-    text = ablations.tokenize("The 50th game, in 2016.", (4, 6))
+    text = tokens.tokenize("The 50th game, in 2016.", (4, 6))
     assert text.tokens == ("The", "50", "th", "game", ",", "in", "2016", ".")
     assert text.render(text.tokens)[0] == "The 50th game, in 2016."
 
@@ -198,7 +198,7 @@ def _spacy_or_skip():
 def check_pronouns(raw, new, stats):
     assert assert_answers_at_offsets(new) == sum(len(qa["answers"]) for _, qa in contexts(raw))
     ann = ablations.annotate(raw)["contexts"]
-    for (_, _, para), tags, out in zip(ablations.paragraphs(raw), ann,
+    for (_, _, para), tags, out in zip(tokens.paragraphs(raw), ann,
                                        (p for a in new["data"] for p in a["paragraphs"])):
         expected = [UNK if tag in ablations.PRONOUN_TAGS else t
                     for t, (tag, _) in zip(para.text.tokens, tags)]
@@ -225,7 +225,7 @@ def check_anonymized(raw, new, stats):
     assert n_answers == sum(len(qa["answers"]) for _, qa in contexts(raw))
     # injective within a paragraph: one word key, one tag; one tag, one word key
     ann = ablations.annotate(raw)["contexts"]
-    for (_, _, para), tags, out in zip(ablations.paragraphs(raw), ann,
+    for (_, _, para), tags, out in zip(tokens.paragraphs(raw), ann,
                                        (p for a in new["data"] for p in a["paragraphs"])):
         pairs = {}
         for tok, (t, lemma), anon in zip(para.text.tokens, tags, out["context"].split()):

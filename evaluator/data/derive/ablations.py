@@ -3,10 +3,10 @@
 Each transform maps a SQuAD-format file to another one. Local decisions where the paper is
 silent (all documented in docs/derived.md and tested in tests/data/test_ablations.py):
 
-- Tokens: `TOKEN_RE` (numbers with separators, words with inner apostrophes or hyphens,
-  single punctuation marks), cut additionally at every gold-answer boundary so that each
-  answer is a whole number of tokens. Sentences: a rule splitter (. ! ? then a capital, a
-  digit or an opening quote, not after a known abbreviation or a single capital letter).
+- Tokens (`tokens.py`): `TOKEN_RE` (numbers with separators, words with inner apostrophes or
+  hyphens, single punctuation marks), cut additionally at every gold-answer boundary so that
+  each answer is a whole number of tokens. Sentences: a rule splitter (. ! ? then a capital,
+  a digit or an opening quote, not after a known abbreviation or a single capital letter).
 - Drops (sigma 1-3, 5, 10-12) replace each dropped token by `[UNK]`: token count and
   positions are kept. The gold `text` stays the ORIGINAL answer string (scoring cannot be
   fooled by a prediction of other `[UNK]`s); `answer_start` points at the same tokens in the
@@ -20,28 +20,27 @@ silent (all documented in docs/derived.md and tested in tests/data/test_ablation
 
 from __future__ import annotations
 
-import bisect
 import json
 import random
-import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 
 from evaluator.core import settings
 from evaluator.core.hashing import canonical_json, sha256_bytes
 from evaluator.data import nlp as spacy_nlp
 from evaluator.data.derive import register
+from evaluator.data.derive.tokens import (
+    TOKENIZER_VERSION,
+    Paragraph,
+    Text,
+    mapped_answers,
+    paragraphs,
+    rebuild,
+    sentences,
+    token_ends,
+    tokenize,
+)
 
 UNK = "[UNK]"
-TOKENIZER_VERSION = "qashift-regex/1"
-
-TOKEN_RE = re.compile(r"\d+(?:[.,]\d+)+(?!\w)|\w+(?:['’-]\w+)*|[^\w\s]")
-SENTENCE_END = {".", "!", "?"}
-CLOSERS = {'"', "'", ")", "]", "”", "’"}
-ABBREVIATIONS = {"mr", "mrs", "ms", "dr", "st", "jr", "sr", "vs", "inc", "co", "ltd", "no",
-                 "gen", "col", "lt", "sgt", "prof", "rev", "fig", "approx", "ca", "c", "e.g",
-                 "i.e", "etc", "u.s", "u.k", "jan", "feb", "mar", "apr", "aug", "sept", "sep",
-                 "oct", "nov", "dec", "mt", "ft", "vol"}
 
 # The NLTK English stopword list as shipped with NLTK 3.x before 2024 (179 words); [S] uses
 # "a set of stopwords from NLTK". Written out here so that no corpus download is needed.
@@ -73,159 +72,14 @@ ANON_CLASSES = (
 INFLECTIONAL = frozenset({"noun", "verb", "adj", "adv"})
 
 
-# --- text model -------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Text:
-    """A string cut into tokens; `gaps[i]` is what precedes token i (gaps[-1] trails)."""
-    tokens: tuple[str, ...]
-    starts: tuple[int, ...]
-    gaps: tuple[str, ...]
-
-    def render(self, tokens: list[str] | tuple[str, ...], min_gap: str = "") -> tuple[str,
-                                                                                       list[int]]:
-        """Join new token strings with the original gaps; returns the text and token starts."""
-        parts, starts, pos = [], [], 0
-        for i, tok in enumerate(tokens):
-            gap = self.gaps[i] if (self.gaps[i] or i == 0) else min_gap
-            parts.append(gap)
-            pos += len(gap)
-            starts.append(pos)
-            parts.append(tok)
-            pos += len(tok)
-        parts.append(self.gaps[len(tokens)] if len(self.gaps) > len(tokens) else "")
-        return "".join(parts), starts
-
-
-def tokenize(text: str, cuts: tuple[int, ...] = ()) -> Text:
-    """Regex tokens, additionally split at each offset in `cuts` (answer boundaries)."""
-    spans = [m.span() for m in TOKEN_RE.finditer(text)]
-    if cuts:
-        cut_set = sorted(set(cuts))
-        out = []
-        for s, e in spans:
-            lo = bisect.bisect_right(cut_set, s)
-            hi = bisect.bisect_left(cut_set, e)
-            points = [s, *cut_set[lo:hi], e]
-            out.extend((a, b) for a, b in zip(points, points[1:]) if a < b)
-        spans = out
-    gaps, prev = [], 0
-    for s, e in spans:
-        gaps.append(text[prev:s])
-        prev = e
-    gaps.append(text[prev:])
-    return Text(tuple(text[s:e] for s, e in spans), tuple(s for s, _ in spans), tuple(gaps))
-
-
-def token_span(text: Text, start: int, end: int) -> tuple[int, int]:
-    """Token indices [a, b) covering the characters [start, end)."""
-    a = bisect.bisect_right(text.starts, start) - 1
-    b = bisect.bisect_left(text.starts, end)
-    return max(a, 0), b
-
-
-def sentences(text: Text) -> list[tuple[int, int]]:
-    """Sentence token ranges [a, b) by the rule splitter."""
-    out, begin, toks = [], 0, text.tokens
-    n = len(toks)
-    i = 0
-    while i < n:
-        if toks[i] in SENTENCE_END:
-            j = i + 1
-            while j < n and toks[j] in CLOSERS and not text.gaps[j]:
-                j += 1
-            prev = toks[i - 1].lower() if i > 0 else ""
-            abbreviation = toks[i] == "." and not text.gaps[i] and (
-                prev in ABBREVIATIONS or (len(prev) == 1 and prev.isalpha()))
-            nxt = toks[j] if j < n else ""
-            starts_new = j == n or (bool(text.gaps[j]) and (nxt[:1].isupper() or nxt[:1].isdigit()
-                                                            or nxt[:1] in "\"“'‘("))
-            if starts_new and not abbreviation:
-                out.append((begin, j))
-                begin = j
-                i = j
-                continue
-        i += 1
-    if begin < n:
-        out.append((begin, n))
-    return out
-
-
-# --- per-paragraph iteration ------------------------------------------------------------------
-@dataclass
-class Paragraph:
-    context: str
-    text: Text
-    qas: list[dict]
-    spans: list[list[tuple[int, int]]]  # per question, per answer: token span [a, b)
-
-
-def paragraphs(raw: dict) -> Iterator[tuple[int, dict, Paragraph]]:
-    """Every paragraph tokenised with cuts at all of its answers' boundaries."""
-    for a_index, article in enumerate(raw["data"]):
-        for paragraph in article["paragraphs"]:
-            context = paragraph["context"]
-            cuts = []
-            for qa in paragraph["qas"]:
-                for ans in qa.get("answers", []):
-                    s, e = _answer_chars(context, ans)
-                    cuts += [s, e]
-            text = tokenize(context, tuple(cuts))
-            spans = [[token_span(text, *_answer_chars(context, ans)) for ans in qa["answers"]]
-                     for qa in paragraph["qas"]]
-            yield a_index, article, Paragraph(context, text, paragraph["qas"], spans)
-
-
-def _answer_chars(context: str, answer: dict) -> tuple[int, int]:
-    s = int(answer["answer_start"])
-    e = s + len(answer["text"])
-    while s < e and context[s].isspace():
-        s += 1
-    while e > s and context[e - 1].isspace():
-        e -= 1
-    return s, e
-
-
-def _rebuild(raw: dict, make: Callable[[int, dict, Paragraph], list[dict]]) -> dict:
-    """A new file with the same articles, each paragraph replaced by `make`'s paragraphs."""
-    out: dict[int, dict] = {}
-    for a_index, article, para in paragraphs(raw):
-        entry = out.setdefault(a_index, {"title": article.get("title", ""), "paragraphs": []})
-        entry["paragraphs"].extend(make(a_index, article, para))
-    return {"version": raw.get("version", ""), "data": [out[i] for i in sorted(out)]}
-
-
-# --- span bookkeeping -------------------------------------------------------------------------
-def _mapped_answers(qa: dict, spans: list[tuple[int, int]], context: str, starts: list[int],
-                    ends: list[int], gold: str) -> list[dict]:
-    """Answers carried to a new context where token i now lies at [starts[i], ends[i]).
-
-    gold='original' keeps the original string for scoring; 'span' scores the new span text."""
-    answers = []
-    for ans, (a, b) in zip(qa["answers"], spans):
-        s, e = starts[a], ends[b - 1]
-        span_text = context[s:e]
-        text = ans["text"] if gold == "original" else span_text
-        entry = {"text": text, "answer_start": s}
-        if span_text != text:
-            entry["span_text"] = span_text
-        if span_text != ans["text"]:
-            entry["original_text"] = ans["text"]
-        answers.append(entry)
-    return answers
-
-
-def _token_ends(starts: list[int], tokens: list[str]) -> list[int]:
-    return [s + len(t) for s, t in zip(starts, tokens)]
-
-
 def _drop_context(para: Paragraph, drop: list[bool], stats: dict,
                   keep_question: Callable[[dict], dict] | None = None) -> dict:
     tokens = [UNK if d else t for t, d in zip(para.text.tokens, drop)]
     context, starts = para.text.render(tokens)
-    ends = _token_ends(starts, tokens)
+    ends = token_ends(starts, tokens)
     qas = []
     for qa, spans in zip(para.qas, para.spans):
-        answers = _mapped_answers(qa, spans, context, starts, ends, gold="original")
+        answers = mapped_answers(qa, spans, context, starts, ends, gold="original")
         stats["answers"] += len(answers)
         stats["answers_with_dropped_tokens"] += sum(any(drop[a:b]) for a, b in spans)
         new_qa = {"id": qa["id"], "question": qa["question"], "answers": answers}
@@ -246,7 +100,7 @@ def _is_punct(token: str) -> bool:
 def _word_drop(predicate: Callable[[str], bool]) -> Callable[[dict], tuple[dict, dict]]:
     def run(raw: dict) -> tuple[dict, dict]:
         stats = _drop_stats()
-        new = _rebuild(raw, lambda _a, _art, p: [_drop_context(
+        new = rebuild(raw, lambda _a, _art, p: [_drop_context(
             p, [predicate(t) for t in p.text.tokens], stats)])
         return new, stats
     return run
@@ -282,7 +136,7 @@ def interrogatives_only(raw: dict, params: dict, rng: random.Random) -> tuple[di
         stats["questions"] += len(p.qas)
         return [{"context": p.context, "qas": [keep({**qa, "answers": qa["answers"]})
                                                for qa in p.qas]}]
-    return _rebuild(raw, make), stats
+    return rebuild(raw, make), stats
 
 
 @register("empty-question", tools=_tools())
@@ -290,7 +144,7 @@ def empty_question(raw: dict, params: dict, rng: random.Random) -> tuple[dict, d
     """All question words dropped ([S] Table 3): the question is the empty string."""
     def make(_a, _art, p: Paragraph) -> list[dict]:
         return [{"context": p.context, "qas": [{**qa, "question": ""} for qa in p.qas]}]
-    return _rebuild(raw, make), {}
+    return rebuild(raw, make), {}
 
 
 # --- sigma 2, 3, 10, 12: word-list drops ------------------------------------------------------
@@ -346,7 +200,7 @@ def most_similar_sentences(raw: dict, params: dict, rng: random.Random) -> tuple
             single = Paragraph(p.context, p.text, [qa], [spans])
             out.append(_drop_context(single, drop, stats))
         return out
-    return _rebuild(raw, make), stats
+    return rebuild(raw, make), stats
 
 
 # --- sigma 6, 7, 8: shuffles ------------------------------------------------------------------
@@ -429,7 +283,7 @@ def _per_question_shuffle(raw: dict, rng: random.Random,
             out.append({"context": context,
                         "qas": [_shuffled_qa(qa, spans, context, starts, ends, order, stats)]})
         return out
-    return _rebuild(raw, make), stats
+    return rebuild(raw, make), stats
 
 
 @register("context-words-shuffled", tools=_tools())
@@ -523,7 +377,7 @@ def pronouns_dropped(raw: dict, params: dict, rng: random.Random) -> tuple[dict,
     def make(_a, _art, p: Paragraph) -> list[dict]:
         ann = next(tags)
         return [_drop_context(p, [tag in PRONOUN_TAGS for tag, _ in ann], stats)]
-    return _rebuild(raw, make), stats
+    return rebuild(raw, make), stats
 
 
 @register("dummy-numerics", tools=_tools("spacy"))
@@ -550,15 +404,15 @@ def dummy_numerics(raw: dict, params: dict, rng: random.Random) -> tuple[dict, d
                 stats["replaced_tokens"] += 1
         stats["tokens"] += len(tokens)
         context, starts = p.text.render(tokens)
-        ends = _token_ends(starts, tokens)
+        ends = token_ends(starts, tokens)
         qas = []
         for qa, spans in zip(p.qas, p.spans):
-            answers = _mapped_answers(qa, spans, context, starts, ends, gold="span")
+            answers = mapped_answers(qa, spans, context, starts, ends, gold="span")
             stats["answers"] += len(answers)
             stats["answers_rewritten"] += sum("original_text" in x for x in answers)
             qas.append({"id": qa["id"], "question": qa["question"], "answers": answers})
         return [{"context": context, "qas": qas}]
-    return _rebuild(raw, make), stats
+    return rebuild(raw, make), stats
 
 
 @register("vocab-anonymized", tools=_tools("spacy"))
@@ -588,16 +442,16 @@ def vocab_anonymized(raw: dict, params: dict, rng: random.Random) -> tuple[dict,
             return out
         tokens = anonymize(p.text, next(contexts))
         context, starts = p.text.render(tokens, min_gap=" ")
-        ends = _token_ends(starts, tokens)
+        ends = token_ends(starts, tokens)
         qas = []
         for qa, spans in zip(p.qas, p.spans):
             q = tokenize(qa["question"])
             question = q.render(anonymize(q, next(questions)), min_gap=" ")[0]
-            answers = _mapped_answers(qa, spans, context, starts, ends, gold="span")
+            answers = mapped_answers(qa, spans, context, starts, ends, gold="span")
             qas.append({"id": qa["id"], "question": question, "answers": answers})
         stats["tokens"] += len(tokens)
         stats["vocabulary"].update(t.split(" ")[0].rstrip("0123456789") for t in tokens)
         return [{"context": context, "qas": qas}]
-    new = _rebuild(raw, make)
+    new = rebuild(raw, make)
     stats["vocabulary"] = sorted(stats["vocabulary"])
     return new, stats
