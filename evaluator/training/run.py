@@ -60,21 +60,18 @@ def system_bundle(job: TrainJob, row: dict, store: Store) -> Bundle:
     metadata = {**approach.metadata, "approach": approach.id, "trained_on": job.split.id,
                 "seed": job.seed, "train_size": job.size,
                 "hyperparameters": json.loads(row["hyperparameters"])}
+    shared = {"id": job.system_id, "name": f"{approach.name} ({job.system_id})",
+              "folder": approach.folder, "environment": approach.environment,
+              "resources": approach.resources, "metadata": metadata,
+              "weights_digest": row["weights_digest"], "system_key": job.key}
+    weights = str(weights_folder(row, store))
     if approach.generative:
-        return Bundle(
-            id=job.system_id, name=f"{approach.name} ({job.system_id})", kind="generative",
-            folder=approach.folder, environment=approach.environment,
-            resources=approach.resources, metadata=metadata,
-            model={"path": str(weights_folder(row, store))},
-            weights_digest=row["weights_digest"], system_key=job.key,
-            generative=approach.generative)
-    return Bundle(
-        id=job.system_id, name=f"{approach.name} ({job.system_id})", kind="command",
-        folder=approach.folder, command=approach.command, environment=approach.environment,
-        resources=approach.resources, metadata=metadata,
-        model={"path": str(weights_folder(row, store)), "sha256": row["weights_digest"]},
-        weights_digest=row["weights_digest"], system_key=job.key, libraries=approach.libraries,
-        prepare_command=approach.prepare_command)
+        return Bundle(kind="generative", model={"path": weights},
+                      generative=approach.generative, **shared)
+    return Bundle(kind="command", command=approach.command,
+                  model={"path": weights, "sha256": row["weights_digest"]},
+                  libraries=approach.libraries, prepare_command=approach.prepare_command,
+                  **shared)
 
 
 def weights_folder(row: dict, store: Store) -> Path:
