@@ -38,9 +38,10 @@ APPROACHES = ("logreg-rajpurkar", "drqa-reader", "bidaf", "minilm-span")
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
-def train_once(folder: Path, train_file: Path, hp: dict, device: str, work: Path,
+def train_once(approach: bundles.Bundle, train_file: Path, hp: dict, device: str, work: Path,
                threads: int | None) -> float:
-    """Wall seconds of one run of the approach's train command."""
+    """Wall seconds of one run of the approach's train command (its shared `libraries:`
+    importable, as a runner makes them)."""
     for sub in ("model", "checkpoints"):
         (work / sub).mkdir(parents=True, exist_ok=True)
         for leftover in (work / sub).iterdir():
@@ -50,16 +51,18 @@ def train_once(folder: Path, train_file: Path, hp: dict, device: str, work: Path
     config.write_text(json.dumps({"hyperparameters": hp, "seed": 0, "device": device,
                                   "system": "benchmark"}))
     env = os.environ.copy()
+    if approach.libraries:
+        env["PYTHONPATH"] = os.pathsep.join(sorted({str(lib.parent) for lib in approach.libraries}))
     if threads is not None:
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
     argv = [sys.executable, "approach.py", "train", "--train", str(train_file), "--config",
             str(config), "--model", str(work / "model"), "--checkpoints",
             str(work / "checkpoints")]
     started = time.perf_counter()
-    done = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True)
+    done = subprocess.run(argv, cwd=approach.folder, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
     if done.returncode != 0:
-        raise SystemExit(f"{folder.name} failed: {done.stderr.strip().splitlines()[-1:]}")
+        raise SystemExit(f"{approach.id} failed: {done.stderr.strip().splitlines()[-1:]}")
     return wall
 
 
@@ -70,13 +73,13 @@ def measure(approach_id: str, train_file: Path, questions: int, device: str) -> 
         defaults["checkpoint_steps"] = 10 ** 9  # checkpoint at the epoch's end only
     with tempfile.TemporaryDirectory(prefix="qashift-throughput-") as tmp:
         work = Path(tmp)
-        setup = train_once(approach.folder, train_file, defaults | {"epochs": 0}, device,
+        setup = train_once(approach, train_file, defaults | {"epochs": 0}, device,
                            work, None)
         naive_hp = defaults | {"epochs": 1, "batch_size": 1}
         if "threads" in defaults:
             naive_hp["threads"] = 1
-        naive = train_once(approach.folder, train_file, naive_hp, device, work, 1)
-        tuned = train_once(approach.folder, train_file, defaults | {"epochs": 1}, device,
+        naive = train_once(approach, train_file, naive_hp, device, work, 1)
+        tuned = train_once(approach, train_file, defaults | {"epochs": 1}, device,
                            work, None)
     naive_rate = questions / max(naive - setup, 1e-9)
     tuned_rate = questions / max(tuned - setup, 1e-9)
