@@ -279,9 +279,15 @@ def _score_population(plan: Path, new_sets: list[str], table_path: Path, paralle
     if skipped:
         console.warn(f"{len(skipped)} systems of the plan are neither frozen nor in this "
                      f"store and were not scored (e.g. {skipped[0]})")
-    with table.lock(table_path):
-        table.write(study.rows(found, store, table.read(table_path)), table_path)
-    console.say(f"{done} cells scored or found; {table_path} rewritten")
+    with table.lock(table_path):  # the new sets' rows added; every other row kept as it is
+        earlier = table.read(table_path)
+        fresh = [r for r in study.rows(found, store, earlier) if r["testset"] in new_sets]
+        scored = {(r["model"], r["testset"]) for r in fresh}
+        kept = [r for r in earlier if (r["model"], r["testset"]) not in scored]
+        table.write(sorted(kept + fresh, key=lambda r: (r["model"], r["testset"], r["metric"])),
+                    table_path)
+    console.say(f"{done} cells scored or found; {len(fresh)} rows of {', '.join(new_sets)} "
+                f"written to {table_path}, its other {len(kept)} rows kept")
 
 
 @click.command("concurrence", cls=Command)

@@ -107,6 +107,11 @@ def test_a_new_test_set_is_scored_by_every_frozen_system_with_one_command(
                str(table)).returncode == 0
     assert run("qashift", "study", "freeze", str(plan)).returncode == 0
     monkeypatch.setenv("QASHIFT_WORKSPACE", str(tmp_path / "clean"))
+    with open(table) as handle:  # and a row of a system this plan no longer makes
+        before = list(csv.DictReader(handle))
+    gone = dict(before[0], model="words@tiny-train/s0/hgone")
+    with open(table, "a", newline="") as handle:
+        csv.DictWriter(handle, fieldnames=list(gone)).writerow(gone)
     write_testset(sets, "brand-new", {"version": "1.1", "data": dev_raw["data"][4:6]},
                   reference="squad-dev-heldout")
     done = run("qashift", "population", "--table", str(table), "--plan", str(plan), "--score",
@@ -115,8 +120,11 @@ def test_a_new_test_set_is_scored_by_every_frozen_system_with_one_command(
     assert done.returncode == 0, done.stderr
     assert "4 cells scored or found" in done.stderr
     with open(table) as handle:
-        rows = [r for r in csv.DictReader(handle) if r["testset"] == "brand-new"]
+        after = list(csv.DictReader(handle))
+    rows = [r for r in after if r["testset"] == "brand-new"]
     assert len({r["model"] for r in rows}) == 4
+    assert [r for r in after if r["testset"] != "brand-new"] == sorted(
+        [*before, gone], key=lambda r: (r["model"], r["testset"], r["metric"]))  # all kept
     assert "trend of brand-new against squad-dev-heldout" in done.stdout
     assert (tmp_path / "fig" / "population-trend-brand-new.png").is_file()
     assert not (tmp_path / "clean" / "models").exists()  # nothing was trained
