@@ -1,16 +1,22 @@
-"""What every command shares: a UserError becomes one line on stderr and exit status 1, the
+"""What every command shares: a UserError becomes one line on stderr and exit status 1, Ctrl-C
+one line and an end by the signal itself (so a shell loop around a command stops too), the
 run folders that killed runs left in /tmp are removed at start, --data-dir/--workspace
 apply for as long as the command runs, and -v/-q/--log-file set up the console."""
 
 from __future__ import annotations
 
 import importlib
+import logging
+import os
+import signal
+import sys
 
 import click
 
 from evaluator.core import console, settings
 from evaluator.core.errors import UserError
 from evaluator.core.files import remove_stale_tempdirs
+from evaluator.runners.interrupts import Terminated
 
 COLUMNS, NAME_WIDTH = 120, 44  # listings fit this many columns unless --wide
 
@@ -50,6 +56,20 @@ class OneLineErrors:
         except UserError as exc:
             console.error(str(exc))
             ctx.exit(1)
+        except KeyboardInterrupt as exc:  # the runners have stopped what they started
+            end_by_signal(signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+
+
+def end_by_signal(signum: int) -> None:
+    """Say so in one line, then end killed by `signum`, as a program that does not catch it
+    would: a shell that runs this in a loop, or a script, then stops too (one that sees a
+    plain exit status takes the interrupt as handled and goes on with its next command)."""
+    console.error("interrupted" if signum == signal.SIGINT else "terminated")
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
 
 
 class Group(OneLineErrors, click.Group):
