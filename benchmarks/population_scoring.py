@@ -92,6 +92,8 @@ def main() -> None:
     chosen = systems(args.per_approach, only or None)
     if not chosen:
         sys.exit("no frozen system of an approach with prepare: under frozen/")
+    print(f"scoring {len(chosen)} frozen systems on {args.testset}, one at a time ...",
+          flush=True)
     dataset = testsets.get(args.testset).load()
     n = len(dataset.questions)
     per_k = 1000 / n

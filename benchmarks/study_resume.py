@@ -42,6 +42,8 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path,
                         default=Path(__file__).resolve().parents[2] / "shared" / "data")
     args = parser.parse_args()
+    print(f"timing `study status` and a resumed `study run --only '{args.only}'` of "
+          f"{args.plan}, {args.runs} runs each ...", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         table = Path(tmp) / args.table.name
         shutil.copyfile(args.table, table)
