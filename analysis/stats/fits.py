@@ -113,8 +113,11 @@ def fit_xy(x, y, scale: str = "linear", *, testset: str = "", metric: str = "",
     grid = np.asarray(grid, dtype=float)
     tg = to_scale(grid, scale)
     band_lo, band_hi = bootstrap_band(tx, ty, tg, n_boot, seed, level)
+    # R² of a constant y (every system at the floor, say) is 0/0: undefined, not the -inf or
+    # 1.0 that rounding noise in the residuals makes of it
+    r2 = float(res.rsquared) if np.ptp(ty) > 0 else float("nan")
     return Fit(testset, metric, scale, float(res.params[1]), float(res.params[0]),
-               float(res.rsquared), float(lo), float(hi), len(x), n_boot, seed, grid,
+               r2, float(lo), float(hi), len(x), n_boot, seed, grid,
                from_scale(res.params[0] + res.params[1] * tg, scale),
                from_scale(band_lo, scale), from_scale(band_hi, scale),
                tuple(map(str, labels)) if labels is not None else (),

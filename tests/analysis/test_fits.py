@@ -140,3 +140,11 @@ def test_published_effective_robustness_in_points(published):
     expected = row["y"] - 100 * norm.cdf(f.intercept + f.slope * norm.ppf(row["x"] / 100))
     assert row["effective_robustness"] == pytest.approx(expected)
     assert isinstance(er, pd.DataFrame) and set(er["kind"]) == {"model", "human"}
+
+
+@pytest.mark.parametrize("scale", ["linear", "probit"])
+def test_r2_of_a_set_every_system_scores_the_same_on_is_undefined(scale):
+    """All at 0 EM (an ablation that leaves nothing to find): no variance to explain."""
+    fit = fit_xy([20.0, 35.0, 50.0, 61.0], [0.0] * 4, scale, n_boot=0)
+    assert np.isnan(fit.r2)
+    assert fit.slope == pytest.approx(0.0, abs=1e-9)
