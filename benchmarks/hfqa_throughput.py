@@ -150,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
 
     model = (args.model or zoo.model_dir("l6-q1500")).resolve()
     if not (model / "config.json").is_file():
-        sys.exit(f"no checkpoint at {model}; run `qashift zoo build l6-q1500` or pass --model")
+        sys.exit(f"error: no checkpoint at {model}; run `qashift zoo build l6-q1500` or pass "
+                 "--model")
     dataset = testsets.get(args.testset).load([args.data_dir.resolve()])
     raw = first_questions(dataset.raw, args.questions)
 
