@@ -9,15 +9,20 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import click
 import pytest
 
 from evaluator.cli.base import load
 from evaluator.cli.main import COMMANDS, main
-from tests.conftest import REPO
+from tests.conftest import FIRST_WORD, REPO, SHARED_DATA, SLURM, hears_ctrl_c, write_testset
+from tests.tiny_bert import make_tiny_bert, make_tiny_causal_lm, squad_texts
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 OURS = ("qashift ", "evaluate ", "python ", "python3 ")  # in a block of no stated language
@@ -152,68 +157,337 @@ def test_the_check_refuses_an_option_or_command_the_tools_lack(line, problem):
         test_every_documented_command_exists_with_its_options("here", line)
 
 
-# The concrete commands that finish in seconds on an empty workspace (their text as the docs
-# print it; `../shared/data` is the data folder beside the checkout).
-RUN = [
-    "evaluate --bundle bert-ensemble --testset squad-dev --data-dir ../shared/data",
-    "qashift figures --source squadshifts-published --out figures --data-dir ../shared/data",
-    "qashift reproduce --data-dir ../shared/data",
-    "qashift figures --source zoo/scores.csv --compare squadshifts-published --out zoo-figures",
-    "qashift extra-data --table results/population.csv --table results/extra-data.csv",
-    "qashift population --markdown",
-    "qashift systems",
-    "qashift zoo list",
-    "qashift bundles list --awaiting",
-    "qashift validate --schema bundle > bundle.schema.json",
-    "qashift study status studies/population.yaml --table results/population.csv "
-    "--by-approach",
-    "qashift concurrence --scores results/approach-matrix.csv --reference squad "
-    "--paper studies/approach-level.yaml --out figures/approach-level",
-    "qashift concurrence --out figures/concurrence",
-    "qashift families",
-    "qashift status",
-    "qashift study status studies/approach-level.yaml --table results/approach-level.csv "
-    "--ledger results/population.csv",
-    "qashift report --source squadshifts-published --out site-published/",
-    "evaluate -b sliding-window -t reddit",
-    "evaluate -b r-net-plus-ensemble -t squad-dev --level 0.99 --cluster paragraph",
-    "qashift validate",
-    "qashift concurrence",
-    "qashift fit",
-    "qashift reproduce",
-    'qashift concurrence --subset "SQuAD 1.1 — All>76.24"',
-    'qashift concurrence --versus "MRQA NewsQA"',
-    'qashift concurrence --knee "SQuAD 1.1 — All" "CNN (100K Examples)"',
-    "qashift concurrence --bootstrap 1000 --seed 0",
+# Every documented command line is run, in this order, as a user would type it, in one copy of
+# the checkout's layout with an empty workspace. A line with placeholders (ID, BUNDLE, PLAN.yaml,
+# a `a | b` synopsis) is run as the concrete lines that stand for it (`covers`). What a line must
+# do there:
+#   ok       end with status 0 and no traceback;
+#   refused  stop at once with one line saying what is missing first (a trained system, a built
+#            zoo, the cluster's `gpu` partition, the approach-level study's remaining cells);
+#   started  a job of hours (a study, a training, a benchmark, an image download): it must be
+#            running or done well, with no traceback, when it first reports (or after
+#            STARTED_WAIT_S), and stop on Ctrl-C (pressed twice at most, 30 s apart).
+# The two lines CI itself runs (`.ci/run`) are checked to be the ones it runs.
+
+@dataclass(frozen=True)
+class Step:
+    line: str
+    expect: str = "ok"
+    covers: tuple[str, ...] = ()
+
+
+RUN_BY_CI = ("bash install.sh", "python3 -m pytest -q")
+POPULATION_RUN = ("qashift study run studies/population.yaml --runner local "
+                  "--table results/population-frozen.csv --only \"$only\"")
+APPROACH_RUN = ("qashift study run studies/approach-level.yaml --runner local "
+                "--table results/approach-level.csv --ledger results/population.csv")
+APPROACH_RUN_FUNCTION = f'run() {{ {APPROACH_RUN} "$@"; }}'
+
+STEPS = [
+    # README: a first look, then the main job's pieces
+    Step("qashift testsets list", covers=("qashift testsets list | show ID | fetch ID...",)),
+    Step("qashift testsets show reddit"),
+    Step("qashift testsets fetch reddit"),
+    Step("qashift validate"),
+    Step("qashift validate --pin testsets/my-new-set", covers=("qashift validate --pin FOLDER",)),
+    Step("qashift validate --schema bundle > bundle.schema.json"),
+    Step("qashift bundles list", covers=("qashift bundles list | show ID",)),
+    Step("qashift bundles show sliding-window"),
+    Step("qashift bundles list --awaiting"),
+    Step("qashift zoo list"),
+    Step("qashift families"),
+    Step("qashift systems"),
+    Step("qashift check -b sliding-window", covers=("qashift check -b BUNDLE",)),
+    # a pair of small sets first, so that `strata` has one thing to analyse
+    Step("evaluate -b sliding-window -t my-new-set -t my-reference"),
+    Step("qashift strata"),
+    Step("qashift strata --out figures/strata"),
+    Step("evaluate --bundle bert-ensemble --testset squad-dev --data-dir ../shared/data"),
+    Step("evaluate -b r-net-plus-ensemble -t squad-dev --level 0.99 --cluster paragraph"),
+    Step("evaluate -b sliding-window -t reddit"),
+    Step("evaluate -b sliding-window -t new-wiki -t amazon --json"),
+    Step("qashift run configs/squadshifts-sliding-window.yaml"),
+    Step("qashift compare -b bert-ensemble -b r-net-plus-ensemble -t squad-dev",
+         covers=("qashift compare -b A -b B -t SET",)),
+    Step("qashift results list",
+         covers=("qashift results list | show | export BUNDLE TESTSET | log BUNDLE TESTSET",)),
+    Step("qashift results show sliding-window reddit"),
+    Step("qashift results export sliding-window reddit"),
+    Step("qashift results log sliding-window reddit"),
+    Step("qashift results samples --out samples", covers=("qashift results samples --out DIR",)),
+    Step("qashift store check", covers=("qashift store check | repair",)),
+    Step("qashift store repair"),
+    Step("QASHIFT_WORKSPACE=other-ws evaluate -b sliding-window -t my-new-set "
+         "&& qashift store import other-ws", covers=("qashift store import OTHER_WORKSPACE",)),
+    Step("evaluate -b all -t all", "started"),
+    Step("qashift status"),
+    # before anything is trained here (a system retrained on another CPU scores otherwise)
+    Step("qashift extra-data --table results/population.csv --table results/extra-data.csv"),
+    # training and studies (training.md, README)
+    Step("qashift train -a logreg-rajpurkar -t squad-dev-train",
+         covers=("qashift train -a APPROACH -t SPLIT",)),
+    Step("evaluate -b logreg-rajpurkar@squad-dev-train/s0 -t squad-dev-heldout -t reddit-test"),
+    Step("qashift study run PLAN.yaml", covers=("qashift study run|status PLAN.yaml",)),
+    Step("qashift study status PLAN.yaml"),
+    Step("qashift study table PLAN.yaml --out PLAN.csv"),
+    Step("qashift study freeze PLAN.yaml"),
+    Step("qashift study run studies/PLAN.yaml"),
+    Step("qashift study status studies/PLAN.yaml"),
+    Step("qashift study table studies/PLAN.yaml --out results/PLAN.csv"),
+    Step("qashift train -a drqa-reader -t squad-dev-train --runner local "
+         "--data-dir ../shared/data", "started"),
+    Step("evaluate -b drqa-reader@squad-dev-train/s0 -t squad-dev-heldout -t new-wiki-test "
+         "-t reddit-test -t amazon-test --runner local --data-dir ../shared/data", "refused"),
+    Step("qashift systems --table my-approaches.csv"),
+    # the own population (population.md)
+    Step("qashift population"),
+    Step("qashift population --markdown"),
+    Step("qashift population --score my-new-set", covers=("qashift population --score NEW-SET",)),
+    Step("qashift population --table results/population-frozen.csv --score my-new-set"),
+    Step("qashift study status studies/population.yaml --table results/population.csv "
+         "--by-approach"),
+    Step(f"for only in '*~250/*' '*~500/*' '*~1000/*' '*~2500/*' '*'; do {POPULATION_RUN}; "
+         "done", "started", covers=(
+             "for only in '*~250/*' '*~500/*' '*~1000/*' '*~2500/*' '*'; do", POPULATION_RUN,
+             "done")),
+    Step("qashift study freeze studies/population.yaml --table results/population-frozen.csv"),
+    Step("qashift study run studies/population.yaml --runner local "
+         "--table results/population.csv", "started"),
+    Step("qashift extra-data", "refused"),  # three systems trained on squad-dev-train first
+    # the approach-level study (approach-level.md): its matrix waits on the remaining cells
+    Step("qashift study status studies/approach-level.yaml --table results/approach-level.csv "
+         "--ledger results/population.csv"),
+    Step(APPROACH_RUN, "started"),
+    *[Step(f"{APPROACH_RUN_FUNCTION}\nrun {only}", "started",
+           covers=(APPROACH_RUN_FUNCTION, f"run {only}")) for only in (
+        "--only '*@babi-*'", "--only '*@cloze-*' --only '*@squad-dev-train~*'",
+        "--only '*@kg-*' --only '*@fuzzy-*'")],
+    Step(f"{APPROACH_RUN_FUNCTION}\nrun", "started", covers=("run",)),
+    Step("qashift study matrix studies/approach-level.yaml --out results/approach-matrix.csv "
+         "--runs results/approach-runs.csv --table results/approach-level.csv "
+         "--ledger results/population.csv", "refused"),
+    Step("qashift study matrix studies/approach-level.yaml --out results/approach-matrix.csv "
+         "--table results/approach-level.csv --ledger results/population.csv --keep benchmarks",
+         "refused"),
+    # analysis (analysis.md, README)
+    Step("qashift figures --source squadshifts-published --out figures --data-dir "
+         "../shared/data", covers=("qashift figures --source squadshifts-published "
+                                   "--out figures/",)),
+    Step("qashift figures --source store --out figures",
+         covers=("qashift figures --source store --out figures/",)),
+    Step("qashift figures --source my-table.csv --out figures/"),
+    Step("qashift figures --source zoo/scores.csv --compare squadshifts-published "
+         "--out zoo-figures"),
+    Step("qashift fit"),
+    Step("qashift fit --source results/population.csv", covers=("qashift fit --source TABLE.csv",)),
+    Step("qashift reproduce"),
+    Step("qashift reproduce --data-dir ../shared/data"),
+    Step("qashift concurrence"),
+    Step("qashift concurrence --out figures/concurrence"),
+    Step("qashift concurrence --bootstrap 1000 --seed 0"),
+    Step('qashift concurrence --subset "SQuAD 1.1 — All>76.24"'),
+    Step('qashift concurrence --versus "MRQA NewsQA"'),
+    Step('qashift concurrence --knee "SQuAD 1.1 — All" "CNN (100K Examples)"'),
+    *[Step(f"qashift concurrence --kendall {k} --threshold 0.8",
+           covers=("qashift concurrence --kendall a|b|c --threshold 0.8",)) for k in "abc"],
+    Step("qashift concurrence --scores my-scores.csv"),
+    Step("qashift concurrence --scores M.csv --paper studies/approach-level.yaml",
+         covers=("qashift concurrence --scores M.csv --paper PLAN.yaml",)),
+    Step("qashift concurrence --scores results/approach-matrix.csv --reference squad "
+         "--paper studies/approach-level.yaml --out figures/approach-level"),
+    # derived sets and ablations (derived.md)
+    Step("evaluate -b sliding-window -t squad-dev -t squad-dev-context-words-shuffled "
+         "-t sam-baseline -t sam-intervention -t sam-control", covers=(
+             "evaluate -b <bundle> -t squad-dev -t squad-dev-context-words-shuffled ... "
+             "-t sam-baseline -t sam-intervention -t sam-control",)),
+    Step("qashift challenge report -b sliding-window",
+         covers=("qashift challenge report -b <bundle>",)),
+    # the site (site.md)
+    Step("qashift report"),
+    Step("qashift report --source store --out site"),
+    Step("qashift report --source my-table.csv --out site-csv/"),
+    Step("qashift report --source squadshifts-published --out site-published/"),
+    Step("qashift report --source results/population.csv --concurrence "
+         "results/approach-matrix.csv --concurrence-reference squad --out site-population/"),
+    # submissions: a checkpoint, a CodaLab program, the leaderboard (README, hf-qa.md)
+    Step("mkdir -p submissions/my-model && cp -r ckpt submissions/my-model/model && printf "
+         "'id: my-model\\nname: My model\\nkind: hf-qa\\nmodel: {path: model}\\n' > "
+         "submissions/my-model/bundle.yaml && evaluate -b my-model -t squad-dev -t new-wiki "
+         "--runner local --data-dir ../shared/data", covers=(
+             "mkdir -p submissions/my-model && cp -r /path/to/checkpoint submissions/my-model/"
+             "model && printf 'id: my-model\\nname: My model\\nkind: hf-qa\\nmodel: {path: "
+             "model}\\n' > submissions/my-model/bundle.yaml && evaluate -b my-model -t squad-dev "
+             "-t new-wiki --runner local --data-dir ../shared/data",)),
+    Step("python -m evaluator.qa --model ckpt --input dev-v1.1.json --output predictions.json",
+         covers=("python -m evaluator.qa --model DIR --input dev-v1.1.json --output "
+                 "predictions.json",)),
+    Step("qashift bundles export-onnx my-model"),
+    Step("qashift zoo build", "started"),
+    Step("evaluate -b zoo-l6-q1500 -t squad-dev-heldout -t new-wiki -t reddit -t amazon "
+         "-t addsent -t addonesent --runner local", "refused"),
+    Step("qashift bundles import-leaderboard --export out-v1.1.json"),
+    Step("qashift bundles complete lb-anna-single-model-601dd7 ./downloaded-codalab-bundle "
+         "--command \"python predict.py {input} {output}\" --image codalab/ubuntu@sha256:"
+         + "0" * 64, covers=(
+             "qashift bundles complete lb-anna-single-model-601dd7 ./downloaded-codalab-bundle "
+             "--command \"python predict.py {input} {output}\" --image "
+             "codalab/ubuntu@sha256:...",)),
+    # generative submissions (generative.md): a tiny language model
+    Step("evaluate -b my-lm -t reddit-test --runner local"),
+    Step('evaluate -b my-lm -t reddit-test --template "Context: {context}\\nQuestion: '
+         '{question}\\nAnswer:" --template "{question}\\n{context}\\nThe answer is"', "started"),
+    Step("qashift train -a generative-reader -t squad-dev-train", "started"),
+    Step("evaluate -b generative-reader@squad-dev-train/s0 -t squad-dev-heldout --runner local",
+         "refused"),
+    # Slurm: this cluster has no `gpu` partition
+    Step("evaluate -b all -t all --runner slurm -j 32 --partition gpu --account qa-lab",
+         "refused"),
+    # images (docker.md): built already by install.sh, so each finds its tag
+    Step("apt-get install -y docker.io debootstrap"),
+    Step("qashift images base"),
+    Step("qashift images python"),
+    Step("qashift images wheelhouse wheels/", "started"),
+    Step("qashift images runner wheels/"),
+    Step("qashift images wheelhouse --gpu wheels-gpu/ && qashift images runner --gpu "
+         "wheels-gpu/", "started"),
+    Step("docker build --network host -f Dockerfile -t qashift/runner:cpu wheels/", "started"),
+    # benchmarks: the quick ones to the end, the others started
+    Step("python benchmarks/scoring_speed.py"),
+    Step("python benchmarks/docker_overhead.py"),
+    Step("python benchmarks/reproduce_time.py"),
+    Step("python benchmarks/hfqa_throughput.py --model ckpt --questions 500",
+         covers=("python benchmarks/hfqa_throughput.py --model DIR --questions 500",)),
+    Step("python benchmarks/hfqa_throughput.py", "refused"),  # its default model: the zoo's
+    *[Step(f"python benchmarks/{name}.py", "started") for name in (
+        "slurm_overhead", "training_throughput", "parallel_cells",
+        "population_scoring", "study_resume")],
 ]
 
 
-def test_the_commands_to_run_are_documented_as_written():
-    """Each is a documented line, optional [parts] left out."""
-    documented = {" ".join(re.sub(r"\[[^]]*\]", "", line).split()) for _, line in LINES}
-    assert set(RUN) <= documented, set(RUN) - documented
+def _documented(line: str) -> str:
+    """A documented line as the steps name it: optional [parts] left out, spaces collapsed."""
+    return " ".join(re.sub(r"\[[^]]*\]", "", line).split())
+
+
+def test_every_documented_command_has_a_step():
+    documented = {_documented(line) for _, line in LINES}
+    stood_for = {_documented(s.line) for s in STEPS} | {
+        _documented(c) for s in STEPS for c in s.covers}
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    assert set(RUN_BY_CI) <= set(ci), "CI no longer runs README's install and test commands"
+    assert documented - set(RUN_BY_CI) <= stood_for, documented - set(RUN_BY_CI) - stood_for
+    for step in STEPS:
+        assert step.expect in ("ok", "refused", "started"), step
+        for line in step.covers:
+            assert _documented(line) in documented, f"{line!r} is not documented (any more)"
+
+
+PLAN = """id: plan
+name: A small plan
+description: one approach on 250 training questions, scored on one small set
+split: squad-dev-train
+testsets: [my-new-set]
+approaches:
+  logreg-rajpurkar:
+    - {settings: [{}], sizes: [250]}
+"""
+LM_BUNDLE = "id: my-lm\\nname: My prompted model\\nkind: generative\\nmodel: {path: model}\\n" \
+    "generation: {max_new_tokens: 8}\\n"
+STARTED_WAIT_S = 20  # how long a silent started job is watched
+
+
+def _checkout(home: Path, dev_raw: dict) -> None:
+    """The checkout's layout, copied (commands write into it), with what the placeholders name:
+    two small test sets (the second the first's reference), a tiny QA checkpoint and language
+    model, a small study plan, a CodaLab program, copies of tables under the names the docs
+    use, and one frozen approach (logreg-rajpurkar's systems) in `frozen/`."""
+    for name in ("testsets", "submissions", "configs", "studies", "results", "zoo"):
+        shutil.copytree(REPO / name, home / name, symlinks=True)
+    shutil.copytree(REPO / "frozen" / "logreg-rajpurkar", home / "frozen" / "logreg-rajpurkar")
+    (home / "benchmarks").symlink_to(REPO / "benchmarks")
+    shutil.copy(REPO / "Dockerfile", home / "Dockerfile")
+    write_testset(home / "testsets", "my-reference", {"version": "1.1",
+                                                      "data": dev_raw["data"][41:42]})
+    new = write_testset(home / "testsets", "my-new-set",
+                        {"version": "1.1", "data": dev_raw["data"][40:41]},
+                        reference="my-reference")
+    shutil.copy(new / "data.json", home / "dev-v1.1.json")
+    texts = squad_texts({"data": dev_raw["data"][:2]})
+    make_tiny_bert(home / "ckpt", texts)
+    make_tiny_causal_lm(home / "submissions" / "my-lm" / "model", texts)
+    (home / "submissions" / "my-lm" / "bundle.yaml").write_text(
+        LM_BUNDLE.encode().decode("unicode_escape"))
+    (home / "PLAN.yaml").write_text(PLAN)
+    (home / "studies" / "PLAN.yaml").write_text(PLAN)
+    (home / "downloaded-codalab-bundle").mkdir()
+    (home / "downloaded-codalab-bundle" / "predict.py").write_text(FIRST_WORD)
+    shutil.copy(SHARED_DATA / "squad-leaderboard" / "out-v1.1.json", home / "out-v1.1.json")
+    shutil.copy(REPO / "zoo" / "scores.csv", home / "my-table.csv")
+    for name in ("my-scores.csv", "M.csv"):
+        shutil.copy(REPO / "results" / "approach-matrix.csv", home / name)
+
+
+def _run(step: Step, home: Path, env: dict) -> str:
+    """Run one step; return what went wrong ('' if it did as it must)."""
+    log = home.parent / "step.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(["bash", "-c", step.line], cwd=home, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=hears_ctrl_c)
+        if step.expect != "started":
+            try:
+                proc.wait(timeout=600)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                return "did not finish in 600 s"
+            text = log.read_text()
+            last = ([line for line in text.splitlines() if line.strip()] or [""])[-1]
+            if "Traceback" in text:
+                return f"a traceback:\n{text[-3000:]}"
+            if step.expect == "ok" and proc.returncode != 0:
+                return f"status {proc.returncode}:\n{text[-3000:]}"
+            if step.expect == "refused" and (proc.returncode == 0 or not re.match(
+                    r"(error|Error): \S", last)):
+                return f"status {proc.returncode}, not a one-line refusal:\n{text[-3000:]}"
+            return ""
+        deadline = time.monotonic() + STARTED_WAIT_S
+        while proc.poll() is None and not log.read_text().strip() and \
+                time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1)  # a first line, then a moment in which it could fail
+        said, ended = log.read_text(), proc.poll()
+        for _ in range(2 if ended is None else 0):  # Ctrl-C, and once more if need be (a
+            os.killpg(proc.pid, signal.SIGINT)     # loop's command may have just ended)
+            try:
+                proc.wait(timeout=30)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return "did not stop within a minute of Ctrl-C pressed twice"
+        if "Traceback" in said or ended not in (None, 0):
+            return f"status {ended} before Ctrl-C:\n{said[-3000:]}"
+        return ""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("line", RUN)
-def test_a_documented_command_runs_on_an_empty_workspace(line, tmp_path, shared_data):
-    """Run from a copy of the checkout's layout (results, studies, zoo read from the
-    checkout; everything written goes to a temporary folder). Commands that read the
-    results store (`strata`, `extra-data` without a table) are left out: on an empty
-    workspace they stop with one line saying to run `evaluate` first."""
+@SLURM  # one of its steps submits to the cluster
+def test_every_documented_command_runs_on_an_empty_workspace(tmp_path, shared_data, dev_raw):
     home = tmp_path / "checkout"
     home.mkdir()
-    for name in ("results", "studies", "zoo"):
-        (home / name).symlink_to(REPO / name)
-    shutil.copytree(REPO / "configs", home / "configs")  # a run config writes beside itself
+    _checkout(home, dev_raw)
     (tmp_path / "shared").symlink_to(shared_data.parent)
     env = {**os.environ, "QASHIFT_WORKSPACE": str(tmp_path / "ws"),
-           "QASHIFT_CACHE": str(tmp_path / "cache"), "QASHIFT_ROOT": str(REPO),
+           "QASHIFT_CACHE": str(tmp_path / "cache"), "QASHIFT_ROOT": str(home),
            "QASHIFT_DATA_DIR": str(shared_data), "MPLBACKEND": "Agg"}
-    command, _, into = line.partition(" > ")
-    done = subprocess.run(shlex.split(command), cwd=home, env=env, capture_output=True,
-                          text=True, timeout=600)
-    if into:
-        (home / into).write_text(done.stdout)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    env.pop("QASHIFT_TESTSETS", None)
+    env.pop("QASHIFT_SUBMISSIONS", None)
+    wrong = []
+    for step in STEPS:
+        problem = _run(step, home, env)
+        if problem:
+            wrong.append(f"{step.line} ({step.expect}): {problem}")
+    assert not wrong, "\n\n".join(wrong)
