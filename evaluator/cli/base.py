@@ -5,6 +5,7 @@ apply for as long as the command runs, and -v/-q/--log-file set up the console."
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import logging
 import os
@@ -14,9 +15,8 @@ import sys
 import click
 
 from evaluator.core import console, settings
-from evaluator.core.errors import UserError
+from evaluator.core.errors import Terminated, UserError
 from evaluator.core.files import remove_stale_tempdirs
-from evaluator.runners.interrupts import Terminated
 
 COLUMNS, NAME_WIDTH = 120, 44  # listings fit this many columns unless --wide
 
@@ -57,19 +57,27 @@ class OneLineErrors:
             console.error(str(exc))
             ctx.exit(1)
         except KeyboardInterrupt as exc:  # the runners have stopped what they started
-            end_by_signal(signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+            signum = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
+            console.error("interrupted" if signum == signal.SIGINT else "terminated")
+            _ENDED_BY.append(signum)
+            ctx.exit(128 + signum)
 
 
-def end_by_signal(signum: int) -> None:
-    """Say so in one line, then end killed by `signum`, as a program that does not catch it
-    would: a shell that runs this in a loop, or a script, then stops too (one that sees a
-    plain exit status takes the interrupt as handled and goes on with its next command)."""
-    console.error("interrupted" if signum == signal.SIGINT else "terminated")
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    signal.signal(signum, signal.SIG_DFL)
-    os.kill(os.getpid(), signum)
+_ENDED_BY: list[int] = []  # the signal that ended this command, if one did
+
+
+@atexit.register  # at import, so it runs after the exit handlers registered later
+def _end_by_the_signal() -> None:
+    """A command that Ctrl-C (or SIGTERM) ended exits killed by that signal, as a program
+    that does not catch it would, once its threads have ended and its exit handlers run: a
+    shell running it in a loop, or a script, then stops too (one that sees a plain exit
+    status takes the interrupt as handled and goes on with its next command)."""
+    if _ENDED_BY:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        signal.signal(_ENDED_BY[0], signal.SIG_DFL)
+        os.kill(os.getpid(), _ENDED_BY[0])
 
 
 class Group(OneLineErrors, click.Group):

@@ -34,6 +34,11 @@ FAILURE_CLASSES = {
 }
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that every path that stops cleanly on Ctrl-C (cancel the
+    matrix's queued cells, release leases, remove working folders) stops on it too."""
+
+
 class UserError(Exception):
     """A problem the user can fix; the message is one line saying what failed and how to fix it."""
 

@@ -15,11 +15,7 @@ import signal
 import threading
 from collections.abc import Callable
 
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised like Ctrl-C so that every path that stops cleanly on Ctrl-C (cancel the
-    matrix's queued cells, release leases, remove working folders) stops on it too."""
-
+from evaluator.core.errors import Terminated
 
 _CLEANUPS: list[Callable[[], object]] = []
 _INSTALLED = False

@@ -371,7 +371,9 @@ def reap_orphans(client) -> list[str]:
 
 
 def _remove(client, container: str) -> None:
-    """Force-remove a container; retried, because this is what keeps the host clean."""
+    """Force-remove a container; retried, because this is what keeps the host clean. When
+    another thread's removal (an interrupt's cleanup) is under way, wait until it is gone, so
+    that a process ending right after leaves no container behind."""
     for attempt in range(3):
         try:
             client.api.remove_container(container, force=True, v=True)
@@ -380,10 +382,23 @@ def _remove(client, container: str) -> None:
             return
         except docker.errors.APIError as exc:
             if "already in progress" in str(exc):
+                _wait_gone(client, container)
                 return
             time.sleep(0.5 * (attempt + 1))
         except Exception:  # noqa: BLE001 - e.g. a connection error; try again
             time.sleep(0.5 * (attempt + 1))
+
+
+def _wait_gone(client, container: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            client.api.inspect_container(container)
+        except docker.errors.NotFound:
+            return
+        except Exception:  # noqa: BLE001 - the daemon is busy; look again
+            pass
+        time.sleep(0.1)
 
 
 def _quietly(call: Callable[[], object]) -> None:
