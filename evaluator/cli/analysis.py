@@ -284,8 +284,7 @@ def _score_population(plan: Path, new_sets: list[str], table_path: Path, paralle
         fresh = [r for r in study.rows(found, store, earlier) if r["testset"] in new_sets]
         scored = {(r["model"], r["testset"]) for r in fresh}
         kept = [r for r in earlier if (r["model"], r["testset"]) not in scored]
-        table.write(sorted(kept + fresh, key=lambda r: (r["model"], r["testset"], r["metric"])),
-                    table_path)
+        table.write(table.ordered(kept + fresh), table_path)
     console.say(f"{done} cells scored or found; {len(fresh)} rows of {', '.join(new_sets)} "
                 f"written to {table_path}, its other {len(kept)} rows kept")
 

@@ -106,8 +106,7 @@ def systems_command(table_path) -> None:
                           {k: t.train for k, t in good.items()})
         mine = {r["model"] for r in rows}
         kept = [r for r in earlier if r["model"] not in mine]  # results of another store
-        table.write(sorted(rows + kept, key=lambda r: (r["model"], r["testset"], r["metric"])),
-                    Path(table_path))
+        table.write(table.ordered(rows + kept), Path(table_path))
         click.echo(f"wrote {len(rows) + len(kept)} rows to {table_path}"
                    + (f" ({len(kept)} kept from the file: systems this store lacks)"
                       if kept else ""))

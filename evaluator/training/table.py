@@ -64,6 +64,11 @@ def rows(store: Store, references: dict[str, str | None], families: dict[str, st
     return out
 
 
+def ordered(rows: list[dict]) -> list[dict]:
+    """Rows in the table's order: by system, then test set, then metric."""
+    return sorted(rows, key=lambda r: (r["model"], r["testset"], r["metric"]))
+
+
 def write(table: list[dict], path: Path) -> None:
     write_csv_atomic(path, COLUMNS, table)
 

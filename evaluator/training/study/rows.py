@@ -104,4 +104,4 @@ def rows(study: Study, store: Store, earlier: Rows = ()) -> Rows:
     kept = [r for name, found in earlier_rows.items() for r in found
             if name not in current or name in unfinished
             or (current[name] == r["weights_digest"] and (name, r["testset"]) not in scored)]
-    return sorted(fresh + kept, key=lambda r: (r["model"], r["testset"], r["metric"]))
+    return table.ordered(fresh + kept)
