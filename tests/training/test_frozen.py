@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_testset
+from tests.conftest import REPO, write_testset
 
 PLAN = ("id: tiny\nname: tiny\nsplit: tiny-train\ntestsets: [tiny-test]\n"
         "approaches:\n  words: {settings: [{}], seeds: [0, 1]}\n")
@@ -128,3 +128,81 @@ def test_a_new_test_set_is_scored_by_every_frozen_system_with_one_command(
     assert "trend of brand-new against squad-dev-heldout" in done.stdout
     assert (tmp_path / "fig" / "population-trend-brand-new.png").is_file()
     assert not (tmp_path / "clean" / "models").exists()  # nothing was trained
+
+
+FROZEN_TABLES = (REPO / "results" / "population-frozen.csv", REPO / "results" / "generative.csv")
+
+
+def table_rows() -> list[dict]:
+    """Every row of the committed tables whose systems are frozen in `frozen/`."""
+    rows = []
+    for path in FROZEN_TABLES:
+        with open(path) as handle:
+            rows += list(csv.DictReader(handle))
+    return rows
+
+
+def frozen_manifests() -> list[Path]:
+    return sorted((REPO / "frozen").glob("*/*/*/manifest.json"))
+
+
+def first_of_each_approach() -> list[Path]:
+    """The first committed frozen system (in path order) of every approach of the population
+    (the generative reader has a test of its own, below)."""
+    by_approach: dict[str, Path] = {}
+    for manifest in frozen_manifests():
+        by_approach.setdefault(manifest.parts[-4], manifest)
+    return [path for name, path in sorted(by_approach.items()) if name != "generative-reader"]
+
+
+def evaluate_json(system: str, testset: str) -> dict:
+    done = run("evaluate", "-b", system, "-t", testset, "--runner", "local", "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)["results"][0]
+
+
+def test_every_frozen_system_is_in_a_committed_table_with_the_scores_its_manifest_states():
+    values = {(r["model"], r["testset"], r["metric"]): float(r["value"]) for r in table_rows()}
+    for manifest in frozen_manifests():
+        frozen = json.loads(manifest.read_text())
+        system = frozen["system"]["system"]
+        assert (system, "squad-dev-heldout", "f1") in values, manifest
+        for testset, scores in frozen["scores"].items():
+            for metric in ("em", "f1"):
+                assert scores[metric] == pytest.approx(values[system, testset, metric],
+                                                       abs=1e-4), (manifest, testset)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("manifest", first_of_each_approach(),
+                         ids=lambda m: m.parent.relative_to(REPO / "frozen").as_posix())
+def test_a_committed_frozen_system_gives_its_table_score_on_a_clean_workspace(
+        manifest, workspace):
+    """What a clean clone promises: a system of each approach, run from the repository's
+    `frozen/` with an empty workspace, trains nothing and gives its committed table's score
+    (within 0.1 on another CPU) on the smallest set it was scored on."""
+    system = json.loads(manifest.read_text())["system"]["system"]
+    rows = {(r["testset"], r["metric"]): r for r in table_rows() if r["model"] == system}
+    testset = min((name for name, metric in rows if metric == "f1"),
+                  key=lambda name: int(rows[name, "f1"]["n"]))
+    again = evaluate_json(system, testset)
+    for metric in ("em", "f1"):
+        assert again[metric]["value"] == pytest.approx(float(rows[testset, metric]["value"]),
+                                                       abs=0.1), (system, testset, metric)
+    assert not (workspace / "models").exists()  # nothing was trained
+
+
+@pytest.mark.slow
+def test_the_frozen_generative_reader_beats_the_sliding_window_on_the_held_out_half(workspace):
+    """Generative submissions: the best generative reader of results/generative.csv, run
+    from `frozen/` through the local backend on an empty workspace, gives its table's F1 on
+    all of squad-dev-heldout, and that is above the sliding window's there."""
+    with open(REPO / "results" / "generative.csv") as handle:
+        rows = [r for r in csv.DictReader(handle)
+                if r["testset"] == "squad-dev-heldout" and r["metric"] == "f1"]
+    best = max(rows, key=lambda r: float(r["value"]))
+    own = evaluate_json(best["model"], "squad-dev-heldout")
+    assert own["f1"]["value"] == pytest.approx(float(best["value"]), abs=0.1)
+    baseline = evaluate_json("sliding-window", "squad-dev-heldout")
+    assert own["f1"]["value"] > baseline["f1"]["value"], (own["f1"], baseline["f1"])
+    assert not (workspace / "models").exists()
