@@ -88,6 +88,18 @@ def write_generative_bundle(root: Path, bundle_id: str, *, model: Path | None = 
     return folder
 
 
+def write_served_twin(root: Path, bundle_id: str, server: Server, approach: Path) -> Path:
+    """A bundle asking `server` with an approach's own prompt and decoding (its bundle.yaml's
+    `prompt:` and `generation:`): the served twin of that approach's systems."""
+    text = (approach / "bundle.yaml").read_text()
+    generation = text.split("generation: ")[1].splitlines()[0]
+    prompt = text.split("prompt:\n")[1].split("\n")[0]
+    return write_generative_bundle(
+        root, bundle_id, generation=generation,
+        endpoint=f"{{url: '{server.url}', model: '{server.model}', concurrency: 1}}",
+        extra=f"prompt:\n{prompt}\n")
+
+
 class Misbehaving:
     """A server on the loopback address that answers every POST with `status` and `body`
     (a real HTTP server behaving badly), noting each request's Authorization header."""

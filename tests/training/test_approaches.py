@@ -15,7 +15,7 @@ from evaluator.runners.docker import daemon_available
 from evaluator.store.store import Store
 from tests.conftest import REPO, write_testset
 from tests.docker_kit import needs_docker
-from tests.support.generative import Server, write_generative_bundle
+from tests.support.generative import Server, write_served_twin
 
 APPROACHES = ("minilm-span", "drqa-reader", "bidaf", "match-lstm", "rasor", "r-net", "qanet",
               "fusionnet", "mnemonic-reader", "bidaf-plus-plus", "minilm-frozen",
@@ -128,13 +128,8 @@ def test_the_generative_reader_learns_and_its_system_answers_alike_here_and_serv
     assert all(f.stat().st_size <= 50 * 2**20 for f in weights.iterdir())
     server = Server(weights, tmp_path / "access.log")
     try:
-        approach = (REPO / "submissions" / "generative-reader" / "bundle.yaml").read_text()
-        generation = approach.split("generation: ")[1].splitlines()[0]
-        prompt = approach.split("prompt:\n")[1].split("\n")[0]
-        write_generative_bundle(
-            tmp_path / "subs", "served", generation=generation,
-            endpoint=f"{{url: '{server.url}', model: '{weights}', concurrency: 1}}",
-            extra=f"prompt:\n{prompt}\n")
+        write_served_twin(tmp_path / "subs", "served", server,
+                          REPO / "submissions" / "generative-reader")
         here = score(system, "tiny-test")
         served = score("served", "tiny-test")
     finally:

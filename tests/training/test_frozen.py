@@ -7,12 +7,16 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from evaluator.data import testsets
+from evaluator.store.store import Store
 from tests.conftest import REPO, write_testset
+from tests.support.generative import Server, write_served_twin
 
 PLAN = ("id: tiny\nname: tiny\nsplit: tiny-train\ntestsets: [tiny-test]\n"
         "approaches:\n  words: {settings: [{}], seeds: [0, 1]}\n")
@@ -192,17 +196,58 @@ def test_a_committed_frozen_system_gives_its_table_score_on_a_clean_workspace(
     assert not (workspace / "models").exists()  # nothing was trained
 
 
+def best_generative_reader() -> tuple[dict, Path]:
+    """The row of results/generative.csv with the highest held-out F1, and its frozen folder."""
+    with open(REPO / "results" / "generative.csv") as handle:
+        rows = [r for r in csv.DictReader(handle)
+                if r["testset"] == "squad-dev-heldout" and r["metric"] == "f1"]
+    best = max(rows, key=lambda r: float(r["value"]))
+    [folder] = [m.parent for m in frozen_manifests()
+                if json.loads(m.read_text())["system"]["system"] == best["model"]]
+    return best, folder
+
+
 @pytest.mark.slow
 def test_the_frozen_generative_reader_beats_the_sliding_window_on_the_held_out_half(workspace):
     """Generative submissions: the best generative reader of results/generative.csv, run
     from `frozen/` through the local backend on an empty workspace, gives its table's F1 on
     all of squad-dev-heldout, and that is above the sliding window's there."""
-    with open(REPO / "results" / "generative.csv") as handle:
-        rows = [r for r in csv.DictReader(handle)
-                if r["testset"] == "squad-dev-heldout" and r["metric"] == "f1"]
-    best = max(rows, key=lambda r: float(r["value"]))
+    best, _ = best_generative_reader()
     own = evaluate_json(best["model"], "squad-dev-heldout")
     assert own["f1"]["value"] == pytest.approx(float(best["value"]), abs=0.1)
     baseline = evaluate_json("sliding-window", "squad-dev-heldout")
     assert own["f1"]["value"] > baseline["f1"]["value"], (own["f1"], baseline["f1"])
     assert not (workspace / "models").exists()
+
+
+@pytest.mark.slow
+def test_the_frozen_generative_reader_answers_alike_here_and_served(workspace, tmp_path,
+                                                                    monkeypatch):
+    """The same reader on two held-out articles through the local backend and through
+    `transformers serve` (a real server on the loopback address) serving its frozen weights
+    folder under the approach's prompt and decoding: the same answers to every question."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    best, folder = best_generative_reader()
+    held = testsets.get("squad-dev-heldout").load().raw
+    sets, subs = tmp_path / "sets", tmp_path / "subs"
+    shutil.copytree(REPO / "testsets", sets)
+    shutil.copytree(REPO / "submissions", subs, ignore=shutil.ignore_patterns("__pycache__"))
+    sample = {"version": "1.1", "data": held["data"][:2]}
+    write_testset(sets, "heldout-sample", sample, reference="squad-dev-heldout")
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    server = Server(folder / "weights", tmp_path / "access.log")
+    try:
+        write_served_twin(subs, "served", server, subs / "generative-reader")
+        here = evaluate_json(best["model"], "heldout-sample")
+        served = evaluate_json("served", "heldout-sample")
+    finally:
+        server.stop()
+    store = Store.open_default()
+    answers = {r["bundle"]: json.loads(store.get_object(r["predictions_sha256"]))
+               for r in store.results() if r["testset"] == "heldout-sample"}
+    assert answers[best["model"]] == answers["served"]
+    assert here["f1"]["value"] == served["f1"]["value"] and here["n"] == served["n"]
+    questions = sum(len(p["qas"]) for a in sample["data"] for p in a["paragraphs"])
+    assert len(answers["served"]) == questions and server.completions_answered() > 0
