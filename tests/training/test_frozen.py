@@ -28,8 +28,9 @@ def run(*argv: str, timeout: int = 600) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
-def score(system: str) -> dict:
-    done = run("evaluate", "-b", system, "-t", "tiny-test", "--runner", "local", "--json")
+def score(system: str, testset: str = "tiny-test", timeout: int = 600) -> dict:
+    done = run("evaluate", "-b", system, "-t", testset, "--runner", "local", "--json",
+               timeout=timeout)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)["results"][0]
 
@@ -150,6 +151,11 @@ def frozen_manifests() -> list[Path]:
     return sorted((REPO / "frozen").glob("*/*/*/manifest.json"))
 
 
+def frozen_system(manifest: Path) -> str:
+    """The system id a frozen manifest holds."""
+    return json.loads(manifest.read_text())["system"]["system"]
+
+
 def first_of_each_approach() -> list[Path]:
     """The first committed frozen system (in path order) of every approach of the population
     (the generative reader has a test of its own, below)."""
@@ -157,13 +163,6 @@ def first_of_each_approach() -> list[Path]:
     for manifest in frozen_manifests():
         by_approach.setdefault(manifest.parts[-4], manifest)
     return [path for name, path in sorted(by_approach.items()) if name != "generative-reader"]
-
-
-def evaluate_json(system: str, testset: str, timeout: int = 600) -> dict:
-    done = run("evaluate", "-b", system, "-t", testset, "--runner", "local", "--json",
-               timeout=timeout)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)["results"][0]
 
 
 def test_every_frozen_system_is_in_a_committed_table_with_the_scores_its_manifest_states():
@@ -189,11 +188,11 @@ def test_a_committed_frozen_system_gives_its_table_score_on_a_clean_workspace(
     """What a clean clone promises: a system of each approach, run from the repository's
     `frozen/` with an empty workspace, trains nothing and gives its committed table's score
     (within 0.1 on another CPU) on the smallest set it was scored on."""
-    system = json.loads(manifest.read_text())["system"]["system"]
+    system = frozen_system(manifest)
     rows = {(r["testset"], r["metric"]): r for r in table_rows() if r["model"] == system}
     testset = min((name for name, metric in rows if metric == "f1"),
                   key=lambda name: int(rows[name, "f1"]["n"]))
-    again = evaluate_json(system, testset)
+    again = score(system, testset)
     for metric in ("em", "f1"):
         assert again[metric]["value"] == pytest.approx(float(rows[testset, metric]["value"]),
                                                        abs=0.1), (system, testset, metric)
@@ -202,12 +201,10 @@ def test_a_committed_frozen_system_gives_its_table_score_on_a_clean_workspace(
 
 def best_generative_reader() -> tuple[dict, Path]:
     """The row of results/generative.csv with the highest held-out F1, and its frozen folder."""
-    with open(REPO / "results" / "generative.csv") as handle:
-        rows = [r for r in csv.DictReader(handle)
-                if r["testset"] == "squad-dev-heldout" and r["metric"] == "f1"]
+    rows = [r for r in table_rows() if r["approach"] == "generative-reader"
+            and r["testset"] == "squad-dev-heldout" and r["metric"] == "f1"]
     best = max(rows, key=lambda r: float(r["value"]))
-    [folder] = [m.parent for m in frozen_manifests()
-                if json.loads(m.read_text())["system"]["system"] == best["model"]]
+    [folder] = [m.parent for m in frozen_manifests() if frozen_system(m) == best["model"]]
     return best, folder
 
 
@@ -220,9 +217,9 @@ def test_the_frozen_generative_reader_beats_the_sliding_window_on_the_held_out_h
     of one core: one thread, so that it does not fight the other test worker for both.)"""
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     best, _ = best_generative_reader()
-    own = evaluate_json(best["model"], "squad-dev-heldout", timeout=1800)
+    own = score(best["model"], "squad-dev-heldout", timeout=1800)
     assert own["f1"]["value"] == pytest.approx(float(best["value"]), abs=0.1)
-    baseline = evaluate_json("sliding-window", "squad-dev-heldout")
+    baseline = score("sliding-window", "squad-dev-heldout")
     assert own["f1"]["value"] > baseline["f1"]["value"], (own["f1"], baseline["f1"])
     assert not (workspace / "models").exists()
 
@@ -247,8 +244,8 @@ def test_the_frozen_generative_reader_answers_alike_here_and_served(workspace, t
     server = Server(folder / "weights", tmp_path / "access.log")
     try:
         write_served_twin(subs, "served", server, subs / "generative-reader")
-        here = evaluate_json(best["model"], "heldout-sample")
-        served = evaluate_json("served", "heldout-sample")
+        here = score(best["model"], "heldout-sample")
+        served = score("served", "heldout-sample")
     finally:
         server.stop()
     store = Store.open_default()
