@@ -85,8 +85,9 @@ class Dispatcher:
         if target not in self._made:
             if kind == "approach" and backend == "local":
                 self.warn("training with the local runner is NOT isolated: the approach's code "
-                          "runs as you, sees your files and network, and a process it starts "
-                          "can outlive the job; use --runner docker for code you do not trust")
+                          "runs as you, sees your files and network, and a process that leaves "
+                          "its process group can outlive the job; use --runner docker for code you "
+                          "do not trust")
             allowed = OPTIONS.get(target, ())
             options = {k: v for k, v in self.options.items() if k in allowed}
             self._made[target] = load(target)(**options)

@@ -1,12 +1,14 @@
 """Run a shell command in its own process group with a time limit, a captured log and its
 peak memory: what the local and hf-qa runners share. Process groups started here are
-remembered, so a Ctrl-C of a matrix can kill them all (`cancel_all`)."""
+remembered, so a Ctrl-C of a matrix can kill them all (`cancel_all`), and each has a guard
+that kills it when this process dies without cleaning up (SIGKILL, a test's timeout)."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -15,6 +17,17 @@ from evaluator.runners import interrupts
 
 _ACTIVE: set[int] = set()  # process groups of running submissions, for cancel_all()
 _ACTIVE_LOCK = threading.RLock()  # held from start to registration: cancel_all misses none
+
+# The guard reads a pipe whose only writer is this process: first the run's process group,
+# then end of file, which means this process closed the pipe (the run is over) or died;
+# either way the group is killed.
+_GUARD = ("import os, signal, sys\n"
+          "group = sys.stdin.buffer.readline().strip()\n"
+          "sys.stdin.buffer.read()\n"
+          "try:\n"
+          "    os.killpg(int(group), signal.SIGKILL)\n"
+          "except (ValueError, ProcessLookupError, PermissionError):\n"
+          "    pass\n")
 
 
 def cancel_all() -> int:
@@ -37,35 +50,65 @@ def run_with_limit(command: str, cwd: Path, env: dict, log_path: Path, timeout: 
     pinned = ["taskset", "-c", ",".join(map(str, cpus))] if cpus else []
     with open(log_path, "wb") as log:
         start = time.perf_counter()
-        with _ACTIVE_LOCK:
-            if interrupts.stopping():
-                raise KeyboardInterrupt("cancelled: this controller is stopping")
-            proc = subprocess.Popen([*pinned, "/bin/sh", "-c", command], cwd=cwd, env=env,
-                                    stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
-            _ACTIVE.add(proc.pid)
-
-        def kill() -> None:
-            timed_out.set()
-            kill_group(proc.pid)
-
-        if pid_file is not None:  # so a later start can stop it if this process is killed
-            pid_file.write_text(str(proc.pid))
-        timer = threading.Timer(timeout, kill)
-        timer.start()
+        guard, guard_pipe = _start_guard()
         try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
             with _ACTIVE_LOCK:
-                _ACTIVE.discard(proc.pid)
-            timer.cancel()
-            kill_group(proc.pid)  # leftovers, and on Ctrl-C the whole group
-            proc.returncode = 0  # reaped by wait4; keep Popen from waiting again
+                if interrupts.stopping():
+                    raise KeyboardInterrupt("cancelled: this controller is stopping")
+                proc = subprocess.Popen([*pinned, "/bin/sh", "-c", command], cwd=cwd, env=env,
+                                        stdout=log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+                _ACTIVE.add(proc.pid)
+            os.write(guard_pipe, b"%d\n" % proc.pid)
+            status, usage = _wait(proc, timeout, timed_out, pid_file)
+        finally:
+            os.close(guard_pipe)
+            guard.wait()
         wall = time.perf_counter() - start
     if interrupts.stopping():  # killed by cancel_all: a stopped run, not a failed one
         raise KeyboardInterrupt("cancelled: this controller is stopping")
     exit_code = os.waitstatus_to_exitcode(status)
     return exit_code, wall, usage.ru_maxrss * 1024, timed_out.is_set()
+
+
+def _wait(proc: subprocess.Popen, timeout: float, timed_out: threading.Event,
+          pid_file: Path | None) -> tuple[int, object]:
+    """Wait status and resource usage of `proc`, its group killed after `timeout` seconds
+    (setting `timed_out`) and when the wait ends, however it ends."""
+    def kill() -> None:
+        timed_out.set()
+        kill_group(proc.pid)
+
+    if pid_file is not None:  # so a later start can stop it if this process is killed
+        pid_file.write_text(str(proc.pid))
+    timer = threading.Timer(timeout, kill)
+    timer.start()
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        with _ACTIVE_LOCK:
+            _ACTIVE.discard(proc.pid)
+        timer.cancel()
+        kill_group(proc.pid)  # leftovers, and on Ctrl-C the whole group
+        proc.returncode = 0  # reaped by wait4; keep Popen from waiting again
+    return status, usage
+
+
+def _start_guard() -> tuple[subprocess.Popen, int]:
+    """A process, in a session of its own (a terminal's Ctrl-C does not reach it), that kills
+    the process group written to the returned pipe once this process closes the pipe or
+    dies."""
+    read_end, write_end = os.pipe()  # not inheritable: no other child holds the write end
+    try:
+        guard = subprocess.Popen([sys.executable, "-I", "-S", "-c", _GUARD],
+                                 stdin=read_end, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True)
+    except BaseException:
+        os.close(write_end)
+        raise
+    finally:
+        os.close(read_end)
+    return guard, write_end
 
 
 def kill_group(pid: int) -> None:

@@ -1,0 +1,86 @@
+"""A run started by `run_with_limit` ends with its time limit, and with the process that
+started it, however that process ends: a controller killed by SIGKILL (or by a test's own
+time-out) leaves no submission, and none of the programs it started, running."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from evaluator.runners.limits import run_with_limit
+
+# a command whose program starts a program of its own, writes that one's pid, and waits
+FAMILY = "sleep 300 & echo $! > grandchild.pid; wait"
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie waiting for its reaper is not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _children(pid: int) -> set[int]:
+    """The live processes whose parent is `pid`."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[2] == str(pid) and fields[0] != "Z":
+            found.add(int(entry.name))
+    return found
+
+
+def _wait_for(predicate, seconds: float = 20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_run_past_its_time_limit_is_killed_with_everything_it_started(tmp_path):
+    exit_code, wall, _, timed_out = run_with_limit(FAMILY, tmp_path, dict(os.environ),
+                                                   tmp_path / "log.txt", timeout=1.0)
+    grandchild = int((tmp_path / "grandchild.pid").read_text())
+    assert timed_out and exit_code == -signal.SIGKILL and wall < 30
+    assert _wait_for(lambda: not _running(grandchild))
+
+
+def test_a_run_whose_controller_is_killed_dies_with_it(tmp_path):
+    controller = subprocess.Popen(
+        [sys.executable, "-c",
+         "import os, sys; from pathlib import Path; "
+         "from evaluator.runners.limits import run_with_limit; "
+         f"run_with_limit({FAMILY!r}, Path(sys.argv[1]), dict(os.environ), "
+         "Path(sys.argv[1]) / 'log.txt', timeout=600)", str(tmp_path)])
+    try:
+        pid_file = tmp_path / "grandchild.pid"
+        assert _wait_for(lambda: pid_file.exists() and pid_file.read_text().strip() != "")
+        grandchild = int(pid_file.read_text())
+        assert _running(grandchild)
+        controller.kill()  # SIGKILL: no finally, no signal handler runs
+        controller.wait()
+        assert _wait_for(lambda: not _running(grandchild)), \
+            "the submission's own child outlived its killed controller"
+    finally:
+        controller.kill()
+        controller.wait()
+
+
+def test_a_run_that_ends_on_its_own_leaves_no_guard_behind(tmp_path):
+    before = _children(os.getpid())
+    exit_code, _, _, timed_out = run_with_limit("echo done", tmp_path, dict(os.environ),
+                                                tmp_path / "log.txt", timeout=60)
+    assert (exit_code, timed_out) == (0, False)
+    assert (tmp_path / "log.txt").read_text() == "done\n"
+    assert _children(os.getpid()) - before == set()  # neither the run nor its guard
