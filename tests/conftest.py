@@ -157,7 +157,7 @@ def tiny_model(tmp_path_factory, dev_raw) -> Path:
 def tiny_export(tiny_model, dev_raw):
     """The tiny checkpoint's ONNX export (fp32 and int8, checked on 60 questions), made once
     per session: a test that runs the checkpoint with `onnx: true` asks for it."""
-    from evaluator.zoo.onnx_export import export
+    from evaluator.runners.onnx_export import export
     from tests.tiny_bert import subset
 
     return export(tiny_model, int8=True, sample=subset(dev_raw, slice(0, 1)), sample_size=60)

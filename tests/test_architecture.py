@@ -122,7 +122,7 @@ def test_the_evaluator_holds_stage_subpackages_and_no_loose_modules():
     assert loose == ["__init__.py", "__main__.py"]
     stages = {p.name for p in (ROOT / "evaluator").iterdir() if (p / "__init__.py").is_file()}
     assert {"core", "data", "bundles", "jobs", "qa", "runners", "scoring", "stats", "store",
-            "pipeline", "zoo", "cli"} <= stages
+            "pipeline", "training", "cli"} <= stages
 
 
 def test_the_tests_mirror_the_tree():

@@ -162,8 +162,8 @@ def test_the_check_refuses_an_option_or_command_the_tools_lack(line, problem):
 # a `a | b` synopsis) is run as the concrete lines that stand for it (`covers`). What a line must
 # do there:
 #   ok       end with status 0 and no traceback;
-#   refused  stop at once with one line saying what is missing first (a trained system, a built
-#            zoo, the cluster's `gpu` partition, the approach-level study's remaining cells);
+#   refused  stop at once with one line saying what is missing first (a trained system, the
+#            cluster's `gpu` partition, the approach-level study's remaining cells);
 #   started  a job of hours (a study, a training, a benchmark, an image download): it must be
 #            running or done well, with no traceback, when it first reports (or after
 #            STARTED_WAIT_S), and stop on Ctrl-C (pressed twice at most, 30 s apart).
@@ -194,7 +194,6 @@ STEPS = [
     Step("qashift bundles list", covers=("qashift bundles list | show ID",)),
     Step("qashift bundles show sliding-window"),
     Step("qashift bundles list --awaiting"),
-    Step("qashift zoo list"),
     Step("qashift families"),
     Step("qashift systems"),
     Step("qashift check -b sliding-window", covers=("qashift check -b BUNDLE",)),
@@ -276,8 +275,6 @@ STEPS = [
     Step("qashift figures --source store --out figures",
          covers=("qashift figures --source store --out figures/",)),
     Step("qashift figures --source my-table.csv --out figures/"),
-    Step("qashift figures --source zoo/scores.csv --compare squadshifts-published "
-         "--out zoo-figures"),
     Step("qashift fit"),
     Step("qashift fit --source results/population.csv", covers=("qashift fit --source TABLE.csv",)),
     Step("qashift reproduce"),
@@ -322,9 +319,6 @@ STEPS = [
          covers=("python -m evaluator.qa --model DIR --input dev-v1.1.json --output "
                  "predictions.json",)),
     Step("qashift bundles export-onnx my-model"),
-    Step("qashift zoo build", "started"),
-    Step("evaluate -b zoo-l6-q1500 -t squad-dev-heldout -t new-wiki -t reddit -t amazon "
-         "-t addsent -t addonesent --runner local", "refused"),
     Step("qashift bundles import-leaderboard --export out-v1.1.json"),
     Step("qashift bundles complete lb-anna-single-model-601dd7 ./downloaded-codalab-bundle "
          "--command \"python predict.py {input} {output}\" --image codalab/ubuntu@sha256:"
@@ -357,7 +351,7 @@ STEPS = [
     Step("python benchmarks/reproduce_time.py"),
     Step("python benchmarks/hfqa_throughput.py --model ckpt --questions 500",
          covers=("python benchmarks/hfqa_throughput.py --model DIR --questions 500",)),
-    Step("python benchmarks/hfqa_throughput.py", "refused"),  # its default model: the zoo's
+    Step("python benchmarks/hfqa_throughput.py", "started"),  # a seeded MiniLM, 500 questions
     *[Step(f"python benchmarks/{name}.py", "started") for name in (
         "slurm_overhead", "training_throughput", "parallel_cells",
         "population_scoring", "study_resume")],
@@ -401,7 +395,7 @@ def _checkout(home: Path, dev_raw: dict) -> None:
     two small test sets (the second the first's reference), a tiny QA checkpoint and language
     model, a small study plan, a CodaLab program, copies of tables under the names the docs
     use, and one frozen approach (logreg-rajpurkar's systems) in `frozen/`."""
-    for name in ("testsets", "submissions", "configs", "studies", "results", "zoo"):
+    for name in ("testsets", "submissions", "configs", "studies", "results"):
         shutil.copytree(REPO / name, home / name, symlinks=True)
     shutil.copytree(REPO / "frozen" / "logreg-rajpurkar", home / "frozen" / "logreg-rajpurkar")
     (home / "benchmarks").symlink_to(REPO / "benchmarks")
@@ -422,7 +416,7 @@ def _checkout(home: Path, dev_raw: dict) -> None:
     (home / "downloaded-codalab-bundle").mkdir()
     (home / "downloaded-codalab-bundle" / "predict.py").write_text(FIRST_WORD)
     shutil.copy(SHARED_DATA / "squad-leaderboard" / "out-v1.1.json", home / "out-v1.1.json")
-    shutil.copy(REPO / "zoo" / "scores.csv", home / "my-table.csv")
+    shutil.copy(REPO / "results" / "population-frozen.csv", home / "my-table.csv")
     for name in ("my-scores.csv", "M.csv"):
         shutil.copy(REPO / "results" / "approach-matrix.csv", home / name)
 

@@ -147,7 +147,7 @@ def panel_grid(df: pd.DataFrame, panels: Sequence[tuple[str, str, str]],
 def comparison_row(sources: Sequence[tuple], testset: str | None, metric: str,
                    scale: str, n_boot: int, seed: int, panel_size: float = 4.2):
     """One panel per named source, (name, frame) on `testset` or (name, frame, its own name
-    of the set): e.g. our model zoo's trend next to the published models' trend. Each panel
+    of the set): e.g. our own systems' trend next to the published models' trend. Each panel
     has its own reference set and its own fit."""
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(1, len(sources), figsize=(panel_size * len(sources),

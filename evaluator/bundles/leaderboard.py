@@ -147,8 +147,6 @@ def lacks(spec_status: str, command: str | None, environment: dict) -> str:
     """What a bundle still needs before it can run, in a few words ('' when nothing)."""
     if spec_status == "awaiting-program":
         return "program files, command, environment (qashift bundles complete)"
-    if spec_status == "awaiting-build":
-        return "trained weights (qashift zoo build)"
     missing = []
     if not command:
         missing.append("command")

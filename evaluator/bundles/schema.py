@@ -95,7 +95,7 @@ class BundleFile(Strict):
     id: Name
     name: Name
     kind: Literal["command", "predictions", "hf-qa", "approach", "generative"]
-    status: Literal["ready", "awaiting-program", "awaiting-build"] = "ready"
+    status: Literal["ready", "awaiting-program"] = "ready"
     command: Text | None = None  # predict: {input} {output} (and {model} for an approach)
     train: Text | None = None  # an approach's training: {train} {config} {model} {checkpoints}
     prepare: Text | None = None  # an approach's shared per-input work: {input} {prepared}

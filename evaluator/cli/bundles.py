@@ -1,5 +1,5 @@
 """`qashift bundles`: list and show submissions, import the SQuAD leaderboard and complete
-its entries (`export-onnx` lives in cli.zoo)."""
+its entries (`export-onnx` lives in cli.hfqa)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from evaluator.core.errors import UserError
 from evaluator.core.folders import unknown_name
 
 
-@click.group("bundles", cls=Group, lazy={"export-onnx": "evaluator.cli.zoo:export_onnx"})
+@click.group("bundles", cls=Group, lazy={"export-onnx": "evaluator.cli.hfqa:export_onnx"})
 def bundles_group() -> None:
     """List and inspect submissions."""
 

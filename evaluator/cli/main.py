@@ -40,12 +40,11 @@ COMMANDS = {  # every command of `qashift`, "module:attribute", imported when as
     "challenge": "evaluator.cli.derive:challenge",
     "compare": "evaluator.cli.compare:compare_command",
     "images": "evaluator.cli.images:images_group",
-    "zoo": "evaluator.cli.zoo:zoo_group",
 }
 SECTIONS = {  # `qashift --help`, by what a user does
     "Evaluate": ("evaluate", "run", "check", "status", "results", "compare"),
     "Test sets and submissions": ("testsets", "bundles", "validate", "images"),
-    "Train and study": ("train", "systems", "study", "zoo"),
+    "Train and study": ("train", "systems", "study"),
     "Analyse": ("figures", "fit", "population", "concurrence", "strata", "extra-data",
                 "families", "challenge", "reproduce", "report"),
     "Store": ("store",),

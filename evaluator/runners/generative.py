@@ -92,7 +92,7 @@ class GenerativeRunner:
     def _run_child(self, request: RunRequest, config: dict) -> RunRecord:
         bundle = request.bundle
         spec = hfqa.model_spec(bundle)
-        hfqa.check_model(spec, bundle.id)
+        hfqa.check_model(spec, bundle)
         try:
             device = pick_device(request.device)
         except NoCUDA as exc:

@@ -9,7 +9,8 @@ The Docker backend runs the same program in the standard runner image (runners.d
 
 Bundle fields (bundle.yaml, kind hf-qa):
   model: {path: DIR}               checkpoint folder, relative to the bundle or absolute
-  model: {cache: zoo/NAME}         or a folder under the cache dir (zoo models)
+  model: {cache: NAME}             or a folder under the cache dir (the model store)
+  model.rebuild                    the command that rebuilds missing cached weights
   model.sha256                     optional pin of the weights (evaluator.qa.weights)
   onnx: false | true | int8        run model.onnx / model.int8.onnx made by `bundles export-onnx`
   batch_size: N                    override the automatic choice
@@ -25,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from evaluator.bundles.spec import check_links, hub_missing, hub_snapshot
+from evaluator.bundles.spec import Bundle, check_links, hub_missing, hub_snapshot
 from evaluator.core import settings
 from evaluator.core.errors import RunFailure
 from evaluator.core.files import run_tempdir
@@ -61,10 +62,10 @@ def model_spec(bundle) -> ModelSpec:
                      model.get("sha256"))
 
 
-def check_model(spec: ModelSpec, bundle_id: str) -> None:
-    """Fail with a clear class and remedy when the weights are missing or not the pinned ones."""
-    rebuild = f"qashift zoo build {bundle_id.removeprefix('zoo-')}" \
-        if bundle_id.startswith("zoo-") else "restore the checkpoint folder"
+def check_model(spec: ModelSpec, bundle: Bundle) -> None:
+    """Fail with a clear class and remedy (the bundle's `model.rebuild` where it names one)
+    when the weights are missing or not the pinned ones."""
+    bundle_id, rebuild = bundle.id, bundle.model.get("rebuild") or "restore the checkpoint folder"
     # a link to gold answers or host files is refused, not mounted; a hub snapshot's files
     # link into its repository's blobs, which is what is checked (and mounted) then
     snapshot = spec.directory.parent.name == "snapshots" and \
@@ -100,7 +101,7 @@ class HFQARunner:
 
     def run(self, request: RunRequest) -> RunRecord:
         spec = model_spec(request.bundle)
-        check_model(spec, request.bundle.id)
+        check_model(spec, request.bundle)
         try:
             device = pick_device(request.device)
         except NoCUDA as exc:

@@ -89,7 +89,7 @@ def test_figures_compare_puts_two_trends_side_by_side(tmp_path, shared_data):
 
     from evaluator.cli.analysis import figures_command
 
-    table = trend_table(tmp_path / "zoo.csv", "new-wiki", [(60, 50), (70, 62), (80, 71), (90, 83)])
+    table = trend_table(tmp_path / "ours.csv", "new-wiki", [(60, 50), (70, 62), (80, 71), (90, 83)])
     out = tmp_path / "figs"
     result = CliRunner().invoke(figures_command, [
         "--source", str(table), "--compare", "squadshifts-published", "--data-dir",
@@ -102,12 +102,12 @@ def test_figures_compare_puts_two_trends_side_by_side(tmp_path, shared_data):
 
 def test_figures_compare_skips_a_set_one_source_cannot_fit_with_a_warning(tmp_path, shared_data):
     """AddOneSent has EM only in the published data: no F1 comparison, a warning, no
-    traceback (the README's zoo command)."""
+    traceback (a table of our own beside the published one)."""
     from click.testing import CliRunner
 
     from evaluator.cli.analysis import figures_command
 
-    table = trend_table(tmp_path / "zoo.csv", "addonesent",
+    table = trend_table(tmp_path / "ours.csv", "addonesent",
                         [(60, 40), (70, 47), (80, 55), (90, 61)])
     result = CliRunner().invoke(figures_command, [
         "--source", str(table), "--compare", "squadshifts-published", "--data-dir",

@@ -1,5 +1,5 @@
 """Train/test splits of a test set: deterministic, disjoint, covering their parent, with their
-own sha256; squad-dev's halves are exactly the zoo's held-out half and its complement."""
+own sha256; squad-dev's halves are exactly the held-out half and its complement."""
 
 from __future__ import annotations
 

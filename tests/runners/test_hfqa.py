@@ -116,16 +116,9 @@ def test_short_windows_with_a_stride_equal_the_pipeline(tiny_model, pipeline_ven
 def test_real_minilm_encoder_answers_equal_the_pipeline(tmp_path, pipeline_venv, dev_raw):
     """The shipped all-MiniLM-L6-v2 encoder with a seeded QA head (untrained, so answers
     are near-ties: a harder test of equal decoding than a trained model)."""
-    import torch
-    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
-
     from evaluator.qa.predict import ModelSpec, predict
-    from evaluator.zoo.models import encoder_dir
 
-    torch.manual_seed(0)
-    model = AutoModelForQuestionAnswering.from_pretrained(encoder_dir(), num_hidden_layers=2)
-    model.save_pretrained(tmp_path)
-    AutoTokenizer.from_pretrained(encoder_dir()).save_pretrained(tmp_path)
+    _benchmark_module().seeded_minilm(tmp_path, layers=2)
     raw = subset(dev_raw, slice(2, 3), per_paragraph=1)
     pipe = _benchmark_module().run_pipeline(tmp_path, raw, venv=pipeline_venv)["answers"]
     ours, _ = predict(raw, ModelSpec(tmp_path), progress=False)
@@ -169,10 +162,10 @@ def test_evaluate_runs_an_hf_qa_bundle_with_the_local_runner(workspace, tmp_path
 
     sets, subs = tmp_path / "testsets", tmp_path / "subs"
     write_testset(sets, "tiny-dev", subset(small_dev, slice(0, 1), per_paragraph=1))
-    write_hfqa_bundle(subs, "zoo-mine", tiny_model, "batch_size: 4\n")
+    write_hfqa_bundle(subs, "my-checkpoint", tiny_model, "batch_size: 4\n")
     monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
     monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
-    result = CliRunner().invoke(main, ["evaluate", "-b", "zoo-mine", "-t", "tiny-dev",
+    result = CliRunner().invoke(main, ["evaluate", "-b", "my-checkpoint", "-t", "tiny-dev",
                                        "--runner", "local", "--json"])
     assert result.exit_code == 0, result.output
     [row] = Store(workspace).results()
@@ -183,35 +176,12 @@ def test_evaluate_runs_an_hf_qa_bundle_with_the_local_runner(workspace, tmp_path
     assert record["peak_memory_bytes"] > 10 << 20
     assert record["details"]["in_process"] is False
 
-    from evaluator.zoo import models as zoo  # the committed zoo table is made from these rows
-
-    results = Store(workspace).results()
-    em, f1 = zoo.score_rows(results, commit="abc123", kinds={"tiny-dev": "natural-shift"})
-    # ablation and SAM cells are not trend points
-    assert zoo.score_rows(results, commit="abc123", kinds={"tiny-dev": "derived"}) == []
-    assert f1["model"] == "zoo-mine" and f1["commit"] == "abc123" and f1["metric"] == "f1"
-    assert f1["testset_sha256"] == row["testset_sha256"] and f1["value"] == round(row["f1"], 4)
-    assert em["value"] == round(row["em"], 4) and em["lo"] <= em["value"] < em["hi"]
-    zoo.write_scores([em, f1], tmp_path / "scores.csv")
-    # the analysis reads the committed table like any published one: with its reference rows
-    from analysis.sources.csv_import import TableError
-    from analysis.sources.tidy import from_csv
-
-    with pytest.raises(TableError, match="no row for the reference test set"):
-        from_csv(tmp_path / "scores.csv")
-    on = [{**row, "reference": "squad-test"} for row in (em, f1)]  # a set every table knows
-    zoo.write_scores(on + [{**row, "testset": "squad-test", "reference": ""} for row in on],
-                     tmp_path / "scores.csv")
-    df = from_csv(tmp_path / "scores.csv")
-    assert set(df["metric"]) == {"em", "f1"} and set(df["model"]) == {"zoo-mine"}
-    assert df.loc[df["metric"] == "f1", "value"].iat[0] == round(row["f1"], 4)
-
 
 def test_export_onnx_command_writes_and_checks_the_export(workspace, tmp_path, tiny_model,
                                                          monkeypatch, shared_data):
     from click.testing import CliRunner
 
-    from evaluator.cli.zoo import export_onnx
+    from evaluator.cli.hfqa import export_onnx
 
     write_hfqa_bundle(tmp_path / "subs", "mine", tiny_model)
     monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(tmp_path / "subs"))
@@ -252,14 +222,15 @@ def test_missing_or_changed_weights_fail_with_a_remedy(tmp_path, tiny_model, mon
     monkeypatch.setenv("QASHIFT_CACHE", str(tmp_path / "cache"))
     root = tmp_path / "subs"
     root.mkdir()
-    (root / "zoo-gone").mkdir()
-    (root / "zoo-gone" / "bundle.yaml").write_text(
-        "id: zoo-gone\nname: gone\nkind: hf-qa\nmodel: {cache: zoo/gone}\n")
+    (root / "gone").mkdir()
+    (root / "gone" / "bundle.yaml").write_text(
+        "id: gone\nname: gone\nkind: hf-qa\n"
+        "model: {cache: models/gone, rebuild: 'python train.py --out models/gone'}\n")
     pinned = write_hfqa_bundle(root, "pinned", tiny_model, "")
     text = (pinned / "bundle.yaml").read_text().replace(
         f"{{path: {tiny_model}}}", f"{{path: {tiny_model}, sha256: '{'ab' * 32}'}}")
     (pinned / "bundle.yaml").write_text(text)
-    for folder, words in ((root / "zoo-gone", "qashift zoo build gone"),
+    for folder, words in ((root / "gone", "python train.py --out models/gone"),
                           (pinned, "have sha256")):
         request = RunRequest(bundles.from_folder(folder), tmp_path / "in.json", tmp_path, "t")
         with pytest.raises(RunFailure) as caught:

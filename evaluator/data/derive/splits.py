@@ -1,4 +1,4 @@
-"""Article-level splits of a SQuAD-format file: the zoo's training half and held-out half.
+"""Article-level splits of a SQuAD-format file: the training half and the held-out half.
 
 Articles are ranked by sha256(salt + title), so a split depends only on the titles: AddSent
 and AddOneSent, built on SQuAD dev's articles, split exactly like SQuAD dev.
@@ -35,7 +35,7 @@ def heldout_split(raw: dict) -> tuple[dict, dict]:
 @register("zoo-heldout-half", version="1")
 def heldout_half(parent: dict, params: dict, rng: random.Random) -> tuple[dict, dict]:
     """The held-out half (by article) of SQuAD dev, or of a set built on its articles
-    (AddSent, AddOneSent: the same titles, so the same split); the zoo trains on the rest."""
+    (AddSent, AddOneSent: the same titles, so the same split); the population trains on the rest."""
     train, heldout = heldout_split(parent)
     count = lambda raw: sum(len(p["qas"]) for a in raw["data"] for p in a["paragraphs"])  # noqa: E731
     return heldout, {"articles": len(heldout["data"]), "questions": count(heldout),

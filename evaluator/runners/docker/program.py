@@ -83,7 +83,7 @@ def _model(bundle: Bundle):
     """(the checked model spec, the host folder to mount, the model's path inside): a hub
     snapshot's files link to ../../blobs, so its repository is mounted and pointed into."""
     spec = hfqa.model_spec(bundle)
-    hfqa.check_model(spec, bundle.id)
+    hfqa.check_model(spec, bundle)
     if "hub" in bundle.model:
         return spec, spec.directory.parent.parent, \
             f"{MODEL_MOUNT}/snapshots/{spec.directory.name}"
