@@ -59,7 +59,10 @@ def run_with_limit(command: str, cwd: Path, env: dict, log_path: Path, timeout: 
                                         stdout=log, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, start_new_session=True)
                 _ACTIVE.add(proc.pid)
-            os.write(guard_pipe, b"%d\n" % proc.pid)
+            try:
+                os.write(guard_pipe, b"%d\n" % proc.pid)
+            except OSError:  # a guard that died early: the run goes on without the safety net
+                pass
             status, usage = _wait(proc, timeout, timed_out, pid_file)
         finally:
             os.close(guard_pipe)
