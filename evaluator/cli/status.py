@@ -63,7 +63,7 @@ def status_cmd(bundle_names, testset_names, include_waiting, wide) -> None:
             click.echo(f"training {lease['bundle']} on {lease['testset']}: epoch "
                        f"{progress.get('epoch')}/{progress.get('epochs')}, loss "
                        f"{float(progress.get('loss') or 0):.4f}, eta "
-                       f"{float(progress.get('eta_s') or 0):.0f} s")
+                       f"{console.duration(float(progress.get('eta_s') or 0))}")
 
 
 def _status_text(cell: CellStatus) -> str:

@@ -36,7 +36,7 @@ def _progress(doc: dict) -> None:
     if doc.get("loss") is not None:
         parts.append(f"loss {float(doc['loss']):.4f}")
     if doc.get("eta_s") is not None:
-        parts.append(f"eta {float(doc['eta_s']):.0f} s")
+        parts.append(f"eta {console.duration(float(doc['eta_s']))}")
     console.progress("  " + ", ".join(parts))
 
 

@@ -80,6 +80,16 @@ def progress(message: str) -> None:
     LOGGER.info(message, extra={"progress": True})
 
 
+def duration(seconds: float) -> str:
+    """A time left or taken as a person reads it: '42 s', '17 min', '13 h 36 min'."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    if minutes < 90:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
 def finish() -> None:
     """End a progress line left on a terminal (before a command's own output)."""
     if _Screen.pending:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
+from evaluator.core import console
 from evaluator.core.errors import UserError, failure_class_of
 from evaluator.jobs.job import Job
 from evaluator.pipeline.cell import CellBusy, CellResult, evaluate
@@ -106,9 +107,9 @@ def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
                 done = len(report.outcomes)
                 status = "ok" if outcome.result else f"FAILED ({outcome.failure_class})"
                 elapsed = time.perf_counter() - start
-                eta = elapsed / done * (len(jobs) - done)
+                eta = console.duration(elapsed / done * (len(jobs) - done))
                 progress(f"[{done}/{len(jobs)}] {job.label}: {status} | running "
-                         f"{len(running)}, failed {len(report.failed)}, eta {eta:.0f} s")
+                         f"{len(running)}, failed {len(report.failed)}, eta {eta}")
                 if outcome.result is None:
                     progress(f"    {outcome.message}")
             if busy and not wait_for_busy:

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from evaluator.cli.main import evaluate_cmd, main
+from evaluator.core.console import duration
 from tests.conftest import FIRST_WORD, tiny_registry
 
 
@@ -77,3 +78,11 @@ def test_progress_rewrites_one_line_on_a_terminal_and_stays_plain_elsewhere(monk
         console.progress(f"epoch {epoch}/2")
     console.say("done")
     assert screen.text == "\r\x1b[Kepoch 1/2\r\x1b[Kepoch 2/2\ndone\n"
+
+
+@pytest.mark.parametrize("seconds, said", [
+    (0.4, "0 s"), (42, "42 s"), (89.4, "89 s"), (90, "2 min"), (1_020, "17 min"),
+    (5_369, "89 min"), (5_400, "1 h 30 min"), (48_979, "13 h 36 min"),
+])
+def test_an_eta_reads_in_the_unit_a_person_would_use(seconds, said):
+    assert duration(seconds) == said

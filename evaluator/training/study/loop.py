@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from evaluator.core import console
 from evaluator.core.errors import DataError, RunFailure, UserError
 from evaluator.data.testsets import TestSet
 from evaluator.jobs.job import Job
@@ -76,7 +77,7 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
         left = status(study, store, current=current, only=only).pending
         progress = todo - left  # cells stored since the run began, here or by another run
         elapsed = time.monotonic() - started
-        eta = f", eta {elapsed / progress * left:.0f} s" if progress > 0 else ""
+        eta = f", eta {console.duration(elapsed / progress * left)}" if progress > 0 else ""
         from_table = f" ({len(held)} more in the table)" if held else ""
         found_line = f", {found} of them found scored already" if found else ""
         say(f"{head}: {'stored earlier' if system.cached else 'trained'}; scored on "
