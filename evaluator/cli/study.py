@@ -114,7 +114,8 @@ def table_command(plan, out, data_dir, workspace) -> None:
 def freeze_command(plan, table_path, data_dir, workspace) -> None:
     """Write every system of the plan that this store trained into the repository's frozen/
     folder (weights through the gate, a manifest with digests and headline scores), so a
-    clean clone runs it without training. Artifacts already there are kept."""
+    clean clone runs it without training. Artifacts already there are kept, their headline
+    scores brought up to date with the store and the table."""
     configure(data_dir, workspace)
     found = study.load(plan)
     store = Store.open_default()
@@ -130,6 +131,8 @@ def freeze_command(plan, table_path, data_dir, workspace) -> None:
             written, kept = written + new, kept + (not new)
             if new:
                 console.say(f"froze {job.system_id} -> {folder}")
+        elif frozen.update_scores(job, scores.get(job.system_id, {})):
+            kept += 1
     click.echo(f"{written} systems frozen, {kept} already frozen, "
                f"{len(found.trainings) - written - kept} of the plan not trained in this store")
 

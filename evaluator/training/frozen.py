@@ -120,9 +120,7 @@ def write(job: TrainJob, store: Store, scores: dict[str, dict]) -> tuple[Path, b
         manifest = _manifest(folder / MANIFEST)
         have = manifest["system"]
         if have.get("key") == row["key"] and have.get("weights_digest") == row["weights_digest"]:
-            if scores and manifest.get("scores") != scores:  # more sets scored since
-                manifest = {k: v for k, v in manifest.items() if k != "folder"}
-                _write_manifest(folder, {**manifest, "scores": dict(sorted(scores.items()))})
+            update_scores(job, scores)
             return folder, False
         raise UserError(f"{folder} holds another training of {job.system_id}; remove it "
                         f"first to replace it (an artifact is never replaced silently)")
@@ -150,6 +148,22 @@ def write(job: TrainJob, store: Store, scores: dict[str, dict]) -> tuple[Path, b
     finally:
         remove_tree(partial)
     return folder, True
+
+
+def update_scores(job: TrainJob, scores: dict[str, dict]) -> bool:
+    """Whether the repository holds the frozen system of `job` (this train key); its
+    manifest's headline scores are then brought up to `scores` (more sets scored since it was
+    frozen, here or on another machine)."""
+    path = folder_of(job) / MANIFEST
+    if not path.is_file():
+        return False
+    manifest = _manifest(path)
+    if manifest["system"].get("key") != job.key:
+        return False
+    if scores and manifest.get("scores") != scores:
+        manifest = {k: v for k, v in manifest.items() if k != "folder"}
+        _write_manifest(path.parent, {**manifest, "scores": dict(sorted(scores.items()))})
+    return True
 
 
 def _write_manifest(folder: Path, manifest: dict) -> None:

@@ -71,7 +71,21 @@ def test_a_frozen_system_runs_on_a_clean_workspace_without_training(frozen_plan)
     assert manifest["scores"]["tiny-test"]["f1"] == pytest.approx(
         frozen_plan["before"][SYSTEMS[0]]["f1"]["value"], abs=1e-4)
     frozen_again = run("qashift", "study", "freeze", str(frozen_plan["plan"]))
-    assert "0 systems frozen" in frozen_again.stdout  # this store trained nothing
+    assert "0 systems frozen, 2 already frozen" in frozen_again.stdout  # nothing trained here
+
+
+def test_freezing_again_brings_a_frozen_manifest_up_to_its_table(frozen_plan):
+    """Sets scored after a system was frozen (here, from frozen/ on a clean workspace, or on
+    another machine) reach its manifest when the plan is frozen again with its table."""
+    path = frozen_plan["frozen"] / "words" / "tiny-train" / "s0" / "manifest.json"
+    stale = json.loads(path.read_text())
+    scored = stale.pop("scores")
+    path.write_text(json.dumps({**stale, "scores": {}}))
+    done = run("qashift", "study", "freeze", str(frozen_plan["plan"]), "--table",
+               str(frozen_plan["table"]))
+    assert done.returncode == 0 and "0 systems frozen, 2 already frozen" in done.stdout
+    assert json.loads(path.read_text())["scores"] == scored
+    assert score(SYSTEMS[0])["n"] > 0  # the manifest still verifies: its weights are untouched
 
 
 @pytest.mark.parametrize("tamper, why", [
