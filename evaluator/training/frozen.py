@@ -76,14 +76,21 @@ def row_of(manifest: dict) -> dict:
 def find(job: TrainJob) -> dict | None:
     """The frozen system of this train cell, verified; None where the repository has none
     (or one of an earlier version of the approach: another train key)."""
+    manifest = _manifest_of(job)
+    if manifest is None:
+        return None
+    verify(manifest)
+    return row_of(manifest)
+
+
+def _manifest_of(job: TrainJob) -> dict | None:
+    """The manifest of the repository's artifact of this train cell (same train key), read but
+    not verified; None where there is none."""
     path = folder_of(job) / MANIFEST
     if not path.is_file():
         return None
     manifest = _manifest(path)
-    if manifest["system"].get("key") != job.key:
-        return None
-    verify(manifest)
-    return row_of(manifest)
+    return manifest if manifest["system"].get("key") == job.key else None
 
 
 def verify(manifest: dict) -> None:
@@ -154,15 +161,12 @@ def update_scores(job: TrainJob, scores: dict[str, dict]) -> bool:
     """Whether the repository holds the frozen system of `job` (this train key); its
     manifest's headline scores are then brought up to `scores` (more sets scored since it was
     frozen, here or on another machine)."""
-    path = folder_of(job) / MANIFEST
-    if not path.is_file():
-        return False
-    manifest = _manifest(path)
-    if manifest["system"].get("key") != job.key:
+    manifest = _manifest_of(job)
+    if manifest is None:
         return False
     if scores and manifest.get("scores") != scores:
-        manifest = {k: v for k, v in manifest.items() if k != "folder"}
-        _write_manifest(path.parent, {**manifest, "scores": dict(sorted(scores.items()))})
+        folder = Path(manifest.pop("folder"))
+        _write_manifest(folder, {**manifest, "scores": dict(sorted(scores.items()))})
     return True
 
 
