@@ -108,18 +108,33 @@ def table_command(plan, out, data_dir, workspace) -> None:
 @study_group.command("freeze")
 @click.argument("plan", type=PLAN)
 @click.option("--table", "table_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="the study's results table, for the headline scores of "
-                                 "systems the store has not scored")
+              default=None, help="the study's results table: written first from the store "
+                                 "(as `study table` writes it), then the source of every "
+                                 "frozen system's headline scores")
 @settings_options
 def freeze_command(plan, table_path, data_dir, workspace) -> None:
     """Write every system of the plan that this store trained into the repository's frozen/
     folder (weights through the gate, a manifest with digests and headline scores), so a
     clean clone runs it without training. Artifacts already there are kept, their headline
-    scores brought up to date with the store and the table."""
+    scores brought up to date. With --table, the table and the manifests are written from
+    the same rows, under the table's lock, so they cannot disagree."""
     configure(data_dir, workspace)
     found = study.load(plan)
     store = Store.open_default()
-    rows = study.rows(found, store, table.read(table_path) if table_path else [])
+    if table_path is None:
+        _freeze(found, store, study.rows(found, store))
+        return
+    waiting = f"waiting for a controller to finish writing {table_path}"
+    with table.lock(table_path, lambda: console.say(waiting)):
+        rows = study.rows(found, store, table.read(table_path))
+        table.write(rows, table_path)
+        click.echo(f"wrote {len(rows)} rows to {table_path}")
+        _freeze(found, store, rows)
+
+
+def _freeze(found: study.Study, store: Store, rows: list[dict]) -> None:
+    """Freeze the plan's systems this store trained, and bring the frozen manifests of the
+    others up to `rows` (the headline scores)."""
     scores: dict[str, dict] = {}
     for r in rows:
         cell = scores.setdefault(r["model"], {}).setdefault(r["testset"], {"n": int(r["n"])})

@@ -88,6 +88,31 @@ def test_freezing_again_brings_a_frozen_manifest_up_to_its_table(frozen_plan):
     assert score(SYSTEMS[0])["n"] > 0  # the manifest still verifies: its weights are untouched
 
 
+def test_freezing_with_a_table_writes_the_table_its_manifests_state(frozen_plan, tmp_path,
+                                                                     monkeypatch):
+    """A table written before the store scored more (another controller, an earlier `study
+    table`) is brought up to the store as the plan is frozen, so a new manifest's headline
+    scores are its table's rows."""
+    monkeypatch.setenv("QASHIFT_WORKSPACE", str(tmp_path / "workspace"))  # where it trained
+    path = frozen_plan["table"]
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    with path.open("w", newline="") as f:  # as written before the second system was scored
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(r for r in rows if r["model"] != SYSTEMS[1])
+    second = frozen_plan["frozen"] / "words" / "tiny-train" / "s1"
+    subprocess.run(["chmod", "-R", "u+w", str(second)], check=True)
+    shutil.rmtree(second)
+    done = run("qashift", "study", "freeze", str(frozen_plan["plan"]), "--table", str(path))
+    assert done.returncode == 0 and "1 systems frozen, 1 already frozen" in done.stdout, done
+    with path.open() as f:
+        tabled = {(r["testset"], r["metric"]): float(r["value"]) for r in csv.DictReader(f)
+                  if r["model"] == SYSTEMS[1]}
+    stated = json.loads((second / "manifest.json").read_text())["scores"]
+    assert tabled and {(t, m): s[m] for t, s in stated.items() for m in ("em", "f1")} == tabled
+
+
 @pytest.mark.parametrize("tamper, why", [
     (lambda w: (w / "weights.txt").write_text("tampered"),
      r"weights/weights.txt does not match its sha256 in the manifest"),
