@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from evaluator.cli.main import main
+from evaluator.core import console
 from evaluator.jobs.job import Job
 from evaluator.pipeline import matrix
 from evaluator.runners.dispatch import Dispatcher
@@ -186,6 +187,26 @@ def test_a_failure_counts_for_its_own_cell_only(plan):
                          "nonzero-exit", "exited with status 1", "", "local")
     second = plans.status(found, store)
     assert (second.evaluation_failed, second.pending) == (1, 1 + 3 * 3)
+
+
+def test_status_estimates_the_time_left_at_the_pace_its_table_measured(plan):
+    """Cells to go are weighed by the times the table measured for their approach: training
+    seconds per question and epoch, scoring seconds per question."""
+    found = plans.load(plan)
+    done, *left = found.trainings
+    train_questions = done.split.questions
+    rows = [{"model": done.system_id, "train_key": done.key, "testset": t.id,
+             "testset_sha256": t.sha256, "weights_digest": "w", "metric": metric,
+             "n": t.questions, "wall_s": 0.01 * t.questions,  # 0.01 s per question scored
+             "train_device": "cpu", "train_wall_s": 0.02 * train_questions}  # 1 epoch
+            for t in found.testsets for metric in ("em", "f1")]
+    counts = plans.status(found, Store(Path(os.environ["QASHIFT_WORKSPACE"])), rows)
+    assert counts.pending == 3 * 3 and counts.trained == 1  # three systems: 1 training + 2 sets
+    scored = sum(t.questions for t in found.testsets)
+    assert counts.pending_s == pytest.approx(3 * (0.02 * train_questions + 0.01 * scored))
+    assert counts.line(found).endswith(
+        f"9 cells to go, about {console.duration(counts.pending_s)} of one core")
+    assert plans.status(found, Store(Path(os.environ["QASHIFT_WORKSPACE"]))).pending_s == 0
 
 
 def test_status_by_approach_says_where_the_work_left_lies(plan):

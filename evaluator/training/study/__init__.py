@@ -5,7 +5,8 @@ an interrupted run (Ctrl-C, `kill -9`, a session that ends) resumes where it sto
 finished training and evaluation is in the store, and a killed training resumes from its
 checkpoint. Failures are recorded and the rest of the plan goes on.
 
-`plan` (the file, its cells), `status`, `loop` (the run loop) and `rows` (the table); their
+`plan` (the file, its cells), `status` (with `pace`, the time left), `loop` (the run loop)
+and `rows` (the table); their
 names are re-exported here. The approach x benchmark matrix of an approach-level study is the
 analysis's (`analysis.studies.approach_matrix`).
 """

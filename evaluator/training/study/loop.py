@@ -74,10 +74,9 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
         failed = [f"{o.job.testset.id} ({o.failure_class})" for o in report.failed]
         elsewhere = f", {len(report.busy)} being scored by another controller" \
             if report.busy else ""
-        left = status(study, store, current=current, only=only).pending
-        progress = todo - left  # cells stored since the run began, here or by another run
-        elapsed = time.monotonic() - started
-        eta = f", eta {console.duration(elapsed / progress * left)}" if progress > 0 else ""
+        now = status(study, store, current=current, only=only)
+        left = now.pending
+        eta = _eta(time.monotonic() - started, before, now, todo)
         from_table = f" ({len(held)} more in the table)" if held else ""
         found_line = f", {found} of them found scored already" if found else ""
         say(f"{head}: {'stored earlier' if system.cached else 'trained'}; scored on "
@@ -101,3 +100,14 @@ def score_frozen(study: Study, sets: list[TestSet], runner: Dispatcher, store: S
         jobs += [Job(system.bundle, testset) for testset in sets]
     report = matrix.run(jobs, runner, store, parallel=parallel, progress=say)
     return len(report.outcomes) - len(report.failed), skipped
+
+
+def _eta(elapsed: float, before: StudyStatus, now: StudyStatus, todo: int) -> str:
+    """The time left at this run's pace so far (both controllers', where two share the
+    plan): weighted by each cell's estimated time where the table measured one, else by the
+    count of cells."""
+    if before.pending_s and now.pending_s < before.pending_s:
+        rate = elapsed / (before.pending_s - now.pending_s)  # seconds per estimated second
+        return f", eta {console.duration(rate * now.pending_s)}"
+    done = todo - now.pending  # cells stored since the run began, here or by another run
+    return f", eta {console.duration(elapsed / done * now.pending)}" if done > 0 else ""

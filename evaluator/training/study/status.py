@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+from evaluator.core import console
 from evaluator.jobs.job import Job
 from evaluator.store.store import Store
 from evaluator.training.run import stored
+from evaluator.training.study.pace import Pace
 from evaluator.training.study.plan import Study, selected
 from evaluator.training.study.rows import Rows, current_rows, held_cells, recorded
 
@@ -15,13 +17,15 @@ from evaluator.training.study.rows import Rows, current_rows, held_cells, record
 @dataclass
 class StudyStatus:
     """Counts of a plan's cells (a system's training and its evaluations); `by_approach`
-    holds the same counts per approach."""
+    holds the same counts per approach. `pending_s`: one core's seconds the cells to go
+    will take at the pace the table measured (0 where it measured none)."""
 
     trained: int = 0
     training_failed: int = 0
     evaluated: int = 0
     evaluation_failed: int = 0
     pending: int = 0
+    pending_s: float = 0.0
     recorded: int = 0  # systems whose store entries are absent, kept from an earlier table
     systems: int = 0
     by_approach: dict[str, StudyStatus] = field(default_factory=dict)
@@ -36,7 +40,7 @@ class StudyStatus:
         width = max((len(a) for a in self.by_approach), default=0)
         return [f"{approach:<{width}}  {s.systems:>4} systems | trained {s.trained:>4}, failed "
                 f"{s.training_failed} | evaluated {s.evaluated:>5}, failed "
-                f"{s.evaluation_failed} | {s.pending:>4} cells to go"
+                f"{s.evaluation_failed} | {s.pending:>4} cells to go{s.time_left()}"
                 for approach, s in self.by_approach.items()]
 
     def line(self, study: Study) -> str:
@@ -46,7 +50,11 @@ class StudyStatus:
         return (f"{study.id}: {len(study.trainings)} systems x {scored} | trained "
                 f"{self.trained}{kept}, training failed {self.training_failed} | "
                 f"evaluated {self.evaluated}, evaluation failed {self.evaluation_failed} | "
-                f"{self.pending} cells to go")
+                f"{self.pending} cells to go{self.time_left()}")
+
+    def time_left(self) -> str:
+        return (f", about {console.duration(self.pending_s)} of one core"
+                if self.pending and self.pending_s else "")
 
 
 def status(study: Study, store: Store, earlier: Rows = (),
@@ -54,10 +62,12 @@ def status(study: Study, store: Store, earlier: Rows = (),
     """What is stored: trained systems, scored cells, and failures not yet made good, in all
     and per approach; a system the store lacks but an earlier table holds in full counts as
     done. `current`: the earlier table's `current_rows` rows, where the caller has them; `only`:
-    shell patterns of the system names to count (all where empty)."""
+    shell patterns of the system names to count (all where empty). The time the cells to go
+    will take is estimated at the pace the table's rows measured (`Pace`)."""
     out = StudyStatus()
     if current is None:
         current = current_rows(study, list(earlier))
+    pace = Pace.measured(study, current)
     kept = recorded(study, current)
     has_store = store.exists()
     failures = store.failures() if has_store else []
@@ -75,6 +85,8 @@ def status(study: Study, store: Store, earlier: Rows = (),
             this.training_failed = int((job.key, job.split.id) in failed)
             this.evaluated = len(held)
             this.pending = 1 - this.training_failed + len(sets) - len(held)
+            this.pending_s = pace.training(job) * (1 - this.training_failed) + sum(
+                pace.scoring(job, t) for t in sets if t.id not in held)
         else:
             this.trained = 1
             held = held_cells(study, current, job, system.row["weights_digest"])
@@ -86,6 +98,7 @@ def status(study: Study, store: Store, earlier: Rows = (),
                     this.evaluation_failed += 1
                 else:
                     this.pending += 1
+                    this.pending_s += pace.scoring(job, testset)
         out.add(this)
         out.by_approach.setdefault(job.approach.id, StudyStatus()).add(this)
     return out

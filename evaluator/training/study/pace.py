@@ -1,0 +1,59 @@
+"""How long a plan's cells to go will take, from the times its own table measured. Cells
+differ by a factor of a thousand (a logistic regression scored on 500 questions, a MiniLM
+fine-tuned on the whole split), so counting cells gives no honest time left; the table
+holds each system's training time and each cell's scoring time, and per approach these are
+near proportional to the questions trained on times the epochs, and to the questions scored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import median
+
+from evaluator.data.testsets import TestSet
+from evaluator.training.job import TrainJob
+from evaluator.training.study.plan import Study
+from evaluator.training.study.rows import Rows
+
+
+def _work(job: TrainJob) -> int:
+    """Questions trained on times epochs: what a training's time is near proportional to."""
+    return (job.size or job.split.questions) * int(job.hyperparameters.get("epochs") or 1)
+
+
+@dataclass(frozen=True)
+class Pace:
+    """One core's seconds per unit of work, per approach, the median over the table's
+    systems and cells (robust to a cell timed while its process was paused): `train`, per
+    question and epoch of a training (CPU trainings only); `score`, per question scored. An
+    approach the table has not timed yet is taken at the median of the others."""
+
+    train: dict[str, float]
+    score: dict[str, float]
+
+    @classmethod
+    def measured(cls, study: Study, current: dict[str, Rows]) -> Pace:
+        """From a table's rows of the plan's systems (`current_rows`)."""
+        train: dict[str, list[float]] = {}
+        score: dict[str, list[float]] = {}
+        for job in study.trainings:
+            rows = current.get(job.system_id) or []
+            approach = job.approach.id
+            first = rows[0] if rows else None
+            if first and first["train_device"] == "cpu" and float(first["train_wall_s"]) > 0:
+                train.setdefault(approach, []).append(float(first["train_wall_s"]) / _work(job))
+            score.setdefault(approach, []).extend(
+                float(r["wall_s"]) / int(r["n"]) for r in rows
+                if r["metric"] == "f1" and int(r["n"]) > 0 and float(r["wall_s"]) > 0)
+        return cls(train={a: median(found) for a, found in train.items()},
+                   score={a: median(found) for a, found in score.items() if found})
+
+    def training(self, job: TrainJob) -> float:
+        return _at(self.train, job.approach.id) * _work(job)
+
+    def scoring(self, job: TrainJob, testset: TestSet) -> float:
+        return _at(self.score, job.approach.id) * testset.questions
+
+
+def _at(rates: dict[str, float], approach: str) -> float:
+    return rates[approach] if approach in rates else median(rates.values()) if rates else 0.0
