@@ -208,6 +208,18 @@ def test_status_estimates_the_time_left_at_the_pace_its_table_measured(plan):
         f"9 cells to go, about {console.duration(counts.pending_s)} of one core")
     assert plans.status(found, Store(Path(os.environ["QASHIFT_WORKSPACE"]))).pending_s == 0
 
+    for name in ("bidaf", "_libraries"):  # an approach the table has not timed
+        shutil.copytree(REPO / "submissions" / name,
+                        Path(os.environ["QASHIFT_SUBMISSIONS"]) / name,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    plan.write_text(PLAN + "  bidaf: {settings: [{epochs: 1}]}\n")
+    wider = plans.status(plans.load(plan), Store(Path(os.environ["QASHIFT_WORKSPACE"])), rows)
+    assert wider.pending == 12 and wider.untimed == 3 and wider.pending_s == counts.pending_s
+    about = console.duration(counts.pending_s)
+    assert wider.line(found).endswith(
+        f"12 cells to go, about {about} of one core for 9 of them; 3 are of approaches not "
+        "timed yet")
+
 
 def test_status_by_approach_says_where_the_work_left_lies(plan):
     for name in ("bidaf", "_libraries"):

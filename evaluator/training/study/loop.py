@@ -104,9 +104,9 @@ def score_frozen(study: Study, sets: list[TestSet], runner: Dispatcher, store: S
 
 def _eta(elapsed: float, before: StudyStatus, now: StudyStatus, todo: int) -> str:
     """The time left at this run's pace so far (both controllers', where two share the
-    plan): weighted by each cell's estimated time where the table measured one, else by the
-    count of cells."""
-    if before.pending_s and now.pending_s < before.pending_s:
+    plan): weighted by each cell's estimated time where the table timed every approach to
+    go, else by the count of cells."""
+    if before.pending_s and not before.untimed and now.pending_s < before.pending_s:
         rate = elapsed / (before.pending_s - now.pending_s)  # seconds per estimated second
         return f", eta {console.duration(rate * now.pending_s)}"
     done = todo - now.pending  # cells stored since the run began, here or by another run

@@ -25,8 +25,9 @@ def _work(job: TrainJob) -> int:
 class Pace:
     """One core's seconds per unit of work, per approach, the median over the table's
     systems and cells (robust to a cell timed while its process was paused): `train`, per
-    question and epoch of a training (CPU trainings only); `score`, per question scored. An
-    approach the table has not timed yet is taken at the median of the others."""
+    question and epoch of a training (CPU trainings only); `score`, per question scored. For
+    an approach the table has not timed yet there is no estimate (None): approaches differ
+    too much for one to stand in for another."""
 
     train: dict[str, float]
     score: dict[str, float]
@@ -48,12 +49,10 @@ class Pace:
         return cls(train={a: median(found) for a, found in train.items()},
                    score={a: median(found) for a, found in score.items() if found})
 
-    def training(self, job: TrainJob) -> float:
-        return _at(self.train, job.approach.id) * _work(job)
+    def training(self, job: TrainJob) -> float | None:
+        rate = self.train.get(job.approach.id)
+        return None if rate is None else rate * _work(job)
 
-    def scoring(self, job: TrainJob, testset: TestSet) -> float:
-        return _at(self.score, job.approach.id) * testset.questions
-
-
-def _at(rates: dict[str, float], approach: str) -> float:
-    return rates[approach] if approach in rates else median(rates.values()) if rates else 0.0
+    def scoring(self, job: TrainJob, testset: TestSet) -> float | None:
+        rate = self.score.get(job.approach.id)
+        return None if rate is None else rate * testset.questions

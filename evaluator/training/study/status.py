@@ -18,7 +18,8 @@ from evaluator.training.study.rows import Rows, current_rows, held_cells, record
 class StudyStatus:
     """Counts of a plan's cells (a system's training and its evaluations); `by_approach`
     holds the same counts per approach. `pending_s`: one core's seconds the cells to go
-    will take at the pace the table measured (0 where it measured none)."""
+    will take at the pace the table measured; `untimed`: cells to go of approaches it has
+    not timed (not in `pending_s`)."""
 
     trained: int = 0
     training_failed: int = 0
@@ -26,6 +27,7 @@ class StudyStatus:
     evaluation_failed: int = 0
     pending: int = 0
     pending_s: float = 0.0
+    untimed: int = 0
     recorded: int = 0  # systems whose store entries are absent, kept from an earlier table
     systems: int = 0
     by_approach: dict[str, StudyStatus] = field(default_factory=dict)
@@ -53,8 +55,19 @@ class StudyStatus:
                 f"{self.pending} cells to go{self.time_left()}")
 
     def time_left(self) -> str:
-        return (f", about {console.duration(self.pending_s)} of one core"
-                if self.pending and self.pending_s else "")
+        if not self.pending_s:
+            return ""
+        about = f", about {console.duration(self.pending_s)} of one core"
+        return about + (f" for {self.pending - self.untimed} of them; {self.untimed} are of "
+                        f"approaches not timed yet" if self.untimed else "")
+
+    def weigh(self, seconds: float | None) -> None:
+        """Count one more cell to go, of `seconds` (None: its approach is not timed yet)."""
+        self.pending += 1
+        if seconds is None:
+            self.untimed += 1
+        else:
+            self.pending_s += seconds
 
 
 def status(study: Study, store: Store, earlier: Rows = (),
@@ -84,9 +97,11 @@ def status(study: Study, store: Store, earlier: Rows = (),
             held = held_cells(study, current, job)  # kept if retraining gives the same weights
             this.training_failed = int((job.key, job.split.id) in failed)
             this.evaluated = len(held)
-            this.pending = 1 - this.training_failed + len(sets) - len(held)
-            this.pending_s = pace.training(job) * (1 - this.training_failed) + sum(
-                pace.scoring(job, t) for t in sets if t.id not in held)
+            if not this.training_failed:
+                this.weigh(pace.training(job))
+            for testset in sets:
+                if testset.id not in held:
+                    this.weigh(pace.scoring(job, testset))
         else:
             this.trained = 1
             held = held_cells(study, current, job, system.row["weights_digest"])
@@ -97,8 +112,7 @@ def status(study: Study, store: Store, earlier: Rows = (),
                 elif (key, testset.id) in failed:
                     this.evaluation_failed += 1
                 else:
-                    this.pending += 1
-                    this.pending_s += pace.scoring(job, testset)
+                    this.weigh(pace.scoring(job, testset))
         out.add(this)
         out.by_approach.setdefault(job.approach.id, StudyStatus()).add(this)
     return out
