@@ -37,6 +37,7 @@ class Pace:
         """From a table's rows of the plan's systems (`current_rows`)."""
         train: dict[str, list[float]] = {}
         score: dict[str, list[float]] = {}
+        questions = {t.id: t.questions for t in study.testsets}  # a row's n counts groups
         for job in study.trainings:
             rows = current.get(job.system_id) or []
             approach = job.approach.id
@@ -44,8 +45,9 @@ class Pace:
             if first and first["train_device"] == "cpu" and float(first["train_wall_s"]) > 0:
                 train.setdefault(approach, []).append(float(first["train_wall_s"]) / _work(job))
             score.setdefault(approach, []).extend(
-                float(r["wall_s"]) / int(r["n"]) for r in rows
-                if r["metric"] == "f1" and int(r["n"]) > 0 and float(r["wall_s"]) > 0)
+                float(r["wall_s"]) / questions[r["testset"]] for r in rows
+                if r["metric"] == "f1" and questions.get(r["testset"])
+                and float(r["wall_s"]) > 0)
         return cls(train={a: median(found) for a, found in train.items()},
                    score={a: median(found) for a, found in score.items() if found})
 
