@@ -25,6 +25,7 @@ from evaluator.store.store import Store
 from evaluator.training import study as plans
 from evaluator.training import table as tables
 from evaluator.training.run import train
+from evaluator.training.study.loop import _eta
 from tests.conftest import REPO, write_testset
 from tests.training.tiny import tiny_folders
 
@@ -172,8 +173,6 @@ def test_a_system_another_controller_trains_is_skipped_and_a_failing_store_stops
 def test_a_failure_counts_for_its_own_cell_only(plan):
     """A scoring failure recorded for an earlier version of a cell (other weights, other
     bytes) leaves today's cell pending; one of today's cell counts it as failed."""
-    from evaluator.jobs.job import Job
-    from evaluator.training.run import train
 
     found, store, runner = plans.load(plan), Store.open_default(), Dispatcher("local")
     job = found.trainings[0]
@@ -219,6 +218,16 @@ def test_status_estimates_the_time_left_at_the_pace_its_table_measured(plan):
     assert wider.line(found).endswith(
         f"12 cells to go, about {about} of one core for 9 of them; 3 are of approaches not "
         "timed yet")
+
+
+def test_the_eta_weighs_the_cells_to_go_by_their_estimated_time():
+    before = plans.StudyStatus(pending=10, pending_s=1000.0, untimed=2)
+    now = plans.StudyStatus(pending=9, pending_s=400.0, untimed=2)
+    # 600 estimated seconds of work went in 300 s: the 400 left take 200 s
+    assert _eta(300.0, before, now, todo=10) == ", eta 3 min and 2 cells not timed yet"
+    untimed = plans.StudyStatus(pending=10)  # by count: 2 cells in 60 s, 8 left
+    assert _eta(60.0, untimed, plans.StudyStatus(pending=8), todo=10) == ", eta 4 min"
+    assert _eta(60.0, untimed, plans.StudyStatus(pending=10), todo=10) == ""  # nothing done
 
 
 def test_status_by_approach_says_where_the_work_left_lies(plan):

@@ -104,10 +104,11 @@ def score_frozen(study: Study, sets: list[TestSet], runner: Dispatcher, store: S
 
 def _eta(elapsed: float, before: StudyStatus, now: StudyStatus, todo: int) -> str:
     """The time left at this run's pace so far (both controllers', where two share the
-    plan): weighted by each cell's estimated time where the table timed every approach to
-    go, else by the count of cells."""
-    if before.pending_s and not before.untimed and now.pending_s < before.pending_s:
+    plan): each cell weighed by its estimated time where the table timed its approach (the
+    cells of approaches not timed yet are named apart), else by the count of cells."""
+    if before.pending_s and now.pending_s < before.pending_s:
         rate = elapsed / (before.pending_s - now.pending_s)  # seconds per estimated second
-        return f", eta {console.duration(rate * now.pending_s)}"
+        untimed = f" and {now.untimed} cells not timed yet" if now.untimed else ""
+        return f", eta {console.duration(rate * now.pending_s)}{untimed}"
     done = todo - now.pending  # cells stored since the run began, here or by another run
     return f", eta {console.duration(elapsed / done * now.pending)}" if done > 0 else ""
