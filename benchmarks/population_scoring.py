@@ -1,15 +1,16 @@
 """Scoring the frozen population: each system parsing its input itself (the per-system path,
 the baseline) against one prepared folder per test set shared by every system (`prepare:`).
 
-In one run, on one test set, for the first frozen system(s) of each approach under `frozen/`
-whose approach declares `prepare:`: the approach's predict command on the answer-free input,
-once without and once with `--prepared`, each as the child process a runner starts (its CPU
-seconds from the OS), plus the one preparation of the set per prepare command. Both paths
-must give the same answers. Printed per approach: CPU-seconds per 1,000 questions, the
+In one run, on one test set, for the first frozen system(s) of each approach of the plan
+under `frozen/`: the approach's predict command on the answer-free input as the child process
+a runner starts (its CPU seconds from the OS), and for an approach that declares `prepare:`
+once more with `--prepared`, plus the one preparation of the set per prepare command. Both
+paths must give the same answers. Printed per approach: CPU-seconds per 1,000 questions, the
 ratio, and the share of the child's time spent in the model (batching and forward passes,
-from the timing line the reader prints); then the population's projected CPU time on the
-set, against the goal of 30 CPU-minutes for 106 systems on 5,000 questions. Run it on one
-core (its children inherit the affinity):
+from the timing line the shared reader loop prints; `-` where an approach prints none);
+then the population's projected CPU time on the set (each approach at its fastest path),
+against the goal of 30 CPU-minutes for 106 systems on 5,000 questions. Run it on one core
+(its children inherit the affinity):
 
     taskset -c 0 python benchmarks/population_scoring.py [--testset squad-dev-heldout]
         [--per-approach 1] [--approaches qanet,rasor] [--plan studies/population.yaml]
@@ -58,22 +59,23 @@ def child(argv: list[str], cwd: Path) -> tuple[float, float, str]:
     return cpu, wall, done.stdout + done.stderr
 
 
-def systems(per_approach: int, only: set[str] | None) -> list[tuple[str, Path]]:
-    """(approach, weights folder) of the first frozen systems of each preparing approach."""
+def systems(per_approach: int, only: set[str] | None, planned: Counter
+            ) -> list[tuple[str, Path]]:
+    """(approach, weights folder) of the first frozen systems of each approach of the plan."""
     out = []
     for approach_dir in sorted(FROZEN.iterdir()):
-        spec = yaml.safe_load((SUBMISSIONS / approach_dir.name / "bundle.yaml").read_text())
-        if "prepare" not in spec or (only and approach_dir.name not in only):
+        if approach_dir.name not in planned or (only and approach_dir.name not in only):
             continue
         found = sorted(approach_dir.glob("*/*/weights"))[:per_approach]
         out += [(approach_dir.name, w) for w in found]
     return out
 
 
-def prepare_command(approach: str) -> str:
-    """The approach's `prepare:` command, with `python3` as this interpreter."""
+def prepare_command(approach: str) -> str | None:
+    """The approach's `prepare:` command, with `python3` as this interpreter; None if none."""
     spec = yaml.safe_load((SUBMISSIONS / approach / "bundle.yaml").read_text())
-    return spec["prepare"].replace("python3 ", f"{sys.executable} ", 1)
+    return spec["prepare"].replace("python3 ", f"{sys.executable} ", 1) \
+        if "prepare" in spec else None
 
 
 def plan_counts(plan: Path) -> Counter:
@@ -89,9 +91,10 @@ def main() -> None:
     parser.add_argument("--plan", default=str(REPO / "studies" / "population.yaml"))
     args = parser.parse_args()
     only = set(filter(None, args.approaches.split(",")))
-    chosen = systems(args.per_approach, only or None)
+    counts = plan_counts(Path(args.plan))
+    chosen = systems(args.per_approach, only or None, counts)
     if not chosen:
-        sys.exit("no frozen system of an approach with prepare: under frozen/")
+        sys.exit("no frozen system of the plan's approaches under frozen/")
     print(f"scoring {len(chosen)} frozen systems on {args.testset}, one at a time ...",
           flush=True)
     dataset = testsets.get(args.testset).load()
@@ -105,7 +108,7 @@ def main() -> None:
         prep_cpu = 0.0
         for approach, _ in chosen:
             command = prepare_command(approach)
-            if command in made:
+            if command is None or command in made:
                 continue
             made[command] = tmp / f"prepared-{len(made)}"
             cpu, _, _ = child(shlex.split(command.replace("{input}", str(source)).replace(
@@ -120,31 +123,43 @@ def main() -> None:
         for approach, weights in chosen:
             folder = SUBMISSIONS / approach
             results = []
-            for label, extra in (("own", []), ("prepared", [
-                    "--prepared", str(made[prepare_command(approach)])])):
+            command = prepare_command(approach)
+            paths = [("own", [])] + ([("prepared", ["--prepared", str(made[command])])]
+                                     if command else [])
+            for label, extra in paths:
                 out = tmp / f"{label}.json"
                 cpu, wall, log = child([sys.executable, "approach.py", "predict", "--model",
                                         str(weights), *extra, str(source), str(out)], folder)
                 match = TIMING.search(log)
                 model_s = float(match.group(2)) if match else float("nan")
                 results.append((cpu, model_s / wall, json.loads(out.read_text())))
-            (own, own_share, own_answers), (prep, prep_share, prep_answers) = results
+            name = "/".join(weights.parts[-3:-1])
+            (own, own_share, own_answers) = results[0]
+            if len(results) == 1:
+                rows.setdefault(approach, []).append(own)
+                print(f"{approach:<17} {name:<30} {own * per_k:>12.2f} {'-':>9} {'-':>6} "
+                      f"{_share(own_share):>10} / {'-':>4}  -", flush=True)
+                continue
+            (prep, prep_share, prep_answers) = results[1]
             same = own_answers == prep_answers
             rows.setdefault(approach, []).append(prep)
-            name = "/".join(weights.parts[-3:-1])
             print(f"{approach:<17} {name:<30} {own * per_k:>12.2f} {prep * per_k:>9.2f} "
-                  f"{own / prep:>5.2f}x {own_share:>10.0%} / {prep_share:>4.0%}  "
+                  f"{own / prep:>5.2f}x {_share(own_share):>10} / {_share(prep_share):>4}  "
                   f"{'yes' if same else 'NO'}", flush=True)
-    counts = plan_counts(Path(args.plan))
     mean = {a: sum(v) / len(v) for a, v in rows.items()}
     measured = sum(counts[a] for a in mean)
     projected = sum(counts[a] * mean[a] for a in mean) * GOAL_QUESTIONS / n + \
         prep_cpu * GOAL_QUESTIONS / n
-    print(f"\nprojected, prepared path: the plan's {measured} systems of the measured "
-          f"approaches on {GOAL_QUESTIONS:,} questions: {projected / 60:.1f} CPU-minutes "
+    print(f"\nprojected, the prepared path where there is one: the plan's {measured} "
+          f"systems of the measured approaches on {GOAL_QUESTIONS:,} questions: "
+          f"{projected / 60:.1f} CPU-minutes "
           f"(goal: {GOAL_SYSTEMS} systems in {GOAL_CPU_S / 60:.0f}); "
           f"approaches not measured here: "
           f"{', '.join(sorted(set(counts) - set(mean))) or 'none'}")
+
+
+def _share(share: float) -> str:
+    return "-" if share != share else f"{share:.0%}"  # NaN: the approach prints no timing
 
 
 if __name__ == "__main__":

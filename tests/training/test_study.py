@@ -173,7 +173,6 @@ def test_a_system_another_controller_trains_is_skipped_and_a_failing_store_stops
 def test_a_failure_counts_for_its_own_cell_only(plan):
     """A scoring failure recorded for an earlier version of a cell (other weights, other
     bytes) leaves today's cell pending; one of today's cell counts it as failed."""
-
     found, store, runner = plans.load(plan), Store.open_default(), Dispatcher("local")
     job = found.trainings[0]
     system = train(job, runner, store)
