@@ -16,6 +16,11 @@ from evaluator.training.study.plan import Study
 from evaluator.training.study.rows import Rows
 
 
+def _seconds(row: dict, column: str) -> float:
+    """A time column of a table row; 0 where a table has none."""
+    return float(row.get(column) or 0.0)
+
+
 def _work(job: TrainJob) -> int:
     """Questions trained on times epochs: what a training's time is near proportional to."""
     return (job.size or job.split.questions) * int(job.hyperparameters.get("epochs") or 1)
@@ -41,13 +46,12 @@ class Pace:
         for job in study.trainings:
             rows = current.get(job.system_id) or []
             approach = job.approach.id
-            first = rows[0] if rows else None
-            if first and first["train_device"] == "cpu" and float(first["train_wall_s"]) > 0:
-                train.setdefault(approach, []).append(float(first["train_wall_s"]) / _work(job))
+            trained_s = _seconds(rows[0], "train_wall_s") if rows else 0.0
+            if trained_s and rows[0].get("train_device") == "cpu":
+                train.setdefault(approach, []).append(trained_s / _work(job))
             score.setdefault(approach, []).extend(
-                float(r["wall_s"]) / questions[r["testset"]] for r in rows
-                if r["metric"] == "f1" and questions.get(r["testset"])
-                and float(r["wall_s"]) > 0)
+                _seconds(r, "wall_s") / questions[r["testset"]] for r in rows
+                if r["metric"] == "f1" and questions.get(r["testset"]) and _seconds(r, "wall_s"))
         return cls(train={a: median(found) for a, found in train.items()},
                    score={a: median(found) for a, found in score.items() if found})
 
