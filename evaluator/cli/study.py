@@ -60,9 +60,7 @@ def run_command(plan, runner, device, table_path, ledgers, only, parallel, data_
 
     def save() -> None:
         if table_path is not None:
-            with table.lock(table_path, lambda: console.say(
-                    f"waiting for a controller to finish writing {table_path}")):
-                table.write(study.rows(found, store, earlier), table_path)
+            _write_table(found, store, table_path, earlier)
 
     final = study.run(found, dispatcher, store, device=device, earlier=earlier,
                       only=tuple(only), parallel=parallel, say=console.say, saved=save)
@@ -98,10 +96,7 @@ def table_command(plan, out, data_dir, workspace) -> None:
     """Write the study's results table from the store (nothing is run); systems the store
     lacks keep their rows from the file already at --out."""
     configure(data_dir, workspace)
-    found = study.load(plan)
-    with table.lock(out, lambda: console.say(f"waiting for a controller to finish writing {out}")):
-        rows = study.rows(found, Store.open_default(), table.read(out))
-        table.write(rows, out)
+    rows = _write_table(study.load(plan), Store.open_default(), out)
     click.echo(f"wrote {len(rows)} rows to {out}")
 
 
@@ -117,19 +112,28 @@ def freeze_command(plan, table_path, data_dir, workspace) -> None:
     folder (weights through the gate, a manifest with digests and headline scores), so a
     clean clone runs it without training. Artifacts already there are kept, their headline
     scores brought up to date. With --table, the table and the manifests are written from
-    the same rows, under the table's lock, so they cannot disagree."""
+    the same rows, so they cannot disagree."""
     configure(data_dir, workspace)
     found = study.load(plan)
     store = Store.open_default()
     if table_path is None:
         _freeze(found, store, study.rows(found, store))
         return
-    waiting = f"waiting for a controller to finish writing {table_path}"
-    with table.lock(table_path, lambda: console.say(waiting)):
-        rows = study.rows(found, store, table.read(table_path))
-        table.write(rows, table_path)
-        click.echo(f"wrote {len(rows)} rows to {table_path}")
-        _freeze(found, store, rows)
+    rows = _write_table(found, store, table_path)
+    click.echo(f"wrote {len(rows)} rows to {table_path}")
+    _freeze(found, store, rows)
+
+
+def _write_table(found: study.Study, store: Store, path: Path,
+                 earlier: study.Rows | None = None) -> study.Rows:
+    """Write the study's table at `path` from the store and the `earlier` rows (where None,
+    the table there now), under its lock, as two controllers of a plan share it; the rows
+    written."""
+    with table.lock(path, lambda: console.say(
+            f"waiting for a controller to finish writing {path}")):
+        rows = study.rows(found, store, table.read(path) if earlier is None else earlier)
+        table.write(rows, path)
+    return rows
 
 
 def _freeze(found: study.Study, store: Store, rows: list[dict]) -> None:
