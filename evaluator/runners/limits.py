@@ -59,6 +59,7 @@ def run_with_limit(command: str, cwd: Path, env: dict, log_path: Path, timeout: 
                                         stdout=log, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, start_new_session=True)
                 _ACTIVE.add(proc.pid)
+            _keep_niceness(proc.pid)
             try:
                 os.write(guard_pipe, b"%d\n" % proc.pid)
             except OSError:  # a guard that died early: the run goes on without the safety net
@@ -72,6 +73,19 @@ def run_with_limit(command: str, cwd: Path, env: dict, log_path: Path, timeout: 
         raise KeyboardInterrupt("cancelled: this controller is stopping")
     exit_code = os.waitstatus_to_exitcode(status)
     return exit_code, wall, usage.ru_maxrss * 1024, timed_out.is_set()
+
+
+def _keep_niceness(pid: int) -> None:
+    """Give the run's new session this process's niceness as a whole. Linux schedules each
+    session (autogroup) as one unit and applies a process's niceness only within its own
+    group, so a cell of `nice -n 19 qashift study run` would otherwise take an equal share of
+    the CPU beside everything else the user runs."""
+    niceness = os.nice(0)
+    if niceness > 0:
+        try:
+            Path(f"/proc/{pid}/autogroup").write_text(f"{niceness}\n")
+        except OSError:  # no autogroups here (another OS, a kernel without them)
+            pass
 
 
 def _wait(proc: subprocess.Popen, timeout: float, timed_out: threading.Event,

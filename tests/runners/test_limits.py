@@ -1,6 +1,7 @@
 """A run started by `run_with_limit` ends with its time limit, and with the process that
 started it, however that process ends: a controller killed by SIGKILL (or by a test's own
-time-out) leaves no submission, and none of the programs it started, running."""
+time-out) leaves no submission, and none of the programs it started, running; and
+a run of a niced controller yields as its controller does."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from evaluator.runners.limits import run_with_limit
 
@@ -84,3 +87,18 @@ def test_a_run_that_ends_on_its_own_leaves_no_guard_behind(tmp_path):
     assert (exit_code, timed_out) == (0, False)
     assert (tmp_path / "log.txt").read_text() == "done\n"
     assert _children(os.getpid()) - before == set()  # neither the run nor its guard
+
+
+@pytest.mark.skipif(not Path("/proc/self/autogroup").exists(), reason="no autogroups here")
+def test_a_run_of_a_niced_controller_is_niced_as_a_session(tmp_path):
+    """A run has a session of its own, which Linux schedules as one unit: the controller's
+    niceness is given to that unit, so `nice qashift ...` yields to the user's other work."""
+    controller = subprocess.run(
+        [sys.executable, "-c",
+         "import os, sys; from pathlib import Path; "
+         "from evaluator.runners.limits import run_with_limit; os.nice(7); "
+         "run_with_limit('sleep 1; cat /proc/self/autogroup', Path(sys.argv[1]), "
+         "dict(os.environ), Path(sys.argv[1]) / 'log.txt', timeout=60)", str(tmp_path)],
+        timeout=60)
+    assert controller.returncode == 0
+    assert (tmp_path / "log.txt").read_text().split()[-2:] == ["nice", "7"]
