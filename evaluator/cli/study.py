@@ -111,8 +111,8 @@ def freeze_command(plan, table_path, data_dir, workspace) -> None:
     """Write every system of the plan that this store trained into the repository's frozen/
     folder (weights through the gate, a manifest with digests and headline scores), so a
     clean clone runs it without training. Artifacts already there are kept, their headline
-    scores brought up to date. With --table, the table and the manifests are written from
-    the same rows, so they cannot disagree."""
+    scores brought up to date (sets that only another study scored are kept). With --table,
+    the table and the manifests are written from the same rows, so they cannot disagree."""
     configure(data_dir, workspace)
     found = study.load(plan)
     store = Store.open_default()

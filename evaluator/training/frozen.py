@@ -160,13 +160,16 @@ def write(job: TrainJob, store: Store, scores: dict[str, dict]) -> tuple[Path, b
 def update_scores(job: TrainJob, scores: dict[str, dict]) -> bool:
     """Whether the repository holds the frozen system of `job` (this train key); its
     manifest's headline scores are then brought up to `scores` (more sets scored since it was
-    frozen, here or on another machine)."""
+    frozen, here or on another machine). A set `scores` lacks keeps its score: a system two
+    studies share (the population's and the extra-data study's base-split systems) states
+    the sets of both, whichever is frozen last."""
     manifest = _manifest_of(job)
     if manifest is None:
         return False
-    if scores and manifest.get("scores") != scores:
+    merged = {**manifest.get("scores", {}), **scores}
+    if manifest.get("scores") != merged:
         folder = Path(manifest.pop("folder"))
-        _write_manifest(folder, {**manifest, "scores": dict(sorted(scores.items()))})
+        _write_manifest(folder, {**manifest, "scores": dict(sorted(merged.items()))})
     return True
 
 

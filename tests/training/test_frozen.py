@@ -113,6 +113,33 @@ def test_freezing_with_a_table_writes_the_table_its_manifests_state(frozen_plan,
     assert tabled and {(t, m): s[m] for t, s in stated.items() for m in ("em", "f1")} == tabled
 
 
+def test_a_system_two_studies_share_states_the_sets_of_both(frozen_plan, dev_raw, tmp_path):
+    """A second study reuses a frozen system and scores it on another set (as the extra-data
+    study reuses the population's base-split systems): freezing either study keeps the sets
+    the other's table gave the manifest."""
+    write_testset(Path(os.environ["QASHIFT_TESTSETS"]), "other-test",
+                  {"version": "1.1", "data": dev_raw["data"][2:4]})
+    plan, table = tmp_path / "other.yaml", tmp_path / "other.csv"
+    plan.write_text("id: other\nname: other\nsplit: tiny-train\ntestsets: [other-test]\n"
+                    "approaches:\n  words: {settings: [{}], seeds: [0]}\n")
+    assert run("qashift", "study", "run", str(plan), "--runner", "local", "--table",
+               str(table)).returncode == 0
+    done = run("qashift", "study", "freeze", str(plan), "--table", str(table))
+    assert done.returncode == 0 and "0 systems frozen, 1 already frozen" in done.stdout, done
+    path = frozen_plan["frozen"] / "words" / "tiny-train" / "s0" / "manifest.json"
+    stated = json.loads(path.read_text())["scores"]
+    with table.open() as f:
+        other = {r["metric"]: float(r["value"]) for r in csv.DictReader(f)}
+    assert set(stated) == {"tiny-test", "other-test"}
+    assert stated["other-test"]["f1"] == pytest.approx(other["f1"], abs=1e-4)
+    assert stated["tiny-test"]["f1"] == pytest.approx(
+        frozen_plan["before"][SYSTEMS[0]]["f1"]["value"], abs=1e-4)
+    again = run("qashift", "study", "freeze", str(frozen_plan["plan"]), "--table",
+                str(frozen_plan["table"]))
+    assert again.returncode == 0, again.stderr
+    assert json.loads(path.read_text())["scores"] == stated
+
+
 @pytest.mark.parametrize("tamper, why", [
     (lambda w: (w / "weights.txt").write_text("tampered"),
      r"weights/weights.txt does not match its sha256 in the manifest"),
