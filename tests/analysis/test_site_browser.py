@@ -10,13 +10,17 @@ test's temporary folder.
 
 from __future__ import annotations
 
+import csv
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from evaluator.cli.analysis import report_command
+from tests.conftest import REPO
 from tests.support.site import (
     build_published_site,
     build_store_site,
@@ -252,3 +256,30 @@ def test_screenshots(browser, published, tmp_path):
         assert browser.save_screenshot(str(out / name))
         data = (out / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
+def test_population_screenshots(browser, tmp_path, shared_data):
+    """The own population's site as docs/site.md builds it (the committed table and approach
+    matrix): every system of the table on the Reddit leaderboard, and the three pages
+    docs/site.md shows."""
+    site = tmp_path / "site"
+    result = CliRunner().invoke(report_command, [
+        "--source", str(REPO / "results" / "population.csv"), "--concurrence",
+        str(REPO / "results" / "approach-matrix.csv"), "--concurrence-reference", "squad",
+        "--data-dir", str(shared_data), "--bootstrap", "200", "--out", str(site)])
+    assert result.exit_code == 0, result.output
+    with open(REPO / "results" / "population.csv") as handle:
+        systems = {row["model"] for row in csv.DictReader(handle)}
+    out = Path(os.environ.get("QASHIFT_SITE_SCREENSHOTS") or tmp_path)
+    out.mkdir(parents=True, exist_ok=True)
+    shots = {"site-population-overview.png": site / "index.html",
+             "site-population-testset.png": site / "testsets" / "reddit-test.html",
+             "site-concurrence.png": site / "concurrence.html"}
+    for name, page in shots.items():
+        open_page(browser, page)
+        if name == "site-population-testset.png":
+            assert len(browser.find_elements(By.CSS_SELECTOR, "#board-f1 tbody tr")) == len(
+                systems)
+        browser.execute_script("return document.fonts.ready")
+        assert browser.save_screenshot(str(out / name))
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
