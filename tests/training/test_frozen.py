@@ -201,7 +201,8 @@ def test_a_new_test_set_is_scored_by_every_frozen_system_with_one_command(
     assert not (tmp_path / "clean" / "models").exists()  # nothing was trained
 
 
-FROZEN_TABLES = (REPO / "results" / "population.csv", REPO / "results" / "generative.csv")
+FROZEN_TABLES = tuple(REPO / "results" / name for name in (
+    "population.csv", "extra-data-frozen.csv", "generative.csv"))
 
 
 def table_rows() -> list[dict]:
