@@ -245,17 +245,24 @@ def test_store_numbers_in_the_browser_and_links_to_logs(browser, store_site):
     assert run.find_element(By.CSS_SELECTOR, "dd.device").text == "cpu"
 
 
-def test_screenshots(browser, published, tmp_path):
+def screenshot(browser, name: str, tmp_path: Path) -> bytes:
+    """Save the open page as `name` under $QASHIFT_SITE_SCREENSHOTS (else `tmp_path`); its
+    bytes, a PNG."""
     out = Path(os.environ.get("QASHIFT_SITE_SCREENSHOTS") or tmp_path)
     out.mkdir(parents=True, exist_ok=True)
+    browser.execute_script("return document.fonts.ready")
+    assert browser.save_screenshot(str(out / name))
+    data = (out / name).read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return data
+
+
+def test_screenshots(browser, published, tmp_path):
     shots = {"site-overview.png": published / "index.html",
              "site-testset.png": published / "testsets" / "new-wiki.html"}
     for name, page in shots.items():
         open_page(browser, page)
-        browser.execute_script("return document.fonts.ready")
-        assert browser.save_screenshot(str(out / name))
-        data = (out / name).read_bytes()
-        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+        assert len(screenshot(browser, name, tmp_path)) > 20_000
 
 
 def test_population_screenshots(browser, tmp_path, shared_data):
@@ -270,8 +277,6 @@ def test_population_screenshots(browser, tmp_path, shared_data):
     assert result.exit_code == 0, result.output
     with open(REPO / "results" / "population.csv") as handle:
         systems = {row["model"] for row in csv.DictReader(handle)}
-    out = Path(os.environ.get("QASHIFT_SITE_SCREENSHOTS") or tmp_path)
-    out.mkdir(parents=True, exist_ok=True)
     shots = {"site-population-overview.png": site / "index.html",
              "site-population-testset.png": site / "testsets" / "reddit-test.html",
              "site-concurrence.png": site / "concurrence.html"}
@@ -280,6 +285,4 @@ def test_population_screenshots(browser, tmp_path, shared_data):
         if name == "site-population-testset.png":
             assert len(browser.find_elements(By.CSS_SELECTOR, "#board-f1 tbody tr")) == len(
                 systems)
-        browser.execute_script("return document.fonts.ready")
-        assert browser.save_screenshot(str(out / name))
-        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        screenshot(browser, name, tmp_path)
