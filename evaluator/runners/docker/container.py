@@ -65,6 +65,9 @@ def run_container(client, request: RunRequest, program: Program, image_id: str,
     bundle = request.bundle
     name = f"qashift-{re.sub(r'[^a-zA-Z0-9_.-]', '-', bundle.id)[:40]}-{uuid.uuid4().hex[:8]}"
     kwargs = container_kwargs(request, program, image_id, staging, gpus, name, host_cpus)
+    parent = _memory_parent(client, name)
+    if parent is not None:
+        kwargs["cgroup_parent"] = parent
     container, sampler, watchdog = None, None, None
     phases: dict[str, float] = {}  # seconds per step, for the overhead benchmark
     mark = time.perf_counter()
@@ -94,7 +97,8 @@ def run_container(client, request: RunRequest, program: Program, image_id: str,
             raise
         phases["start"] = time.perf_counter() - start
         sampler = _ContainerWatch(container.id, (staging, *also_held), _output_limit(bundle),
-                                  on_output_exceeded=lambda: _quietly(container.kill))
+                                  on_output_exceeded=lambda: _quietly(container.kill),
+                                  parent=parent)
         sampler.start()
         timed_out, status = False, None
         while status is None:
@@ -133,6 +137,7 @@ def run_container(client, request: RunRequest, program: Program, image_id: str,
             sampler.stop()
         mark = time.perf_counter()
         _remove(client, container.id if container is not None else name)
+        _remove_cgroup(name)
         phases["remove"] = time.perf_counter() - mark
         _LIVE.pop(name, None)
         if watchdog is not None:
@@ -223,15 +228,20 @@ class _ContainerWatch:
     size of the host folders it can write (/output; a training's checkpoints too), killing it
     past the limit.
 
-    The cgroup disappears with the container, so the last sample before exit is kept
-    (cgroup v1 `memory.max_usage_in_bytes`; v2 `memory.peak` where the kernel has it). The
-    output check runs every `interval`, so a fast writer overshoots by at most what it writes
-    in that time.
+    The container's own cgroup disappears with it, so a container that exits before the first
+    sample would have no peak; where the run has its own parent cgroup (`_memory_parent`),
+    that parent's high-water mark outlives the container and is read last (cgroup v1
+    `memory.max_usage_in_bytes`; v2 `memory.peak` where the kernel has it). The output check
+    runs every `interval`, so a fast writer overshoots by at most what it writes in that time.
     """
     def __init__(self, container_id: str, output: tuple[Path, ...] = (),
                  output_limit: int = policy.DEFAULTS["output"],
-                 on_output_exceeded: Callable[[], None] | None = None, interval: float = 0.1):
-        self.files = [Path(f"/sys/fs/cgroup/memory/docker/{container_id}/"
+                 on_output_exceeded: Callable[[], None] | None = None, interval: float = 0.1,
+                 parent: str | None = None):
+        held = ([Path(f"/sys/fs/cgroup/memory{parent}/memory.max_usage_in_bytes"),
+                 Path(f"/sys/fs/cgroup{parent}/memory.peak")] if parent else [])
+        self.files = [*held,
+                      Path(f"/sys/fs/cgroup/memory/docker/{container_id}/"
                            f"memory.max_usage_in_bytes"),
                       Path(f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/"
                            f"memory.peak"),
@@ -252,6 +262,7 @@ class _ContainerWatch:
         self._done.set()
         if self._thread.is_alive():
             self._thread.join(timeout=1)
+        self._sample()  # the parent cgroup, if any, holds the peak of a container now gone
         self._check_output()  # a writer that exited between two samples is caught here
 
     def _sample(self) -> None:
@@ -362,12 +373,67 @@ def reap_orphans(client) -> list[str]:
         listed = client.api.containers(all=True, filters={"label": LABEL})
     except docker.errors.DockerException:
         return removed
+    kept = set()
     for found in listed:
+        names = [name.lstrip("/") for name in found.get("Names") or ()]
         owner = (found.get("Labels") or {}).get("qashift.owner")
         if owner and not owner_alive(owner):
             _remove(client, found["Id"])
-            removed.append(",".join(name.lstrip("/") for name in found.get("Names") or ()))
+            removed.append(",".join(names))
+        else:
+            kept.update(names)
+    for folder in {path.name for path in _cgroup_folders("qashift-*")} - kept:
+        if not _exists(client, folder):  # created after the listing: not ours to remove
+            _remove_cgroup(folder)  # the memory parent of a container a watchdog removed
     return removed
+
+
+def _exists(client, container: str) -> bool:
+    try:
+        client.api.inspect_container(container)
+    except docker.errors.NotFound:
+        return False
+    except docker.errors.DockerException:
+        return True
+    return True
+
+
+def _memory_parent(client, name: str) -> str | None:
+    """The parent cgroup to create the container under, so that its memory high-water mark
+    can be read after it exits: only with the daemon's cgroupfs driver and this host's cgroup
+    tree in view (the systemd driver wants a slice; a remote daemon's cgroups are not here)."""
+    if not Path("/sys/fs/cgroup").is_dir():
+        return None
+    try:
+        driver = _daemon_cgroup_driver(client)
+    except docker.errors.DockerException:
+        return None
+    return f"/{name}" if driver == "cgroupfs" else None
+
+
+_DRIVERS: dict[str, str] = {}
+
+
+def _daemon_cgroup_driver(client) -> str:
+    url = client.api.base_url
+    if url not in _DRIVERS:
+        _DRIVERS[url] = client.info().get("CgroupDriver", "")
+    return _DRIVERS[url]
+
+
+def _cgroup_folders(name: str) -> list[Path]:
+    """A run's parent cgroup in every hierarchy (v1: one per controller; v2: one)."""
+    root = Path("/sys/fs/cgroup")
+    return [*root.glob(f"*/{name}"), *root.glob(name)]
+
+
+def _remove_cgroup(name: str) -> None:
+    """Remove an emptied parent cgroup (one still holding a container stays: rmdir refuses)."""
+    for folder in sorted(_cgroup_folders(name), key=lambda path: len(path.parts), reverse=True):
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
 
 
 def _remove(client, container: str) -> None:
