@@ -181,8 +181,9 @@ def test_a_real_hf_qa_container_mounts_only_the_qa_program(runner_image, tiny_mo
 
     def watch():
         while not stop.is_set() and not seen:
-            for found in client.containers.list(filters={"label": "qashift.bundle=tiny-mounts"}):
-                seen.update({m["Destination"]: m["Source"] for m in found.attrs["Mounts"]})
+            for found in client.api.containers(  # the listing has the mounts: no inspect
+                    filters={"label": "qashift.bundle=tiny-mounts"}):
+                seen.update({m["Destination"]: m["Source"] for m in found.get("Mounts") or ()})
             time.sleep(0.05)
 
     watcher = threading.Thread(target=watch)
