@@ -373,18 +373,14 @@ def reap_orphans(client) -> list[str]:
         listed = client.api.containers(all=True, filters={"label": LABEL})
     except docker.errors.DockerException:
         return removed
-    kept = set()
     for found in listed:
-        names = [name.lstrip("/") for name in found.get("Names") or ()]
         owner = (found.get("Labels") or {}).get("qashift.owner")
         if owner and not owner_alive(owner):
             _remove(client, found["Id"])
-            removed.append(",".join(names))
-        else:
-            kept.update(names)
-    for folder in {path.name for path in _cgroup_folders("qashift-*")} - kept:
-        if not _exists(client, folder):  # created after the listing: not ours to remove
-            _remove_cgroup(folder)  # the memory parent of a container a watchdog removed
+            removed.append(",".join(name.lstrip("/") for name in found.get("Names") or ()))
+    for folder in {path.name for path in _cgroup_folders("qashift-*")}:
+        if not _exists(client, folder):  # the memory parent of a container now gone
+            _remove_cgroup(folder)
     return removed
 
 
@@ -429,7 +425,7 @@ def _cgroup_folders(name: str) -> list[Path]:
 
 def _remove_cgroup(name: str) -> None:
     """Remove an emptied parent cgroup (one still holding a container stays: rmdir refuses)."""
-    for folder in sorted(_cgroup_folders(name), key=lambda path: len(path.parts), reverse=True):
+    for folder in _cgroup_folders(name):
         try:
             folder.rmdir()
         except OSError:
