@@ -36,6 +36,8 @@ import yaml
 from evaluator.core.hashing import canonical_json
 from evaluator.data import testsets
 from evaluator.data.testsets import input_document
+from evaluator.store.store import Store
+from evaluator.training import frozen
 from evaluator.training.study import plan as study_plan
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,15 +61,18 @@ def child(argv: list[str], cwd: Path) -> tuple[float, float, str]:
     return cpu, wall, done.stdout + done.stderr
 
 
-def systems(per_approach: int, only: set[str] | None, planned: Counter
-            ) -> list[tuple[str, Path]]:
-    """(approach, weights folder) of the first frozen systems of each approach of the plan."""
+def systems(per_approach: int, only: set[str] | None, planned: Counter, store: Store
+            ) -> list[tuple[str, str, Path]]:
+    """(approach, system, weights folder) of the first frozen systems of each approach of the
+    plan, verified (packed files unpacked into `store`)."""
     out = []
     for approach_dir in sorted(FROZEN.iterdir()):
         if approach_dir.name not in planned or (only and approach_dir.name not in only):
             continue
-        found = sorted(approach_dir.glob("*/*/weights"))[:per_approach]
-        out += [(approach_dir.name, w) for w in found]
+        for manifest in sorted(approach_dir.glob(f"*/*/{frozen.MANIFEST}"))[:per_approach]:
+            frozen.verify({**json.loads(manifest.read_text()), "folder": str(manifest.parent)})
+            out.append((approach_dir.name, "/".join(manifest.parts[-3:-1]),
+                        frozen.weights_of(manifest.parent, store)))
     return out
 
 
@@ -92,21 +97,21 @@ def main() -> None:
     args = parser.parse_args()
     only = set(filter(None, args.approaches.split(",")))
     counts = plan_counts(Path(args.plan))
-    chosen = systems(args.per_approach, only or None, counts)
-    if not chosen:
-        sys.exit("no frozen system of the plan's approaches under frozen/")
-    print(f"scoring {len(chosen)} frozen systems on {args.testset}, one at a time ...",
-          flush=True)
     dataset = testsets.get(args.testset).load()
     n = len(dataset.questions)
     per_k = 1000 / n
     with tempfile.TemporaryDirectory(prefix="population-scoring-") as tmp:
         tmp = Path(tmp)
+        chosen = systems(args.per_approach, only or None, counts, Store(tmp / "store"))
+        if not chosen:
+            sys.exit("no frozen system of the plan's approaches under frozen/")
+        print(f"scoring {len(chosen)} frozen systems on {args.testset}, one at a time ...",
+              flush=True)
         source = tmp / "input.json"
         source.write_bytes(canonical_json(input_document(dataset.raw)))
         made: dict[str, Path] = {}  # prepare command -> its folder (made once)
         prep_cpu = 0.0
-        for approach, _ in chosen:
+        for approach, _, _ in chosen:
             command = prepare_command(approach)
             if command is None or command in made:
                 continue
@@ -120,7 +125,7 @@ def main() -> None:
         print(f"{'approach':<17} {'system':<30} {'own CPU-s/1k':>12} {'prepared':>9} "
               f"{'ratio':>6} {'model share own/prep':>21}  same answers")
         rows: dict[str, list[float]] = {}
-        for approach, weights in chosen:
+        for approach, name, weights in chosen:
             folder = SUBMISSIONS / approach
             results = []
             command = prepare_command(approach)
@@ -133,7 +138,6 @@ def main() -> None:
                 match = TIMING.search(log)
                 model_s = float(match.group(2)) if match else float("nan")
                 results.append((cpu, model_s / wall, json.loads(out.read_text())))
-            name = "/".join(weights.parts[-3:-1])
             (own, own_share, own_answers) = results[0]
             if len(results) == 1:
                 rows.setdefault(approach, []).append(own)

@@ -150,7 +150,7 @@ def _freeze(found: study.Study, store: Store, rows: list[dict]) -> None:
             written, kept = written + new, kept + (not new)
             if new:
                 console.say(f"froze {job.system_id} -> {folder}")
-        elif frozen.update_scores(job, scores.get(job.system_id, {})):
+        elif frozen.update(job, scores.get(job.system_id, {})):
             kept += 1
     click.echo(f"{written} systems frozen, {kept} already frozen, "
                f"{len(found.trainings) - written - kept} of the plan not trained in this store")

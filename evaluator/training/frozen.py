@@ -9,20 +9,32 @@ every frozen system without training it, which is the premise of evaluating froz
 on new test sets.
 
 A frozen system is written once from the store (`write`), through the gate; an artifact is
-never replaced silently. Using one (`load`) walks its weights through the gate again and
-refuses, in one line naming the file, any file whose bytes are not the manifest's.
+never replaced silently. Using one walks its weights through the gate again and refuses, in
+one line naming the file, any file whose bytes are not the manifest's.
+
+A file that xz shrinks to three quarters or less (a sparse array, a vocabulary; dense float
+weights do not shrink) is kept packed, as `NAME.xz`, its sha256 under `packed` in the
+manifest. `files` and the weights digest stay those of the files the approach wrote: a
+system with packed files runs from an unpacked copy in the store's `models/<digest>/`, made
+once and checked byte for byte against the manifest, so packing changes no score.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import lzma
 import os
+import stat
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from evaluator.core import settings
 from evaluator.core.errors import UserError
 from evaluator.core.files import remove_tree, write_atomic
-from evaluator.core.gate import Refused, read_json, walk
+from evaluator.core.gate import Refused, read_bounded, read_json, walk
+from evaluator.core.hashing import sha256_bytes
 from evaluator.store.store import SYSTEM_FIELDS, Store
 from evaluator.training.job import TrainJob
 
@@ -31,6 +43,9 @@ WEIGHTS = "weights"
 FORMAT = 1
 SAFE_SUFFIXES = (".safetensors", ".json", ".npy", ".txt")  # loading them runs no code
 MANIFEST_CAP = 4 << 20
+PACKED = ".xz"  # the suffix of a packed file: NAME.xz unpacks to NAME
+PACK_MIN_BYTES = 256 << 10  # smaller files are left as they are
+PACK_RATIO = 0.75  # packed when xz makes a file at most this share of its size
 
 
 def root() -> Path:
@@ -94,8 +109,9 @@ def _manifest_of(job: TrainJob) -> dict | None:
 
 
 def verify(manifest: dict) -> None:
-    """Walk the artifact's weights through the gate: every file the manifest names, with its
-    sha256, and nothing else; a one-line refusal naming the first that differs."""
+    """Walk the artifact's weights through the gate: every file the manifest names (packed
+    ones as `NAME.xz`), with its sha256, and nothing else; a one-line refusal naming the
+    first that differs."""
     folder = Path(manifest["folder"])
     weights = folder / WEIGHTS
     try:
@@ -103,16 +119,117 @@ def verify(manifest: dict) -> None:
     except Refused as exc:
         raise UserError(str(exc)) from None
     found = {rel: sha for rel, sha, _ in walked.files}
-    wanted = manifest.get("files") or {}
+    wanted = stored_files(manifest)
     for rel in sorted(set(found) | set(wanted)):
         if found.get(rel) != wanted.get(rel):
             why = ("is not in its manifest" if rel not in wanted else "is missing"
                    if rel not in found else "does not match its sha256 in the manifest")
             raise UserError(f"frozen system {folder}: {WEIGHTS}/{rel} {why}; refused "
                             f"(restore it with git checkout, or freeze the system again)")
-    if walked.digest != manifest["system"].get("weights_digest"):
+    if not manifest.get("packed") and walked.digest != manifest["system"].get("weights_digest"):
         raise UserError(f"frozen system {folder}: its weights do not hash to the digest "
                         f"its manifest names; refused")
+
+
+def stored_files(manifest: dict) -> dict[str, str]:
+    """The files an artifact's `weights/` holds, with their sha256: packed ones as NAME.xz."""
+    packed = manifest.get("packed") or {}
+    return {**{rel: sha for rel, sha in (manifest.get("files") or {}).items()
+               if rel not in packed},
+            **{rel + PACKED: entry["sha256"] for rel, entry in packed.items()}}
+
+
+def weights_of(folder: Path, store: Store) -> Path:
+    """The weights of the (verified) artifact in `folder` as its approach wrote them: its own
+    `weights/`, or where files are packed, their copy in the store's `models/<digest>/`,
+    unpacked once (each file checked against its sha256 in the manifest, the folder against
+    the weights digest, through the gate)."""
+    manifest = _manifest(folder / MANIFEST)
+    if not manifest.get("packed"):
+        return folder / WEIGHTS
+    digest = manifest["system"]["weights_digest"]
+    target = store.model_path(digest)
+    if not target.is_dir():
+        with tempfile.TemporaryDirectory(prefix="qashift-unpack-") as tmp:
+            _unpack(manifest, Path(tmp) / WEIGHTS)
+            store.put_model(Path(tmp) / WEIGHTS, expected=digest,
+                            label=f"frozen system {folder}")
+    return target
+
+
+def _unpack(manifest: dict, out: Path) -> None:
+    """The files the approach wrote, from an artifact's stored ones, into the new folder `out`;
+    a file whose bytes are not its sha256 in the manifest is refused, naming it."""
+    folder = Path(manifest["folder"])
+    packed = manifest.get("packed") or {}
+    for rel, sha in sorted(manifest["files"].items()):
+        entry = packed.get(rel)
+        source = folder / WEIGHTS / (rel + PACKED if entry else rel)
+        label = f"frozen system {folder}: {WEIGHTS}/{source.name}"
+        try:
+            data = read_bounded(source, int(entry["bytes"]) if entry else 4 << 30, label)
+            if entry:
+                data = _decompressed(data, int(entry["size"]))
+        except (Refused, lzma.LZMAError, ValueError) as exc:
+            raise UserError(f"{label} cannot be unpacked ({exc}); refused") from None
+        if sha256_bytes(data) != sha:
+            raise UserError(f"{label} does not unpack to the sha256 in its manifest; refused")
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_bytes(data)
+
+
+def _decompressed(data: bytes, size: int) -> bytes:
+    """xz data that must unpack to exactly `size` bytes (never more are produced)."""
+    unpacker = lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
+    out = unpacker.decompress(data, max_length=size + 1)
+    if len(out) != size or not unpacker.eof or unpacker.unused_data:
+        raise ValueError(f"it does not unpack to its {size:,} bytes")
+    return out
+
+
+def _pack(weights: Path, files: dict[str, str], packed: dict[str, dict]) -> dict[str, dict]:
+    """Write NAME.xz for each file of `files` not packed yet that xz shrinks to PACK_RATIO or
+    less; `packed` with their entries added (sha256 and bytes of NAME.xz, size of NAME). NAME
+    itself goes once a manifest names it packed (`_tidy`)."""
+    packed = dict(packed)
+    for rel in sorted(set(files) - set(packed)):
+        path = weights / rel
+        size = path.stat().st_size
+        if size < PACK_MIN_BYTES:
+            continue
+        data = path.read_bytes()
+        if sha256_bytes(data) != files[rel]:
+            raise UserError(f"{path} does not match its sha256 in the manifest; not packed")
+        small = lzma.compress(data, format=lzma.FORMAT_XZ, preset=9 | lzma.PRESET_EXTREME)
+        if len(small) > PACK_RATIO * size:
+            continue
+        with _writable(path.parent):
+            write_atomic(path.with_name(path.name + PACKED), small)
+        path.with_name(path.name + PACKED).chmod(0o444)
+        packed[rel] = {"bytes": len(small), "sha256": sha256_bytes(small), "size": size}
+    return packed
+
+
+def _tidy(weights: Path, files: dict[str, str], packed: dict[str, dict]) -> None:
+    """Remove what is not an artifact's stored form: NAME of a packed file, and NAME.xz of a
+    file kept as it is (both left by a packing pass that was interrupted)."""
+    extra = [rel for rel in packed] + [rel + PACKED for rel in files if rel not in packed]
+    for rel in extra:
+        path = weights / rel
+        if path.is_file() and not path.is_symlink():
+            with _writable(path.parent):
+                path.unlink()
+
+
+@contextlib.contextmanager
+def _writable(folder: Path) -> Iterator[None]:
+    """`folder` writable by its owner for a while (a frozen copy is sealed read-only)."""
+    mode = stat.S_IMODE(folder.stat().st_mode)
+    folder.chmod(mode | stat.S_IWUSR)
+    try:
+        yield
+    finally:
+        folder.chmod(mode)
 
 
 def write(job: TrainJob, store: Store, scores: dict[str, dict]) -> tuple[Path, bool]:
@@ -127,7 +244,7 @@ def write(job: TrainJob, store: Store, scores: dict[str, dict]) -> tuple[Path, b
         manifest = _manifest(folder / MANIFEST)
         have = manifest["system"]
         if have.get("key") == row["key"] and have.get("weights_digest") == row["weights_digest"]:
-            update_scores(job, scores)
+            update(job, scores)
             return folder, False
         raise UserError(f"{folder} holds another training of {job.system_id}; remove it "
                         f"first to replace it (an artifact is never replaced silently)")
@@ -142,10 +259,13 @@ def write(job: TrainJob, store: Store, scores: dict[str, dict]) -> tuple[Path, b
         if unsafe:
             raise UserError(f"{job.system_id}: {unsafe[0]} is not a format that loads "
                             f"without running code ({', '.join(SAFE_SUFFIXES)})")
+        files = {rel: sha for rel, sha, _ in walked.files}
+        packed = _pack(partial / WEIGHTS, files, {})
+        _tidy(partial / WEIGHTS, files, packed)
         manifest = {
             "format": FORMAT, "system": {f: row[f] for f in SYSTEM_FIELDS},
-            "files": {rel: sha for rel, sha, _ in walked.files},
-            "bytes": walked.total_bytes,
+            "files": files, "bytes": walked.total_bytes,
+            **_packing(walked.total_bytes, packed),
             "scores": {k: scores[k] for k in sorted(scores)},
         }
         partial.chmod(0o755)
@@ -157,20 +277,36 @@ def write(job: TrainJob, store: Store, scores: dict[str, dict]) -> tuple[Path, b
     return folder, True
 
 
-def update_scores(job: TrainJob, scores: dict[str, dict]) -> bool:
-    """Whether the repository holds the frozen system of `job` (this train key); its
-    manifest's headline scores are then brought up to `scores` (more sets scored since it was
-    frozen, here or on another machine). A set `scores` lacks keeps its score: a system two
-    studies share (the population's and the extra-data study's base-split systems) states
-    the sets of both, whichever is frozen last."""
+def update(job: TrainJob, scores: dict[str, dict]) -> bool:
+    """Whether the repository holds the frozen system of `job` (this train key); it is then
+    brought up to date: its manifest's headline scores to `scores` (more sets scored since it
+    was frozen, here or on another machine), and its files that pack well packed. A set
+    `scores` lacks keeps its score: a system two studies share (the population's and the
+    extra-data study's base-split systems) states the sets of both, whichever is frozen
+    last."""
     manifest = _manifest_of(job)
     if manifest is None:
         return False
+    weights, files = Path(manifest["folder"]) / WEIGHTS, manifest["files"]
+    _tidy(weights, files, manifest.get("packed") or {})
+    verify(manifest)
+    folder = Path(manifest.pop("folder"))
+    packed = _pack(weights, files, manifest.get("packed") or {})
     merged = {**manifest.get("scores", {}), **scores}
-    if manifest.get("scores") != merged:
-        folder = Path(manifest.pop("folder"))
-        _write_manifest(folder, {**manifest, "scores": dict(sorted(merged.items()))})
+    if manifest.get("scores") != merged or (manifest.get("packed") or {}) != packed:
+        _write_manifest(folder, {**manifest, **_packing(manifest["bytes"], packed),
+                                 "scores": dict(sorted(merged.items()))})
+    _tidy(weights, files, packed)
     return True
+
+
+def _packing(total: int, packed: dict[str, dict]) -> dict:
+    """A manifest's record of its packed files (none where nothing is packed): each entry, and
+    the bytes `weights/` holds, packed files at their packed size."""
+    if not packed:
+        return {}
+    return {"packed": packed,
+            "stored_bytes": total - sum(e["size"] - e["bytes"] for e in packed.values())}
 
 
 def _write_manifest(folder: Path, manifest: dict) -> None:

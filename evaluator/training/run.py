@@ -77,7 +77,7 @@ def system_bundle(job: TrainJob, row: dict, store: Store) -> Bundle:
 def weights_folder(row: dict, store: Store) -> Path:
     """Where a trained system's weights are: its frozen artifact's, or the store's copy."""
     if row.get("frozen"):
-        return Path(row["frozen"]) / frozen.WEIGHTS
+        return frozen.weights_of(Path(row["frozen"]), store)
     return store.model_path(row["weights_digest"])
 
 

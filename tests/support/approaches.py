@@ -1,7 +1,8 @@
 """A small registry for trained systems: a training split (one SQuAD dev article), a test set
 (the next one) whose gold file lies on the host, and an approach folder written from a given
 program; `words` is the honest one (a system answers each question with one word of its
-passage, the word its `word` setting names)."""
+passage, the word its `word` setting names; beside that number it keeps its training split's
+words, a file large enough to be stored packed when frozen, which it must find to answer)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,13 @@ if mode == "train":
     train, config, model, checkpoints = sys.argv[2:6]
     hp = json.load(open(config))["hyperparameters"]
     open(os.path.join(model, "weights.txt"), "w").write(str(hp["word"]))  # same for any seed
+    words = sorted({w for a in json.load(open(train))["data"] for p in a["paragraphs"]
+                    for w in p["context"].split()})
+    open(os.path.join(model, "vocabulary.txt"), "w").write("\n".join(words * 24))
 else:
     model, source, output = sys.argv[2:5]
     word = int(open(os.path.join(model, "weights.txt")).read())
+    assert open(os.path.join(model, "vocabulary.txt")).read().count("\n") > 1000
     doc = json.load(open(source))
     json.dump({q["id"]: (p["context"].split() + [""] * 9)[word]
                for a in doc["data"] for p in a["paragraphs"] for q in p["qas"]},

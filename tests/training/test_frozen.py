@@ -5,7 +5,9 @@ trained, and refuse a weights file that is not the manifest's."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
+import lzma
 import os
 import shutil
 import subprocess
@@ -15,12 +17,20 @@ import pytest
 
 from evaluator.data import testsets
 from evaluator.store.store import Store
+from evaluator.training import frozen
 from tests.conftest import REPO, write_testset
 from tests.support.generative import Server, write_served_twin
 
 PLAN = ("id: tiny\nname: tiny\nsplit: tiny-train\ntestsets: [tiny-test]\n"
         "approaches:\n  words: {settings: [{}], seeds: [0, 1]}\n")
 SYSTEMS = ("words@tiny-train/s0", "words@tiny-train/s1")
+
+
+def nothing_trained(workspace: Path) -> bool:
+    """No train cell ran in `workspace`: its store records no trained system (its `models/`
+    may hold unpacked copies of frozen systems' packed files)."""
+    store = Store(workspace)
+    return not store.exists() or not store.systems()
 
 
 def run(*argv: str, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -63,11 +73,19 @@ def test_a_frozen_system_runs_on_a_clean_workspace_without_training(frozen_plan)
     for name in SYSTEMS:
         again = score(name)
         assert again["f1"] == frozen_plan["before"][name]["f1"] and not again["cached"]
-    assert not (Path(os.environ["QASHIFT_WORKSPACE"]) / "models").exists()  # nothing trained
+    workspace = Path(os.environ["QASHIFT_WORKSPACE"])
+    assert nothing_trained(workspace)
     manifest = json.loads((frozen_plan["frozen"] / "words" / "tiny-train" / "s0" /
                            "manifest.json").read_text())
     assert manifest["system"]["system"] == SYSTEMS[0]
-    assert manifest["files"] == {"weights.txt": manifest["files"]["weights.txt"]}
+    assert set(manifest["files"]) == {"weights.txt", "vocabulary.txt"}
+    # the vocabulary is stored packed; the system ran from its unpacked copy in models/
+    weights = frozen_plan["frozen"] / "words" / "tiny-train" / "s0" / "weights"
+    assert sorted(p.name for p in weights.iterdir()) == ["vocabulary.txt.xz", "weights.txt"]
+    assert set(manifest["packed"]) == {"vocabulary.txt"}
+    assert manifest["stored_bytes"] < manifest["bytes"] / 4
+    unpacked = workspace / "models" / manifest["system"]["weights_digest"]
+    assert sorted(p.name for p in unpacked.iterdir()) == ["vocabulary.txt", "weights.txt"]
     assert manifest["scores"]["tiny-test"]["f1"] == pytest.approx(
         frozen_plan["before"][SYSTEMS[0]]["f1"]["value"], abs=1e-4)
     frozen_again = run("qashift", "study", "freeze", str(frozen_plan["plan"]))
@@ -147,18 +165,74 @@ def test_a_system_two_studies_share_states_the_sets_of_both(frozen_plan, dev_raw
     (lambda w: (w / "weights.txt").unlink(), r"weights/weights.txt is missing"),
     (lambda w: ((w / "weights.txt").unlink(), (w / "weights.txt").symlink_to("/etc/hostname")),
      r"weights.txt is a link"),
+    (lambda w: (w / "vocabulary.txt.xz").write_bytes(lzma.compress(b"tampered")),
+     r"weights/vocabulary.txt.xz does not match its sha256 in the manifest"),
+    (lambda w: (w / "vocabulary.txt").write_text("tampered"),
+     r"weights/vocabulary.txt is not in its manifest"),
 ])
 def test_a_tampered_frozen_system_is_refused_naming_the_file(frozen_plan, tamper, why):
     weights = frozen_plan["frozen"] / "words" / "tiny-train" / "s0" / "weights"
-    weights.chmod(0o755)
-    for path in weights.iterdir():
-        path.chmod(0o644)
+    unseal(weights)
     tamper(weights)
     done = run("evaluate", "-b", SYSTEMS[0], "-t", "tiny-test", "--runner", "local")
     assert done.returncode != 0
     [line] = [x for x in done.stderr.splitlines() if x.startswith("error")]
     assert __import__("re").search(why, line), line
     assert score(SYSTEMS[1])["n"] > 0  # the other system is untouched
+
+
+def unseal(weights: Path) -> None:
+    weights.chmod(0o755)
+    for path in weights.iterdir():
+        path.chmod(0o644)
+
+
+@pytest.mark.parametrize("packing, why", [
+    (lambda size: lzma.compress(b"x" * size), r"does not unpack to the sha256 in its manifest"),
+    (lambda size: lzma.compress(b"x" * (64 * size)), r"cannot be unpacked \(it does not unpack "
+                                                     r"to its [\d,]+ bytes\)"),
+    (lambda size: b"not xz at all", r"cannot be unpacked"),
+], ids=["other-bytes", "more-bytes", "not-xz"])
+def test_a_packed_file_that_unpacks_to_other_bytes_is_refused_naming_it(frozen_plan, packing,
+                                                                        why):
+    """A packed file and its manifest entry replaced together (so the stored file matches
+    its entry): the unpacked bytes must still be the ones the system was trained to, and
+    never more than its stated size is unpacked."""
+    folder = frozen_plan["frozen"] / "words" / "tiny-train" / "s0"
+    unseal(folder / "weights")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    packed = packing(manifest["packed"]["vocabulary.txt"]["size"])
+    (folder / "weights" / "vocabulary.txt.xz").write_bytes(packed)
+    manifest["packed"]["vocabulary.txt"].update(sha256=hashlib.sha256(packed).hexdigest(),
+                                                bytes=len(packed))
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    done = run("evaluate", "-b", SYSTEMS[0], "-t", "tiny-test", "--runner", "local")
+    assert done.returncode != 0
+    [line] = [x for x in done.stderr.splitlines() if x.startswith("error")]
+    assert "weights/vocabulary.txt.xz" in line and __import__("re").search(why, line), line
+    assert nothing_trained(Path(os.environ["QASHIFT_WORKSPACE"]))
+    assert score(SYSTEMS[1])["n"] > 0  # the other system is untouched
+
+
+def test_freezing_again_packs_a_system_frozen_unpacked(frozen_plan):
+    """An artifact written before its files were packed (every file as the approach wrote
+    it) runs as it is, and freezing the plan again packs it, keeping its files' sha256, its
+    weights digest and its scores."""
+    folder = frozen_plan["frozen"] / "words" / "tiny-train" / "s0"
+    packed_manifest = json.loads((folder / "manifest.json").read_text())
+    weights = folder / "weights"
+    unseal(weights)
+    (weights / "vocabulary.txt").write_bytes(
+        lzma.decompress((weights / "vocabulary.txt.xz").read_bytes()))
+    (weights / "vocabulary.txt.xz").unlink()
+    old = {k: v for k, v in packed_manifest.items() if k not in ("packed", "stored_bytes")}
+    (folder / "manifest.json").write_text(json.dumps(old))
+    assert score(SYSTEMS[0])["f1"] == frozen_plan["before"][SYSTEMS[0]]["f1"]
+    done = run("qashift", "study", "freeze", str(frozen_plan["plan"]))
+    assert done.returncode == 0 and "0 systems frozen, 2 already frozen" in done.stdout, done
+    assert sorted(p.name for p in weights.iterdir()) == ["vocabulary.txt.xz", "weights.txt"]
+    assert json.loads((folder / "manifest.json").read_text()) == packed_manifest
+    assert score(SYSTEMS[0])["f1"] == frozen_plan["before"][SYSTEMS[0]]["f1"]
 
 
 def test_a_new_test_set_is_scored_by_every_frozen_system_with_one_command(
@@ -198,7 +272,7 @@ def test_a_new_test_set_is_scored_by_every_frozen_system_with_one_command(
         [*before, gone], key=lambda r: (r["model"], r["testset"], r["metric"]))  # all kept
     assert "trend of brand-new against squad-dev-heldout" in done.stdout
     assert (tmp_path / "fig" / "population-trend-brand-new.png").is_file()
-    assert not (tmp_path / "clean" / "models").exists()  # nothing was trained
+    assert nothing_trained(tmp_path / "clean")
 
 
 FROZEN_TABLES = tuple(REPO / "results" / name for name in (
@@ -279,7 +353,7 @@ def test_a_committed_frozen_system_gives_its_table_score_on_a_clean_workspace(
     for metric in ("em", "f1"):
         assert again[metric]["value"] == pytest.approx(float(rows[testset, metric]["value"]),
                                                        abs=0.1), (system, testset, metric)
-    assert not (workspace / "models").exists()  # nothing was trained
+    assert nothing_trained(workspace)
 
 
 def best_generative_reader() -> tuple[dict, Path]:
@@ -304,7 +378,7 @@ def test_the_frozen_generative_reader_beats_the_sliding_window_on_the_held_out_h
     assert own["f1"]["value"] == pytest.approx(float(best["value"]), abs=0.1)
     baseline = score("sliding-window", "squad-dev-heldout")
     assert own["f1"]["value"] > baseline["f1"]["value"], (own["f1"], baseline["f1"])
-    assert not (workspace / "models").exists()
+    assert nothing_trained(workspace)
 
 
 @pytest.mark.slow
@@ -326,7 +400,7 @@ def test_the_frozen_generative_reader_answers_alike_here_and_served(workspace, t
     write_testset(sets, "heldout-sample", sample, reference="squad-dev-heldout")
     monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
     monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
-    server = Server(folder / "weights", tmp_path / "access.log")
+    server = Server(frozen.weights_of(folder, Store.open_default()), tmp_path / "access.log")
     try:
         write_served_twin(subs, "served", server, subs / "generative-reader")
         here = score(best["model"], "heldout-sample")
