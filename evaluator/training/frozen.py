@@ -33,7 +33,7 @@ from pathlib import Path
 from evaluator.core import settings
 from evaluator.core.errors import UserError
 from evaluator.core.files import remove_tree, write_atomic
-from evaluator.core.gate import Refused, read_bounded, read_json, walk
+from evaluator.core.gate import Refused, is_digest, read_bounded, read_json, walk
 from evaluator.core.hashing import sha256_bytes
 from evaluator.store.store import SYSTEM_FIELDS, Store
 from evaluator.training.job import TrainJob
@@ -78,9 +78,17 @@ def _manifest(path: Path) -> dict:
     except Refused as exc:
         raise UserError(f"frozen system manifest {path}: {exc}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or \
-            not isinstance(doc.get("system"), dict):
+            not isinstance(doc.get("system"), dict) or not _packed_entries(doc.get("packed", {})):
         raise UserError(f"{path} is not a frozen-system manifest of format {FORMAT}")
     return {**doc, "folder": str(path.parent)}
+
+
+def _packed_entries(packed: object) -> bool:
+    """Whether a manifest's `packed` is {NAME: {sha256, bytes, size}} (empty where none)."""
+    return isinstance(packed, dict) and all(
+        isinstance(e, dict) and is_digest(e.get("sha256")) and
+        all(isinstance(e.get(k), int) and e[k] >= 0 for k in ("bytes", "size"))
+        for e in packed.values())
 
 
 def row_of(manifest: dict) -> dict:
@@ -167,9 +175,9 @@ def _unpack(manifest: dict, out: Path) -> None:
         source = folder / WEIGHTS / (rel + PACKED if entry else rel)
         label = f"frozen system {folder}: {WEIGHTS}/{source.name}"
         try:
-            data = read_bounded(source, int(entry["bytes"]) if entry else 4 << 30, label)
+            data = read_bounded(source, entry["bytes"] if entry else 4 << 30, label)
             if entry:
-                data = _decompressed(data, int(entry["size"]))
+                data = _decompressed(data, entry["size"])
         except (Refused, lzma.LZMAError, ValueError) as exc:
             raise UserError(f"{label} cannot be unpacked ({exc}); refused") from None
         if sha256_bytes(data) != sha:

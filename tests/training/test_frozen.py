@@ -214,6 +214,16 @@ def test_a_packed_file_that_unpacks_to_other_bytes_is_refused_naming_it(frozen_p
     assert score(SYSTEMS[1])["n"] > 0  # the other system is untouched
 
 
+def test_a_manifest_with_a_malformed_packed_entry_is_refused_naming_it(frozen_plan):
+    path = frozen_plan["frozen"] / "words" / "tiny-train" / "s0" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["packed"]["vocabulary.txt"]["size"] = "all of it"
+    path.write_text(json.dumps(manifest))
+    done = run("evaluate", "-b", SYSTEMS[0], "-t", "tiny-test", "--runner", "local")
+    [line] = [x for x in done.stderr.splitlines() if x.startswith("error")]
+    assert done.returncode != 0 and f"{path} is not a frozen-system manifest" in line, line
+
+
 def test_freezing_again_packs_a_system_frozen_unpacked(frozen_plan):
     """An artifact written before its files were packed (every file as the approach wrote
     it) runs as it is, and freezing the plan again packs it, keeping its files' sha256, its
