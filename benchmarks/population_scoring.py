@@ -41,7 +41,7 @@ from evaluator.training import frozen
 from evaluator.training.study import plan as study_plan
 
 REPO = Path(__file__).resolve().parents[1]
-SUBMISSIONS, FROZEN = REPO / "submissions", REPO / "frozen"
+SUBMISSIONS = REPO / "submissions"
 LIBRARIES = SUBMISSIONS / "_libraries"
 TIMING = re.compile(r"timing: inputs ([\d.]+) s .* forward ([\d.]+) s")
 GOAL_CPU_S, GOAL_SYSTEMS, GOAL_QUESTIONS = 30 * 60, 106, 5000
@@ -65,14 +65,16 @@ def systems(per_approach: int, only: set[str] | None, planned: Counter, store: S
             ) -> list[tuple[str, str, Path]]:
     """(approach, system, weights folder) of the first frozen systems of each approach of the
     plan, verified (packed files unpacked into `store`)."""
-    out = []
-    for approach_dir in sorted(FROZEN.iterdir()):
-        if approach_dir.name not in planned or (only and approach_dir.name not in only):
+    out, taken = [], Counter()
+    for manifest in frozen.manifests():
+        approach = manifest["system"]["approach"]
+        if approach not in planned or (only and approach not in only) or \
+                taken[approach] == per_approach:
             continue
-        for manifest in sorted(approach_dir.glob(f"*/*/{frozen.MANIFEST}"))[:per_approach]:
-            frozen.verify({**json.loads(manifest.read_text()), "folder": str(manifest.parent)})
-            out.append((approach_dir.name, "/".join(manifest.parts[-3:-1]),
-                        frozen.weights_of(manifest.parent, store)))
+        taken[approach] += 1
+        frozen.verify(manifest)
+        folder = Path(manifest["folder"])
+        out.append((approach, "/".join(folder.parts[-2:]), frozen.weights_of(folder, store)))
     return out
 
 

@@ -127,7 +127,7 @@ def verify(manifest: dict) -> None:
     except Refused as exc:
         raise UserError(str(exc)) from None
     found = {rel: sha for rel, sha, _ in walked.files}
-    wanted = stored_files(manifest)
+    wanted = _stored_files(manifest)
     for rel in sorted(set(found) | set(wanted)):
         if found.get(rel) != wanted.get(rel):
             why = ("is not in its manifest" if rel not in wanted else "is missing"
@@ -139,7 +139,7 @@ def verify(manifest: dict) -> None:
                         f"its manifest names; refused")
 
 
-def stored_files(manifest: dict) -> dict[str, str]:
+def _stored_files(manifest: dict) -> dict[str, str]:
     """The files an artifact's `weights/` holds, with their sha256: packed ones as NAME.xz."""
     packed = manifest.get("packed") or {}
     return {**{rel: sha for rel, sha in (manifest.get("files") or {}).items()
@@ -295,10 +295,11 @@ def update(job: TrainJob, scores: dict[str, dict]) -> bool:
     manifest = _manifest_of(job)
     if manifest is None:
         return False
-    weights, files = Path(manifest["folder"]) / WEIGHTS, manifest["files"]
+    folder, files = Path(manifest["folder"]), manifest["files"]
+    weights = folder / WEIGHTS
     _tidy(weights, files, manifest.get("packed") or {})
     verify(manifest)
-    folder = Path(manifest.pop("folder"))
+    del manifest["folder"]
     packed = _pack(weights, files, manifest.get("packed") or {})
     merged = {**manifest.get("scores", {}), **scores}
     if manifest.get("scores") != merged or (manifest.get("packed") or {}) != packed:

@@ -33,6 +33,13 @@ def nothing_trained(workspace: Path) -> bool:
     return not store.exists() or not store.systems()
 
 
+def unseal(weights: Path) -> None:
+    """A frozen copy's weights folder made writable again, to tamper with it."""
+    weights.chmod(0o755)
+    for path in weights.iterdir():
+        path.chmod(0o644)
+
+
 def run(*argv: str, timeout: int = 600) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, env=os.environ.copy(),
                           timeout=timeout)
@@ -179,12 +186,6 @@ def test_a_tampered_frozen_system_is_refused_naming_the_file(frozen_plan, tamper
     [line] = [x for x in done.stderr.splitlines() if x.startswith("error")]
     assert __import__("re").search(why, line), line
     assert score(SYSTEMS[1])["n"] > 0  # the other system is untouched
-
-
-def unseal(weights: Path) -> None:
-    weights.chmod(0o755)
-    for path in weights.iterdir():
-        path.chmod(0o644)
 
 
 @pytest.mark.parametrize("packing, why", [
