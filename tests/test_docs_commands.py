@@ -250,8 +250,8 @@ STEPS = [
              "done")),
     Step("qashift study freeze studies/population.yaml --table results/population.csv"),
     Step("qashift study run studies/extra-data.yaml --runner local --table "
-         "results/extra-data-frozen.csv --ledger results/population.csv", "started"),
-    Step("qashift study freeze studies/extra-data.yaml --table results/extra-data-frozen.csv"),
+         "results/extra-data.csv --ledger results/population.csv", "started"),
+    Step("qashift study freeze studies/extra-data.yaml --table results/extra-data.csv"),
     Step("qashift study run studies/population.yaml --runner local "
          "--table results/population.csv", "started"),
     Step("qashift extra-data", "refused"),  # three systems trained on squad-dev-train first
