@@ -255,7 +255,9 @@ STEPS = [
     Step("qashift study run studies/population.yaml --runner local "
          "--table results/population.csv", "started"),
     Step("qashift extra-data", "refused"),  # three systems trained on squad-dev-train first
-    # the approach-level study (approach-level.md): its matrix waits on the remaining cells
+    # the approach-level study (approach-level.md), under way: the matrix holds the approaches
+    # scored on every benchmark (logistic regression), or with `--keep benchmarks` the
+    # benchmarks that every approach is scored on (the SQuAD and fuzzy ones at least)
     Step("qashift study status studies/approach-level.yaml --table results/approach-level.csv "
          "--ledger results/population.csv"),
     Step(APPROACH_RUN, "started"),
@@ -266,10 +268,9 @@ STEPS = [
     Step(f"{APPROACH_RUN_FUNCTION}\nrun", "started", covers=("run",)),
     Step("qashift study matrix studies/approach-level.yaml --out results/approach-matrix.csv "
          "--runs results/approach-runs.csv --table results/approach-level.csv "
-         "--ledger results/population.csv", "refused"),
+         "--ledger results/population.csv"),
     Step("qashift study matrix studies/approach-level.yaml --out results/approach-matrix.csv "
-         "--table results/approach-level.csv --ledger results/population.csv --keep benchmarks",
-         "refused"),
+         "--table results/approach-level.csv --ledger results/population.csv --keep benchmarks"),
     # analysis (analysis.md, README)
     Step("qashift figures --source squadshifts-published --out figures --data-dir "
          "../shared/data", covers=("qashift figures --source squadshifts-published "
