@@ -256,7 +256,7 @@ STEPS = [
          "--table results/population.csv", "started"),
     Step("qashift extra-data", "refused"),  # three systems trained on squad-dev-train first
     # the approach-level study (approach-level.md), under way: the matrix holds the approaches
-    # scored on every benchmark (logistic regression), or with `--keep benchmarks` the
+    # scored on every benchmark (two at least), or with `--keep benchmarks` the
     # benchmarks that every approach is scored on (the SQuAD and fuzzy ones at least)
     Step("qashift study status studies/approach-level.yaml --table results/approach-level.csv "
          "--ledger results/population.csv"),
