@@ -26,6 +26,7 @@ from evaluator.training import study as plans
 from evaluator.training import table as tables
 from evaluator.training.run import train
 from evaluator.training.study.loop import _eta
+from evaluator.training.study.pace import Rates
 from tests.conftest import REPO, write_testset
 from tests.training.tiny import tiny_folders
 
@@ -217,6 +218,21 @@ def test_status_estimates_the_time_left_at_the_pace_its_table_measured(plan):
     assert wider.line(found).endswith(
         f"12 cells to go, about {about} of one core for 9 of them; 3 are of approaches not "
         "timed yet")
+
+
+def test_a_sets_cost_measured_by_one_approach_carries_over_to_another():
+    """Rates are an approach's speed times a set's cost: an approach timed on short stories
+    only is estimated slower on a set where another approach measured long passages, and a
+    paused cell (a rate ten times its fellows) does not move the fit."""
+    rates = Rates.fitted([("fast", "stories", 1.0), ("fast", "posts", 3.0),
+                          ("slow", "stories", 2.0), ("slow", "stories", 2.0),
+                          ("slow", "stories", 20.0)])
+    assert rates.rate("slow", "posts") == pytest.approx(6.0)
+    assert rates.rate("fast", "posts") == pytest.approx(3.0)
+    assert rates.rate("slow", "stories") == pytest.approx(2.0)
+    assert rates.rate("untimed", "posts") is None
+    stories, posts = rates.rate("slow", "stories"), rates.rate("slow", "posts")
+    assert stories < rates.rate("slow", "a set nobody timed") < posts  # the median set
 
 
 def test_the_eta_weighs_the_cells_to_go_by_their_estimated_time():

@@ -1,12 +1,16 @@
 """How long a plan's cells to go will take, from the times its own table measured. Cells
 differ by a factor of a thousand (a logistic regression scored on 500 questions, a MiniLM
 fine-tuned on the whole split), so counting cells gives no honest time left; the table
-holds each system's training time and each cell's scoring time, and per approach these are
-near proportional to the questions trained on times the epochs, and to the questions scored.
+holds each system's training time and each cell's scoring time, and these are near
+proportional to the questions trained on times the epochs, and to the questions scored, at a
+rate that is an approach's speed times a set's cost per question (a bAbI story is a few
+dozen words, a Reddit post a few hundred): what one approach measured on a set carries over
+to the others.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from statistics import median
 
@@ -27,38 +31,71 @@ def _work(job: TrainJob) -> int:
 
 
 @dataclass(frozen=True)
-class Pace:
-    """One core's seconds per unit of work, per approach, the median over the table's
-    systems and cells (robust to a cell timed while its process was paused): `train`, per
-    question and epoch of a training (CPU trainings only); `score`, per question scored. For
-    an approach the table has not timed yet there is no estimate (None): approaches differ
-    too much for one to stand in for another."""
+class Rates:
+    """Seconds per unit of work fitted as an approach's speed times a set's cost: the log of
+    each measured rate is an approach term plus a set term, found by median polish (robust
+    to a cell timed while its process was paused). An approach not timed has no rate (None):
+    approaches differ too much for one to stand in for another; a set no approach timed
+    costs as the median set."""
 
-    train: dict[str, float]
-    score: dict[str, float]
+    approach: dict[str, float]  # log seconds per unit at the median set
+    dataset: dict[str, float]  # log cost relative to the median set
+
+    @classmethod
+    def fitted(cls, measured: list[tuple[str, str, float]], rounds: int = 100) -> Rates:
+        """From (approach, set, seconds per unit) triples, rates above zero; the terms are
+        refitted in turn until they settle (to 1e-12 in the log) or for `rounds`."""
+        logs = [(a, s, math.log(rate)) for a, s, rate in measured if rate > 0]
+        approach = {a: 0.0 for a, _, _ in logs}
+        dataset = {s: 0.0 for _, s, _ in logs}
+        for _ in range(rounds if logs else 0):
+            before = approach
+            approach = {a: median(v - dataset[s] for x, s, v in logs if x == a)
+                        for a in approach}
+            dataset = {s: median(v - approach[a] for a, x, v in logs if x == s)
+                       for s in dataset}
+            middle = median(dataset.values())
+            dataset = {s: v - middle for s, v in dataset.items()}
+            approach = {a: v + middle for a, v in approach.items()}
+            if max(abs(v - before[a]) for a, v in approach.items()) < 1e-12:
+                break
+        return cls(approach=approach, dataset=dataset)
+
+    def rate(self, approach: str, dataset: str) -> float | None:
+        if approach not in self.approach:
+            return None
+        return math.exp(self.approach[approach] + self.dataset.get(dataset, 0.0))
+
+
+@dataclass(frozen=True)
+class Pace:
+    """One core's seconds per unit of work: `train`, per question and epoch of a training
+    (CPU trainings only), by approach and training split; `score`, per question scored, by
+    approach and test set."""
+
+    train: Rates
+    score: Rates
 
     @classmethod
     def measured(cls, study: Study, current: dict[str, Rows]) -> Pace:
         """From a table's rows of the plan's systems (`current_rows`)."""
-        train: dict[str, list[float]] = {}
-        score: dict[str, list[float]] = {}
+        train: list[tuple[str, str, float]] = []
+        score: list[tuple[str, str, float]] = []
         questions = {t.id: t.questions for t in study.testsets}  # a row's n counts groups
         for job in study.trainings:
             rows = current.get(job.system_id) or []
             approach = job.approach.id
             trained_s = _seconds(rows[0], "train_wall_s") if rows else 0.0
             if trained_s and rows[0].get("train_device") == "cpu":
-                train.setdefault(approach, []).append(trained_s / _work(job))
-            score.setdefault(approach, []).extend(
-                _seconds(r, "wall_s") / questions[r["testset"]] for r in rows
-                if r["metric"] == "f1" and questions.get(r["testset"]) and _seconds(r, "wall_s"))
-        return cls(train={a: median(found) for a, found in train.items()},
-                   score={a: median(found) for a, found in score.items() if found})
+                train.append((approach, job.split.id, trained_s / _work(job)))
+            score.extend((approach, r["testset"], _seconds(r, "wall_s") / questions[r["testset"]])
+                         for r in rows if r["metric"] == "f1" and questions.get(r["testset"]))
+        return cls(train=Rates.fitted(train), score=Rates.fitted(score))
 
     def training(self, job: TrainJob) -> float | None:
-        rate = self.train.get(job.approach.id)
+        rate = self.train.rate(job.approach.id, job.split.id)
         return None if rate is None else rate * _work(job)
 
     def scoring(self, job: TrainJob, testset: TestSet) -> float | None:
-        rate = self.score.get(job.approach.id)
+        rate = self.score.rate(job.approach.id, testset.id)
         return None if rate is None else rate * testset.questions
