@@ -201,6 +201,10 @@ STEPS = [
     Step("evaluate -b sliding-window -t my-new-set -t my-reference"),
     Step("qashift strata"),
     Step("qashift strata --out figures/strata"),
+    Step("qashift strata --table results/strata.csv", "started"),  # six sets' spaCy features
+    Step("qashift strata --score studies/population.yaml --score studies/extra-data.yaml "
+         "-t new-wiki-test -t reddit-test -t amazon-test -t addsent-heldout "
+         "-t addonesent-heldout --table results/strata.csv --out figures/strata", "started"),
     Step("evaluate --bundle bert-ensemble --testset squad-dev --data-dir ../shared/data"),
     Step("evaluate -b r-net-plus-ensemble -t squad-dev --level 0.99 --cluster paragraph"),
     Step("evaluate -b sliding-window -t reddit"),

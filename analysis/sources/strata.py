@@ -13,13 +13,14 @@ module's VERSION and the pipeline's version.
 
 from __future__ import annotations
 
+import csv
 import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from evaluator.core import settings
-from evaluator.core.files import write_json_atomic
+from evaluator.core.files import write_csv_atomic, write_json_atomic
 from evaluator.data import nlp as spacy_nlp
 from evaluator.data.testsets import TestSet
 from evaluator.scoring.squad_v1 import normalize_answer
@@ -158,10 +159,15 @@ def compute(raw: dict) -> dict[str, dict]:
     return out
 
 
+def features_key() -> str:
+    """What the features depend on besides the file: this module's VERSION and the
+    pipeline's version."""
+    return f"v{VERSION}-" + spacy_nlp.versions()["model"].replace("==", "-")
+
+
 def cache_path(sha256: str) -> Path:
     """Beside the downloads: the features depend on the file, this code and the pipeline."""
-    model = spacy_nlp.versions()["model"].replace("==", "-")
-    return settings.cache_dir() / "strata" / f"{sha256}-v{VERSION}-{model}.json"
+    return settings.cache_dir() / "strata" / f"{sha256}-{features_key()}.json"
 
 
 def cached(sha256: str) -> dict[str, dict] | None:
@@ -217,3 +223,31 @@ def _bin(value: float, edges: tuple, unit: str, whole: bool = False) -> str:
             return f"{first:g}{unit}" if first == edge else f"{first:g}-{edge:g}{unit}"
         lo = edge
     return f"> {edges[-1]:g}{unit}"
+
+
+# ---------------------------------------------------------------------- the stratum table
+
+TABLE_COLUMNS = ("system", "testset", "testset_sha256", "features", "stratification",
+                 "stratum", "n", "f1")
+
+
+def read_table(path: Path) -> list[dict]:
+    """The rows of a stratum table (`qashift strata --table`); none if the file is absent.
+    Each row is one system's question count and mean F1 (percent) in one stratum of one
+    test set, with the set's sha256 and the `features_key` its strata were assigned by."""
+    if not Path(path).is_file():
+        return []
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    if rows and set(TABLE_COLUMNS) - set(rows[0]):
+        raise ValueError(f"{path}: not a stratum table (needs columns "
+                         f"{', '.join(TABLE_COLUMNS)})")
+    return [{**r, "n": int(r["n"]), "f1": float(r["f1"])} for r in rows]
+
+
+def write_table(rows: Iterable[dict], path: Path) -> None:
+    """Write a stratum table in a stable order (system, test set, stratification, stratum)."""
+    ordered = sorted(rows, key=lambda r: (r["system"], r["testset"], r["stratification"],
+                                          r["stratum"]))
+    write_csv_atomic(path, TABLE_COLUMNS,
+                     [{**r, "f1": f"{float(r['f1']):.10g}"} for r in ordered])

@@ -42,7 +42,10 @@ def stratum_f1(scores: Mapping[str, float], strata: Mapping[str, str | None]
 
 def reweighted(f1_by_stratum: Mapping[str, float], new_shares: Mapping[str, float],
                fallback: float) -> float:
-    """Sum over the new set's strata of share x the original F1 of that stratum."""
+    """Sum over the new set's strata of share x the original F1 of that stratum; NaN where
+    the stratification places none of the new set's questions."""
+    if not new_shares:
+        return float("nan")
     return sum(share * f1_by_stratum.get(k, fallback) for k, share in new_shares.items())
 
 
@@ -55,26 +58,61 @@ def _mean(values: Iterable[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
-def pairs(systems: Sequence[SystemScores], references: Mapping[str, str]
-          ) -> list[tuple[SystemScores, str, str]]:
-    """(system, new set, its reference) for every new set a system has with its reference."""
-    return [(s, t, references[t]) for s in systems for t in sorted(s.scores)
-            if references.get(t) in s.scores]
+OVERALL = "all"  # the stratification (and stratum) of a system's F1 over every question
+STRATUM_COLUMNS = ["system", "testset", "stratification", "stratum", "n", "f1"]
 
 
-def drop_table(systems: Sequence[SystemScores], features: Mapping[str, Mapping[str, dict]],
-               references: Mapping[str, str], kinds: Sequence[str]) -> pd.DataFrame:
-    """Per system, new set and stratification: original, observed and predicted F1 and drops."""
+def stratum_table(systems: Sequence[SystemScores], features: Mapping[str, Mapping[str, dict]],
+                  kinds: Sequence[str]) -> pd.DataFrame:
+    """Per system, test set (of those with features) and stratum: how many of its scored
+    questions fall there and their mean F1, plus its F1 over every question (`OVERALL`).
+    Everything the drops and Figure 14 need from the per-question scores, and small
+    enough to keep when the per-question results are gone."""
     rows = []
-    for system, testset, reference in pairs(systems, references):
-        original, new = system.scores[reference], system.scores[testset]
-        overall = _mean(original.values())
-        observed = _mean(new.values())
+    for system in systems:
+        for testset in sorted(t for t in system.scores if t in features):
+            scores = system.scores[testset]
+            rows.append({"system": system.system, "testset": testset,
+                         "stratification": OVERALL, "stratum": OVERALL, "n": len(scores),
+                         "f1": _mean(scores.values())})
+            for kind in kinds:
+                strata = _strata(features[testset], kind)
+                counts = Counter(strata.get(qid) for qid in scores)
+                for k, f1 in sorted(stratum_f1(scores, strata).items()):
+                    rows.append({"system": system.system, "testset": testset,
+                                 "stratification": kind, "stratum": k, "n": counts[k],
+                                 "f1": f1})
+    return pd.DataFrame(rows, columns=STRATUM_COLUMNS)
+
+
+def _by_stratum(scores: pd.DataFrame) -> dict[tuple[str, str, str], dict[str, float]]:
+    """{(system, test set, stratification): {stratum: F1}} of a stratum table."""
+    out: dict[tuple[str, str, str], dict[str, float]] = {}
+    for row in scores.itertuples(index=False):
+        out.setdefault((row.system, row.testset, row.stratification), {})[row.stratum] = row.f1
+    return out
+
+
+def pairs(scores: pd.DataFrame, references: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """(system, new set, its reference) for every new set a system has with its reference."""
+    have = set(zip(scores["system"], scores["testset"]))
+    return [(system, testset, references[testset]) for system, testset in sorted(have)
+            if (system, references.get(testset)) in have]
+
+
+def drop_table(scores: pd.DataFrame, features: Mapping[str, Mapping[str, dict]],
+               references: Mapping[str, str], kinds: Sequence[str]) -> pd.DataFrame:
+    """Per system, new set and stratification: original, observed and predicted F1 and
+    drops, from a stratum table (`stratum_table`) and the new sets' features."""
+    by = _by_stratum(scores)
+    rows = []
+    for system, testset, reference in pairs(scores, references):
+        overall = by[system, reference, OVERALL][OVERALL]
+        observed = by[system, testset, OVERALL][OVERALL]
         for kind in kinds:
-            by = stratum_f1(original, _strata(features[reference], kind))
-            predicted = reweighted(by, shares(_strata(features[testset], kind).values()),
-                                   overall)
-            rows.append({"system": system.system, "testset": testset, "reference": reference,
+            predicted = reweighted(by.get((system, reference, kind), {}),
+                                   shares(_strata(features[testset], kind).values()), overall)
+            rows.append({"system": system, "testset": testset, "reference": reference,
                          "stratification": kind, "original_f1": overall,
                          "observed_f1": observed, "predicted_f1": predicted,
                          "observed_drop": overall - observed,
@@ -105,17 +143,16 @@ def share_table(features: Mapping[str, Mapping[str, dict]], kind: str) -> pd.Dat
     return pd.DataFrame(rows, columns=["testset", "stratification", "stratum", "share", "n"])
 
 
-def stratified_scores(systems: Sequence[SystemScores],
-                      features: Mapping[str, Mapping[str, dict]],
-                      references: Mapping[str, str], kind: str) -> pd.DataFrame:
+def stratified_scores(scores: pd.DataFrame, references: Mapping[str, str],
+                      kind: str) -> pd.DataFrame:
     """Per system, new set and stratum: F1 on the reference (x) and on the new set (y)
-    within the stratum, as in Figure 14 (annotator agreement)."""
+    within the stratum, as in Figure 14 (annotator agreement), from a stratum table."""
+    by = _by_stratum(scores)
     rows = []
-    for system, testset, reference in pairs(systems, references):
-        x = stratum_f1(system.scores[reference], _strata(features[reference], kind))
-        y = stratum_f1(system.scores[testset], _strata(features[testset], kind))
+    for system, testset, reference in pairs(scores, references):
+        x, y = by.get((system, reference, kind), {}), by.get((system, testset, kind), {})
         for k in sorted(set(x) & set(y)):
-            rows.append({"system": system.system, "testset": testset, "reference": reference,
+            rows.append({"system": system, "testset": testset, "reference": reference,
                          "stratification": kind, "stratum": k, "x": x[k], "y": y[k]})
     return pd.DataFrame(rows, columns=["system", "testset", "reference", "stratification",
                                        "stratum", "x", "y"])

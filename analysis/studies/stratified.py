@@ -2,7 +2,9 @@
 which new sets to compare with which reference, the question features of every set involved,
 and the figures and tables: answer types and syntactic divergence per test set, F1 by
 annotator agreement, and how much of each drop a shift in answer types, divergence,
-agreement, length or overlap predicts (``analysis.stats.reweighting``).
+agreement, length or overlap predicts (``analysis.stats.reweighting``). The per-question
+results these need live in one store; what the analysis reads of them is kept, per stratum,
+in a table (``strata.read_table``) that outlives the store.
 """
 
 from __future__ import annotations
@@ -19,19 +21,20 @@ from analysis.stats import reweighting
 from evaluator.data import testsets
 
 
-def references(systems: Sequence[SystemScores], only: Iterable[str] = ()) -> dict[str, str]:
-    """{new set: its reference} for every set (of `only`, when given) that some system was
-    evaluated on together with the set's reference; a set whose folder is gone is left out."""
-    only = set(only)
+def references(have: Iterable[tuple[str, str]], only: Iterable[str] = ()) -> dict[str, str]:
+    """{new set: its reference} for every set (of `only`, when given) that some system has
+    results on together with the set's reference (`have`: (system, set) pairs); a set
+    whose folder is gone is left out."""
+    have, only = set(have), set(only)
     found = {}
-    for name in sorted({t for s in systems for t in s.scores}):
+    for name in sorted({t for _, t in have}):
         if only and name not in only:
             continue
         try:
             ref = testsets.get(name).reference
         except Exception:  # a result outlives its test-set folder
             continue
-        if ref and any(name in s.scores and ref in s.scores for s in systems):
+        if ref and any((s, name) in have and (s, ref) in have for s, _ in have):
             found[name] = ref
     return found
 
@@ -48,14 +51,37 @@ def features(references: Mapping[str, str],
     return found
 
 
-def write(systems: Sequence[SystemScores], features: Mapping[str, Mapping[str, dict]],
+def scores(systems: Sequence[SystemScores], features: Mapping[str, Mapping[str, dict]],
+           table: Sequence[dict] = ()) -> tuple[pd.DataFrame, list[dict], int]:
+    """The stratum table the analysis reads (``reweighting.stratum_table``): the store's
+    systems on the sets with `features`, and a kept table's rows (``strata.read_table``)
+    for every (system, set) the store has no per-question results for, where the row's set
+    sha256 and features key are today's. Returns that frame, the rows of the table to keep
+    (the store's, then every other row of `table` as it was) and how many of the table's
+    (system, set) pairs were left out as stale."""
+    key = strata.features_key()
+    digests = {t: testsets.get(t).sha256 for t in features}
+    fresh = [{**r, "testset_sha256": digests[r["testset"]], "features": key}
+             for r in reweighting.stratum_table(systems, features,
+                                                strata.STRATIFICATIONS).to_dict("records")]
+    ours = {(r["system"], r["testset"]) for r in fresh}
+    kept = [r for r in table if (r["system"], r["testset"]) not in ours]
+    current = [r for r in kept if r["testset"] in digests
+               and (r["testset_sha256"], r["features"]) == (digests[r["testset"]], key)]
+    stale = {(r["system"], r["testset"]) for r in kept if r["testset"] in digests} \
+        - {(r["system"], r["testset"]) for r in current}
+    frame = pd.DataFrame(fresh + current, columns=[*strata.TABLE_COLUMNS])
+    return frame[reweighting.STRATUM_COLUMNS], fresh + kept, len(stale)
+
+
+def write(scores: pd.DataFrame, features: Mapping[str, Mapping[str, dict]],
           references: Mapping[str, str], out: Path | str) -> tuple[list[Path], pd.DataFrame]:
-    """The study's Appendix C for systems with per-question results: histograms of answer
+    """The study's Appendix C from a stratum table (`scores`): histograms of answer
     types and syntactic divergence (Figures 5, 6), F1 by annotator agreement (Figure 14),
     reweighted predictions against observed F1 (Figures 15, 16) and every stratification's
     predicted vs observed drop. Returns the files written and the mean-drop table."""
     out = Path(out)
-    table = reweighting.drop_table(systems, features, references, strata.STRATIFICATIONS)
+    table = reweighting.drop_table(scores, features, references, strata.STRATIFICATIONS)
     if table.empty:
         raise ValueError("no system has per-question results on a test set and on its "
                          "reference: evaluate the same systems on both first")
@@ -69,7 +95,7 @@ def write(systems: Sequence[SystemScores], features: Mapping[str, Mapping[str, d
         fig = figures.share_bars(shares[shares["stratification"] == kind],
                                  f"{kind.replace('_', ' ').capitalize()}s by test set", order)
         written += figures.save(fig, out / figure)
-    per_stratum = pd.concat([reweighting.stratified_scores(systems, features, references, k)
+    per_stratum = pd.concat([reweighting.stratified_scores(scores, references, k)
                              for k in strata.STRATIFICATIONS], ignore_index=True)
     agreement = per_stratum[per_stratum["stratification"] == "agreement"]
     fig = figures.xy_by_testset(agreement, "F1 on the reference set, within the stratum",

@@ -3,6 +3,7 @@ print. The analysis modules load inside the commands, so `qashift --help` stays 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -392,27 +393,84 @@ def concurrence_command(reference, subsets, variant, versus, threshold, bootstra
 @click.option("--testset", "-t", "testset_names", multiple=True,
               help="Only these new test sets (default: every set a system was evaluated on "
                    "together with its reference).")
-def strata_command(out, testset_names):
+@click.option("--table", "table_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="A stratum table (results/strata.csv): its rows stand for "
+              "systems whose per-question results this store lacks, and the store's are "
+              "written into it.")
+@click.option("--score", "plans", multiple=True, metavar="PLAN",
+              type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="First score every system of this plan trained on a whole split, frozen "
+                   "or stored, on the plan's -t sets (default: its sets with a reference, "
+                   "derived ones such as ablations left out) and their references, skipping "
+                   "cells --table holds (repeatable; nothing is trained).")
+@click.option("--jobs", "-j", "parallel", type=click.IntRange(1, 64), default=2,
+              show_default=True, help="Cells scored at once (with --score).")
+@click.option("--runner", default="auto", show_default=True,
+              type=click.Choice(["auto", "local", "docker", "slurm"]),
+              help="How the systems run (with --score).")
+def strata_command(out, testset_names, table_path, plans, parallel, runner):
     """Stratified analyses of our own runs (Miller et al. 2020, Appendix C): answer types and
     syntactic divergence per test set, F1 by annotator agreement, and how much of each drop
     a shift in answer types, divergence, agreement, length or overlap predicts."""
-    from analysis.sources import per_question_scores  # lazy: pandas; fast --help
+    from analysis.sources import per_question_scores, strata  # lazy: pandas; fast --help
     from analysis.studies import stratified  # lazy: pandas, spaCy; fast --help
 
-    store = Store.open_default()
-    if not store.exists():
-        raise click.ClickException(f"no results store at {store.db_path}: run `evaluate` "
-                                   f"first")
-    systems = per_question_scores(store)
-    references = stratified.references(systems, testset_names)
-    features = stratified.features(references, say=console.say)
     try:
-        written, summary = stratified.write(systems, features, references, out)
+        kept = strata.read_table(table_path) if table_path else []
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    store = Store.open_default()
+    if plans:
+        held = {(r["system"], r["testset"]) for r in kept}
+        for plan in plans:
+            _score_strata(plan, testset_names, held, store, parallel, runner)
+    systems = per_question_scores(store) if store.exists() else []
+    if not systems and not kept:
+        where = f" and no rows in {table_path}" if table_path else ""
+        raise click.ClickException(f"no per-question results in the store at "
+                                   f"{store.db_path}{where}: run `evaluate` first")
+    have = {(s.system, t) for s in systems for t in s.scores} | \
+        {(r["system"], r["testset"]) for r in kept}
+    references = stratified.references(have, testset_names)
+    features = stratified.features(references, say=console.say)
+    scores, rows, stale = stratified.scores(systems, features, kept)
+    if stale:
+        console.warn(f"{stale} (system, set) pairs of {table_path} were left out: their set "
+                     f"or the features changed since (score them again to refresh them)")
+    if table_path and rows != kept:
+        strata.write_table(rows, table_path)
+        console.say(f"{table_path}: {len({(r['system'], r['testset']) for r in rows})} "
+                    f"(system, set) pairs")
+    try:
+        written, summary = stratified.write(scores, features, references, out)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo("Mean drop over systems: observed vs predicted by each stratification\n"
                + summary.to_string(index=False, float_format="%.2f"))
     click.echo(f"wrote {len(written)} files to {out}")
+
+
+def _score_strata(plan: Path, only: tuple[str, ...], held: set[tuple[str, str]], store: Store,
+                  parallel: int, runner: str) -> None:
+    """Score the plan's whole-split systems on its new sets and their references, skipping
+    the cells `held` (resumable: cells are stored; nothing is trained)."""
+    found = study.load(plan)
+    new = [t for t in found.testsets
+           if t.reference and (t.id in only if only else t.kind != "derived")]
+    if not new:
+        raise click.ClickException(f"{plan}: no test set with a reference to score"
+                                   + (f" among {', '.join(only)}" if only else ""))
+    sets = list({t.id: t for t in [*(testsets.get(t.reference) for t in new), *new]}.values())
+    whole = replace(found, trainings=tuple(j for j in found.trainings if j.size is None))
+    console.say(f"{plan}: {len(whole.trainings)} systems trained on a whole split, on "
+                f"{', '.join(t.id for t in sets)}")
+    done, skipped = study.score_frozen(whole, sets, Dispatcher(runner, warn=console.warn),
+                                       store, parallel=parallel, say=console.say,
+                                       held=lambda system, testset: (system, testset) in held)
+    if skipped:
+        console.warn(f"{len(skipped)} systems of {plan} are neither frozen nor in this store "
+                     f"and were not scored (e.g. {skipped[0]})")
+    console.say(f"{plan}: {done} cells scored or found")
 
 
 @click.command("families", cls=Command)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from click.testing import CliRunner
@@ -36,12 +37,18 @@ def test_drop_table_predicted_and_observed():
     new = features({"n1": "date", "n2": "person", "n3": "person", "n4": "person"})
     system = SystemScores("s", {"orig": {"o1": 100.0, "o2": 80.0, "o3": 40.0, "o4": 60.0},
                                 "new": {"n1": 50.0, "n2": 0.0, "n3": 10.0, "n4": 20.0}})
-    table = reweighting.drop_table([system], {"orig": orig, "new": new}, {"new": "orig"},
+    kept = reweighting.stratum_table([system], {"orig": orig, "new": new},
+                                     ["answer_type", "divergence"])
+    assert kept[kept["testset"] == "orig"].set_index("stratum")[["n", "f1"]].to_dict(
+        "index") == {"all": {"n": 4, "f1": 70.0}, "date": {"n": 2, "f1": 90.0},
+                     "person": {"n": 2, "f1": 50.0}}  # no divergence: no such stratum
+    table = reweighting.drop_table(kept, {"orig": orig, "new": new}, {"new": "orig"},
                                    ["answer_type", "divergence"])
     row = table.set_index("stratification").loc["answer_type"]
     assert row["original_f1"] == 70.0 and row["observed_f1"] == 20.0
     assert row["predicted_f1"] == pytest.approx(0.25 * 90 + 0.75 * 50)
     assert row["observed_drop"] == 50.0 and row["predicted_drop"] == pytest.approx(10.0)
+    assert math.isnan(table.set_index("stratification").at["divergence", "predicted_f1"])
     summary = reweighting.drop_summary(table).set_index("stratification")
     assert summary.at["answer_type", "explained"] == pytest.approx(0.2)
     shares = reweighting.share_table({"new": new}, "answer_type")
@@ -103,3 +110,57 @@ def test_strata_command_on_our_own_runs(tmp_path, monkeypatch, workspace, dev_ra
                    for t in new_types) / len(new_types)
     row = next(line for line in drops if line.startswith("toy-1,tiny-new,tiny-orig,answer_type"))
     assert float(row.split(",")[6]) == pytest.approx(expected, abs=1e-4)
+
+
+def test_a_stratum_table_keeps_the_analysis_when_the_store_is_gone(tmp_path, monkeypatch,
+                                                                   workspace, dev_raw):
+    """`strata --table` writes what the drops and figures need, per stratum; on an empty
+    workspace the table alone gives the same drops, and rows whose features changed since
+    are left out, named, and kept in the file."""
+    sets, subs = tmp_path / "sets", tmp_path / "subs"
+    write_testset(sets, "tiny-orig", {"version": "1.1", "data": [
+        {**dev_raw["data"][0], "paragraphs": dev_raw["data"][0]["paragraphs"][:4]}]})
+    write_testset(sets, "tiny-new", {"version": "1.1", "data": [
+        {**dev_raw["data"][1], "paragraphs": dev_raw["data"][1]["paragraphs"][:4]}]},
+        reference="tiny-orig")
+    for i, (start, width) in enumerate([(0, 2), (3, 5)]):
+        write_command_bundle(subs, f"toy-{i}", ANSWER_START.format(start=start, width=width))
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    runner = CliRunner()
+    assert runner.invoke(main, ["evaluate", "-b", "all", "-t", "tiny-orig", "-t", "tiny-new",
+                                "--runner", "local"]).exit_code == 0
+    table, first, second = tmp_path / "strata.csv", tmp_path / "one", tmp_path / "two"
+    result = runner.invoke(main, ["strata", "--out", str(first), "--table", str(table)])
+    assert result.exit_code == 0, result.output
+    rows = strata.read_table(table)
+    assert {(r["system"], r["testset"]) for r in rows} == {
+        (f"toy-{i}", t) for i in range(2) for t in ("tiny-orig", "tiny-new")}
+    overall = {(r["system"], r["testset"]): r for r in rows if r["stratum"] == "all"}
+    stored = {s.system: s.scores for s in per_question_scores(Store.open_default())}
+    for (system, testset), row in overall.items():
+        scores = stored[system][testset]
+        assert row["n"] == len(scores)
+        assert row["f1"] == pytest.approx(sum(scores.values()) / len(scores), abs=1e-8)
+
+    monkeypatch.setenv("QASHIFT_WORKSPACE", str(tmp_path / "empty"))
+    result = runner.invoke(main, ["strata", "--out", str(second), "--table", str(table)])
+    assert result.exit_code == 0, result.output
+    for name in ("drops.csv", "drops_mean.csv", "strata_f1.csv", "shares.csv"):
+        assert (second / name).read_text() == (first / name).read_text(), name
+
+    written = table.read_text()
+    lines = written.splitlines()
+    table.write_text("\n".join([lines[0], *(line.replace(",v", ",v0-older-") if
+                                             line.startswith("toy-1,") else line
+                                             for line in lines[1:])]) + "\n")
+    older = table.read_text()
+    result = runner.invoke(main, ["strata", "--out", str(second), "--table", str(table)])
+    assert result.exit_code == 0, result.output
+    assert f"2 (system, set) pairs of {table} were left out" in result.output
+    drops = (second / "drops.csv").read_text()
+    assert "toy-0,tiny-new" in drops and "toy-1," not in drops
+    assert table.read_text() == older  # nothing scored here: the file is as it was
+    result = runner.invoke(main, ["strata", "--out", str(second), "--table",
+                                  str(tmp_path / "results.csv.bak")])
+    assert result.exit_code != 0 and "no per-question results in the store" in result.output

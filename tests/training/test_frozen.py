@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis.sources import strata
 from evaluator.data import testsets
 from evaluator.store.store import Store
 from evaluator.training import frozen
@@ -284,6 +285,47 @@ def test_a_new_test_set_is_scored_by_every_frozen_system_with_one_command(
     assert "trend of brand-new against squad-dev-heldout" in done.stdout
     assert (tmp_path / "fig" / "population-trend-brand-new.png").is_file()
     assert nothing_trained(tmp_path / "clean")
+
+
+def test_strata_score_the_whole_split_systems_once_and_keep_them_in_a_table(
+        words, dev_raw, tmp_path, monkeypatch):
+    """`strata --score PLAN`: on a clean workspace, the plan's frozen systems trained on the
+    whole split (not its smaller train sizes) are scored on its new set and that set's
+    reference, nothing is trained, and the stratum table then holds them, so a run on
+    another empty workspace scores nothing again."""
+    sets = Path(os.environ["QASHIFT_TESTSETS"])
+    write_testset(sets, "tiny-ref", {"version": "1.1", "data": dev_raw["data"][2:3]})
+    write_testset(sets, "tiny-new", {"version": "1.1", "data": dev_raw["data"][3:4]},
+                  reference="tiny-ref")
+    monkeypatch.setenv("QASHIFT_FROZEN", str(tmp_path / "frozen"))
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("id: two\nname: two\nsplit: tiny-train\ntestsets: [tiny-test, tiny-new]\n"
+                    "approaches:\n  words: {settings: [{}, {word: 2}], sizes: [null, 40]}\n")
+    assert run("qashift", "study", "run", str(plan), "--runner", "local").returncode == 0
+    assert run("qashift", "study", "freeze", str(plan)).returncode == 0
+    whole = ("words@tiny-train/s0", "words@tiny-train/s0/h")
+    clean, table = tmp_path / "clean", tmp_path / "strata.csv"
+    monkeypatch.setenv("QASHIFT_WORKSPACE", str(clean))
+    done = run("qashift", "strata", "--score", str(plan), "-t", "tiny-new", "--table",
+               str(table), "--runner", "local", "--out", str(tmp_path / "one"))
+    assert done.returncode == 0, done.stderr
+    assert "2 systems trained on a whole split, on tiny-ref, tiny-new" in done.stderr
+    assert "4 cells scored or found" in done.stderr
+    scored = {(r["bundle"], r["testset"]) for r in Store(clean).results()}
+    assert len(scored) == 4 and all(b.startswith(whole) and "~" not in b for b, _ in scored)
+    assert nothing_trained(clean)
+    pairs = {(r["system"], r["testset"]) for r in strata.read_table(table)}
+    assert pairs == scored
+    drops = (tmp_path / "one" / "drops.csv").read_text()
+    assert sum(line.startswith(whole) for line in drops.splitlines()) == 2 * 6
+
+    monkeypatch.setenv("QASHIFT_WORKSPACE", str(tmp_path / "again"))
+    done = run("qashift", "strata", "--score", str(plan), "-t", "tiny-new", "--table",
+               str(table), "--runner", "local", "--out", str(tmp_path / "two"))
+    assert done.returncode == 0, done.stderr
+    assert "0 cells scored or found" in done.stderr
+    assert not Store(tmp_path / "again").exists() or not Store(tmp_path / "again").results()
+    assert (tmp_path / "two" / "drops.csv").read_text() == drops
 
 
 FROZEN_TABLES = tuple(REPO / "results" / name for name in (

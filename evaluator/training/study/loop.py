@@ -88,16 +88,22 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
 
 
 def score_frozen(study: Study, sets: list[TestSet], runner: Dispatcher, store: Store, *,
-                 parallel: int = 2, say: Say = lambda _: None) -> tuple[int, list[str]]:
+                 parallel: int = 2, say: Say = lambda _: None,
+                 held: Callable[[str, str], bool] = lambda system, testset: False
+                 ) -> tuple[int, list[str]]:
     """Score every system of the plan that is stored or frozen on `sets`, `parallel` cells
-    at once, training nothing; (cells scored or found, systems skipped as not trained)."""
+    at once, training nothing, except the (system, set) cells `held` says are had already;
+    (cells scored or found, systems skipped as not trained)."""
     jobs, skipped = [], []
     for job in study.trainings:
+        if all(held(job.system_id, testset.id) for testset in sets):
+            continue
         system = stored(job, store)
         if system is None:
             skipped.append(job.system_id)
             continue
-        jobs += [Job(system.bundle, testset) for testset in sets]
+        jobs += [Job(system.bundle, testset) for testset in sets
+                 if not held(job.system_id, testset.id)]
     report = matrix.run(jobs, runner, store, parallel=parallel, progress=say)
     return len(report.outcomes) - len(report.failed), skipped
 
