@@ -51,6 +51,22 @@ def features(references: Mapping[str, str],
     return found
 
 
+def current_pairs(table: Iterable[dict]) -> set[tuple[str, str]]:
+    """The (system, set) pairs of a stratum table whose rows are today's: the set's sha256
+    and the features key as they are now (a set whose folder is gone is not)."""
+    key, digests, found = strata.features_key(), {}, set()
+    for row in table:
+        name = row["testset"]
+        if name not in digests:
+            try:
+                digests[name] = testsets.get(name).sha256
+            except Exception:  # a row outlives its test-set folder
+                digests[name] = None
+        if (row["testset_sha256"], row["features"]) == (digests[name], key):
+            found.add((row["system"], name))
+    return found
+
+
 def scores(systems: Sequence[SystemScores], features: Mapping[str, Mapping[str, dict]],
            table: Sequence[dict] = ()) -> tuple[pd.DataFrame, list[dict], int]:
     """The stratum table the analysis reads (``reweighting.stratum_table``): the store's
@@ -66,10 +82,9 @@ def scores(systems: Sequence[SystemScores], features: Mapping[str, Mapping[str, 
                                                 strata.STRATIFICATIONS).to_dict("records")]
     ours = {(r["system"], r["testset"]) for r in fresh}
     kept = [r for r in table if (r["system"], r["testset"]) not in ours]
-    current = [r for r in kept if r["testset"] in digests
-               and (r["testset_sha256"], r["features"]) == (digests[r["testset"]], key)]
-    stale = {(r["system"], r["testset"]) for r in kept if r["testset"] in digests} \
-        - {(r["system"], r["testset"]) for r in current}
+    held = current_pairs(kept)
+    current = [r for r in kept if r["testset"] in digests and (r["system"], r["testset"]) in held]
+    stale = {(r["system"], r["testset"]) for r in kept if r["testset"] in digests} - held
     frame = pd.DataFrame(fresh + current, columns=[*strata.TABLE_COLUMNS])
     return frame[reweighting.STRATUM_COLUMNS], fresh + kept, len(stale)
 

@@ -421,7 +421,7 @@ def strata_command(out, testset_names, table_path, plans, parallel, runner):
         raise click.ClickException(str(exc)) from None
     store = Store.open_default()
     if plans:
-        held = {(r["system"], r["testset"]) for r in kept}
+        held = stratified.current_pairs(kept)
         for plan in plans:
             _score_strata(plan, testset_names, held, store, parallel, runner)
     systems = per_question_scores(store) if store.exists() else []

@@ -326,6 +326,19 @@ def test_strata_score_the_whole_split_systems_once_and_keep_them_in_a_table(
     assert "0 cells scored or found" in done.stderr
     assert not Store(tmp_path / "again").exists() or not Store(tmp_path / "again").results()
     assert (tmp_path / "two" / "drops.csv").read_text() == drops
+    # a pair whose features changed since is scored again
+    lines = table.read_text().splitlines()
+    table.write_text("\n".join([lines[0], *(line.replace(",v", ",v0-older-") if
+                                             line.startswith(f"{whole[0]},tiny-new,") else line
+                                             for line in lines[1:])]) + "\n")
+    monkeypatch.setenv("QASHIFT_WORKSPACE", str(tmp_path / "third"))
+    done = run("qashift", "strata", "--score", str(plan), "-t", "tiny-new", "--table",
+               str(table), "--runner", "local", "--out", str(tmp_path / "three"))
+    assert done.returncode == 0, done.stderr
+    assert "1 cells scored or found" in done.stderr
+    assert {(r["bundle"], r["testset"]) for r in Store(tmp_path / "third").results()} == {
+        (whole[0], "tiny-new")}
+    assert (tmp_path / "three" / "drops.csv").read_text() == drops
 
 
 FROZEN_TABLES = tuple(REPO / "results" / name for name in (
