@@ -85,6 +85,15 @@ def write_testset(root: Path, set_id: str, raw: dict, *, scorer: str = "squad-v1
     return folder
 
 
+def outdate_strata_rows(table: Path, prefix: str) -> None:
+    """Mark the rows of a stratum table that start with `prefix` as made by other features
+    (an older `analysis.sources.strata` VERSION)."""
+    lines = table.read_text().splitlines()
+    table.write_text("\n".join([lines[0], *(line.replace(",v", ",v0-older-")
+                                             if line.startswith(prefix) else line
+                                             for line in lines[1:])]) + "\n")
+
+
 def write_command_bundle(root: Path, bundle_id: str, program: str, *, timeout: int = 60) -> Path:
     """A command bundle whose program is the given Python source."""
     folder = root / bundle_id

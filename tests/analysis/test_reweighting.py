@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -13,7 +14,7 @@ from analysis.stats import reweighting
 from evaluator.cli.main import main
 from evaluator.core import settings
 from evaluator.store.store import Store
-from tests.conftest import write_command_bundle, write_testset
+from tests.conftest import outdate_strata_rows, write_command_bundle, write_testset
 
 
 def test_the_studys_worked_example_gives_825():
@@ -64,14 +65,17 @@ json.dump({{q["id"]: " ".join(p["context"].split()[{start}:{start} + {width}])
 """
 
 
-def test_strata_command_on_our_own_runs(tmp_path, monkeypatch, workspace, dev_raw):
+def toy_runs(tmp_path, monkeypatch, dev_raw, answers: list[tuple[int, int]],
+             paragraphs: int) -> tuple[CliRunner, Path]:
+    """Two small sets (tiny-new's reference is tiny-orig), a toy system per (start, width)
+    of the passage's words it answers with, each evaluated on both."""
     sets, subs = tmp_path / "sets", tmp_path / "subs"
     write_testset(sets, "tiny-orig", {"version": "1.1", "data": [
-        {**dev_raw["data"][0], "paragraphs": dev_raw["data"][0]["paragraphs"][:6]}]})
+        {**dev_raw["data"][0], "paragraphs": dev_raw["data"][0]["paragraphs"][:paragraphs]}]})
     write_testset(sets, "tiny-new", {"version": "1.1", "data": [
-        {**dev_raw["data"][1], "paragraphs": dev_raw["data"][1]["paragraphs"][:6]}]},
+        {**dev_raw["data"][1], "paragraphs": dev_raw["data"][1]["paragraphs"][:paragraphs]}]},
         reference="tiny-orig")
-    for i, (start, width) in enumerate([(0, 2), (3, 5), (1, 12)]):
+    for i, (start, width) in enumerate(answers):
         write_command_bundle(subs, f"toy-{i}", ANSWER_START.format(start=start, width=width))
     monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
     monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
@@ -79,6 +83,11 @@ def test_strata_command_on_our_own_runs(tmp_path, monkeypatch, workspace, dev_ra
     result = runner.invoke(main, ["evaluate", "-b", "all", "-t", "tiny-orig", "-t", "tiny-new",
                                   "--runner", "local"])
     assert result.exit_code == 0, result.output
+    return runner, subs
+
+
+def test_strata_command_on_our_own_runs(tmp_path, monkeypatch, workspace, dev_raw):
+    runner, subs = toy_runs(tmp_path, monkeypatch, dev_raw, [(0, 2), (3, 5), (1, 12)], 6)
     # toy-2 changed after its runs: they are superseded, and the new digest has no pair
     write_command_bundle(subs, "toy-2", ANSWER_START.format(start=2, width=12))
     result = runner.invoke(main, ["evaluate", "-b", "toy-2", "-t", "tiny-new", "--runner",
@@ -117,19 +126,7 @@ def test_a_stratum_table_keeps_the_analysis_when_the_store_is_gone(tmp_path, mon
     """`strata --table` writes what the drops and figures need, per stratum; on an empty
     workspace the table alone gives the same drops, and rows whose features changed since
     are left out, named, and kept in the file."""
-    sets, subs = tmp_path / "sets", tmp_path / "subs"
-    write_testset(sets, "tiny-orig", {"version": "1.1", "data": [
-        {**dev_raw["data"][0], "paragraphs": dev_raw["data"][0]["paragraphs"][:4]}]})
-    write_testset(sets, "tiny-new", {"version": "1.1", "data": [
-        {**dev_raw["data"][1], "paragraphs": dev_raw["data"][1]["paragraphs"][:4]}]},
-        reference="tiny-orig")
-    for i, (start, width) in enumerate([(0, 2), (3, 5)]):
-        write_command_bundle(subs, f"toy-{i}", ANSWER_START.format(start=start, width=width))
-    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
-    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
-    runner = CliRunner()
-    assert runner.invoke(main, ["evaluate", "-b", "all", "-t", "tiny-orig", "-t", "tiny-new",
-                                "--runner", "local"]).exit_code == 0
+    runner, _ = toy_runs(tmp_path, monkeypatch, dev_raw, [(0, 2), (3, 5)], 4)
     table, first, second = tmp_path / "strata.csv", tmp_path / "one", tmp_path / "two"
     result = runner.invoke(main, ["strata", "--out", str(first), "--table", str(table)])
     assert result.exit_code == 0, result.output
@@ -149,11 +146,7 @@ def test_a_stratum_table_keeps_the_analysis_when_the_store_is_gone(tmp_path, mon
     for name in ("drops.csv", "drops_mean.csv", "strata_f1.csv", "shares.csv"):
         assert (second / name).read_text() == (first / name).read_text(), name
 
-    written = table.read_text()
-    lines = written.splitlines()
-    table.write_text("\n".join([lines[0], *(line.replace(",v", ",v0-older-") if
-                                             line.startswith("toy-1,") else line
-                                             for line in lines[1:])]) + "\n")
+    outdate_strata_rows(table, "toy-1,")
     older = table.read_text()
     result = runner.invoke(main, ["strata", "--out", str(second), "--table", str(table)])
     assert result.exit_code == 0, result.output

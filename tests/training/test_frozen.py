@@ -19,7 +19,7 @@ from analysis.sources import strata
 from evaluator.data import testsets
 from evaluator.store.store import Store
 from evaluator.training import frozen
-from tests.conftest import REPO, write_testset
+from tests.conftest import REPO, outdate_strata_rows, write_testset
 from tests.support.generative import Server, write_served_twin
 
 PLAN = ("id: tiny\nname: tiny\nsplit: tiny-train\ntestsets: [tiny-test]\n"
@@ -327,10 +327,7 @@ def test_strata_score_the_whole_split_systems_once_and_keep_them_in_a_table(
     assert not Store(tmp_path / "again").exists() or not Store(tmp_path / "again").results()
     assert (tmp_path / "two" / "drops.csv").read_text() == drops
     # a pair whose features changed since is scored again
-    lines = table.read_text().splitlines()
-    table.write_text("\n".join([lines[0], *(line.replace(",v", ",v0-older-") if
-                                             line.startswith(f"{whole[0]},tiny-new,") else line
-                                             for line in lines[1:])]) + "\n")
+    outdate_strata_rows(table, f"{whole[0]},tiny-new,")
     monkeypatch.setenv("QASHIFT_WORKSPACE", str(tmp_path / "third"))
     done = run("qashift", "strata", "--score", str(plan), "-t", "tiny-new", "--table",
                str(table), "--runner", "local", "--out", str(tmp_path / "three"))
