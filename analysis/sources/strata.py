@@ -13,14 +13,13 @@ module's VERSION and the pipeline's version.
 
 from __future__ import annotations
 
-import csv
 import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from evaluator.core import settings
-from evaluator.core.files import write_csv_atomic, write_json_atomic
+from evaluator.core.files import read_csv_table, write_csv_atomic, write_json_atomic
 from evaluator.data import nlp as spacy_nlp
 from evaluator.data.testsets import TestSet
 from evaluator.scoring.squad_v1 import normalize_answer
@@ -235,14 +234,8 @@ def read_table(path: Path) -> list[dict]:
     """The rows of a stratum table (`qashift strata --table`); none if the file is absent.
     Each row is one system's question count and mean F1 (percent) in one stratum of one
     test set, with the set's sha256 and the `features_key` its strata were assigned by."""
-    if not Path(path).is_file():
-        return []
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    if rows and set(TABLE_COLUMNS) - set(rows[0]):
-        raise ValueError(f"{path}: not a stratum table (needs columns "
-                         f"{', '.join(TABLE_COLUMNS)})")
-    return [{**r, "n": int(r["n"]), "f1": float(r["f1"])} for r in rows]
+    return [{**r, "n": int(r["n"]), "f1": float(r["f1"])}
+            for r in read_csv_table(path, TABLE_COLUMNS, "a stratum table")]
 
 
 def write_table(rows: Iterable[dict], path: Path) -> None:

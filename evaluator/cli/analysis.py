@@ -415,10 +415,7 @@ def strata_command(out, testset_names, table_path, plans, parallel, runner):
     from analysis.sources import per_question_scores, strata  # lazy: pandas; fast --help
     from analysis.studies import stratified  # lazy: pandas, spaCy; fast --help
 
-    try:
-        kept = strata.read_table(table_path) if table_path else []
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+    kept = strata.read_table(table_path) if table_path else []
     store = Store.open_default()
     if plans:
         held = stratified.current_pairs(kept)

@@ -1,5 +1,5 @@
 """Atomic file writes (bytes, JSON, CSV): a reader sees the whole new file or the old one,
-never a torn one.
+never a torn one. And the one reader of the CSV tables they write.
 
 Data goes to a temporary file beside the target (`.partial-*`, same file system), is flushed
 and fsync'ed, then renamed over the target; on any error the temporary file is removed.
@@ -60,6 +60,24 @@ def write_csv_atomic(target: Path, columns: Sequence[str], rows: Iterable[Mappin
     writer.writeheader()
     writer.writerows(rows)
     write_atomic(target, buffer.getvalue().encode())
+
+
+def read_csv_table(path: Path, columns: Sequence[str], what: str) -> list[dict]:
+    """The rows of a CSV table written earlier (none if there is no file or an empty one);
+    one line saying it is not `what` if it cannot be read or lacks one of `columns`."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:  # a spreadsheet's BOM too
+            reader = csv.DictReader(handle)
+            found, header = list(reader), reader.fieldnames or []
+    except (UnicodeDecodeError, csv.Error) as error:
+        raise UserError(f"{path}: not {what} ({error})") from None
+    missing = sorted(set(columns) - set(header))
+    if missing and (header or found):
+        raise UserError(f"{path}: not {what} (no column {missing[0]})")
+    return found
 
 
 @contextmanager

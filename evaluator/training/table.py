@@ -9,14 +9,12 @@ written earlier counts for a plan's system only while that key is the same."""
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
 from evaluator.core import settings
-from evaluator.core.errors import UserError
-from evaluator.core.files import exclusive, write_csv_atomic
+from evaluator.core.files import exclusive, read_csv_table, write_csv_atomic
 from evaluator.core.hashing import sha256_bytes
 from evaluator.store.queries import latest_full
 from evaluator.store.store import Store
@@ -84,19 +82,7 @@ def lock(path: Path, waiting: Callable[[], None] = lambda: None) -> AbstractCont
 def read(path: Path) -> list[dict]:
     """A table written earlier (none if there is no file or an empty one); one line if it is
     not one."""
-    if not path.is_file():
-        return []
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as handle:  # a spreadsheet's BOM too
-            reader = csv.DictReader(handle)
-            found, header = list(reader), reader.fieldnames or []
-    except (UnicodeDecodeError, csv.Error) as error:
-        raise UserError(f"{path}: not a results table of trained systems ({error})") from None
-    missing = sorted(set(COLUMNS) - set(header))
-    if missing and (header or found):
-        raise UserError(f"{path}: not a results table of trained systems (no column "
-                        f"{missing[0]})")
-    return found
+    return read_csv_table(path, COLUMNS, "a results table of trained systems")
 
 
 def ledger(own: Path | None, others: tuple[Path, ...] = ()) -> list[dict]:
