@@ -14,11 +14,21 @@ against the goal of 30 CPU-minutes for 106 systems on 5,000 questions. Run it on
 
     taskset -c 0 python benchmarks/population_scoring.py [--testset squad-dev-heldout]
         [--per-approach 1] [--approaches qanet,rasor] [--plan studies/population.yaml]
+        [--work DIR] [--paths own,prepared] [--skip-contextual] [--device cpu|cuda]
+
+`--work DIR` keeps the preparations and every answer file there (a later run reuses the
+preparations, and compares its answers with those of the first device that wrote them), so a
+machine without spaCy (a GPU host) can run `--paths prepared` on folders made elsewhere.
+`--device cuda` runs the approaches' own predict code unchanged, with torch's default device
+set to the GPU (the approaches themselves predict on the CPU): the timing then to read is
+the wall-clock one, and the projection is in GPU-minutes. `--skip-contextual` leaves out
+systems that read the MiniLM encoder's states (they need the encoder package installed).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -35,7 +45,7 @@ import yaml
 
 from evaluator.core.hashing import canonical_json
 from evaluator.data import testsets
-from evaluator.data.testsets import input_document
+from evaluator.data.testsets import first_questions, input_document
 from evaluator.store.store import Store
 from evaluator.training import frozen
 from evaluator.training.study import plan as study_plan
@@ -44,6 +54,10 @@ REPO = Path(__file__).resolve().parents[1]
 SUBMISSIONS = REPO / "submissions"
 LIBRARIES = SUBMISSIONS / "_libraries"
 TIMING = re.compile(r"timing: inputs ([\d.]+) s .* forward ([\d.]+) s")
+# The approach's own program, run as its `python3 approach.py ...` would be, after setting
+# torch's default device: tensors the code creates without naming a device land there.
+ON_DEVICE = ("import runpy, sys, torch; torch.set_default_device(sys.argv[1]); "
+             "sys.argv = sys.argv[2:]; runpy.run_path(sys.argv[0], run_name='__main__')")
 GOAL_CPU_S, GOAL_SYSTEMS, GOAL_QUESTIONS = 30 * 60, 106, 5000
 
 
@@ -61,15 +75,17 @@ def child(argv: list[str], cwd: Path) -> tuple[float, float, str]:
     return cpu, wall, done.stdout + done.stderr
 
 
-def systems(per_approach: int, only: set[str] | None, planned: Counter, store: Store
-            ) -> list[tuple[str, str, Path]]:
+def systems(per_approach: int, only: set[str] | None, planned: Counter, store: Store,
+            skip_contextual: bool = False) -> list[tuple[str, str, Path]]:
     """(approach, system, weights folder) of the first frozen systems of each approach of the
     plan, verified (packed files unpacked into `store`)."""
     out, taken = [], Counter()
     for manifest in frozen.manifests():
         approach = manifest["system"]["approach"]
         if approach not in planned or (only and approach not in only) or \
-                taken[approach] == per_approach:
+                taken[approach] == per_approach or \
+                (skip_contextual and json.loads(manifest["system"]["hyperparameters"]).get(
+                    "contextual")):
             continue
         taken[approach] += 1
         frozen.verify(manifest)
@@ -79,15 +95,41 @@ def systems(per_approach: int, only: set[str] | None, planned: Counter, store: S
 
 
 def prepare_command(approach: str) -> str | None:
-    """The approach's `prepare:` command, with `python3` as this interpreter; None if none."""
-    spec = yaml.safe_load((SUBMISSIONS / approach / "bundle.yaml").read_text())
-    return spec["prepare"].replace("python3 ", f"{sys.executable} ", 1) \
-        if "prepare" in spec else None
+    """The approach's `prepare:` command as its bundle states it; None if none."""
+    return yaml.safe_load((SUBMISSIONS / approach / "bundle.yaml").read_text()).get("prepare")
 
 
 def plan_counts(plan: Path) -> Counter:
     """Systems per approach in a study plan (the population's 106)."""
     return Counter(job.approach.id for job in study_plan.load(plan).trainings)
+
+
+def prepared_folder(command: str, source: Path, work: Path, testset: str) -> tuple[Path, float]:
+    """The set's folder made by `command` (with `python3` as this interpreter) under `work`
+    (CPU-s of making it; 0 when an earlier run made it: a folder counts as made once its
+    `.made` mark is written)."""
+    name = f"prepared-{testset}-{hashlib.sha256(command.encode()).hexdigest()[:12]}"
+    folder = work / name
+    if (work / f"{name}.made").is_file():
+        return folder, 0.0
+    command = command.replace("python3 ", f"{sys.executable} ", 1)
+    cpu, _, _ = child(shlex.split(command.replace("{input}", str(source)).replace(
+        "{prepared}", str(folder))), work)
+    (work / f"{name}.made").write_text(command)
+    return folder, cpu
+
+
+def same_as_before(answers: dict, path: Path, device: str) -> str:
+    """'yes' or 'NO (agreeing/all)' against the answers kept at `path` by the first path run
+    for this system (this run's own path, or an earlier run's, maybe on another device, which
+    is then named); '-' when these are the first, which are kept."""
+    if not path.is_file():
+        path.write_text(json.dumps({"device": device, "answers": answers}))
+        return "-"
+    kept = json.loads(path.read_text())
+    verdict = "yes" if kept["answers"] == answers else \
+        f"NO ({sum(kept['answers'].get(k) == v for k, v in answers.items())}/{len(answers)})"
+    return verdict if kept["device"] == device else f"{verdict} vs {kept['device']}"
 
 
 def main() -> None:
@@ -96,72 +138,83 @@ def main() -> None:
     parser.add_argument("--per-approach", type=int, default=1)
     parser.add_argument("--approaches", default="")
     parser.add_argument("--plan", default=str(REPO / "studies" / "population.yaml"))
+    parser.add_argument("--work", type=Path, help="keep preparations and answers here")
+    parser.add_argument("--paths", default="own,prepared")
+    parser.add_argument("--skip-contextual", action="store_true")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--questions", type=int, help="the set's first N questions only")
     args = parser.parse_args()
     only = set(filter(None, args.approaches.split(",")))
+    wanted = args.paths.split(",")
+    if not set(wanted) <= {"own", "prepared"} or not wanted:
+        sys.exit(f"--paths: own and/or prepared, not {args.paths!r}")
     counts = plan_counts(Path(args.plan))
-    dataset = testsets.get(args.testset).load()
-    n = len(dataset.questions)
+    raw = testsets.get(args.testset).load().raw
+    raw = first_questions(raw, args.questions) if args.questions else raw
+    n = sum(len(p["qas"]) for article in raw["data"] for p in article["paragraphs"])
+    testset = args.testset + (f"~{n}" if args.questions else "")
     per_k = 1000 / n
     with tempfile.TemporaryDirectory(prefix="population-scoring-") as tmp:
-        tmp = Path(tmp)
-        chosen = systems(args.per_approach, only or None, counts, Store(tmp / "store"))
+        work = args.work.resolve() if args.work else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        chosen = systems(args.per_approach, only or None, counts, Store(Path(tmp) / "store"),
+                         args.skip_contextual)
         if not chosen:
             sys.exit("no frozen system of the plan's approaches under frozen/")
-        print(f"scoring {len(chosen)} frozen systems on {args.testset}, one at a time ...",
-              flush=True)
-        source = tmp / "input.json"
-        source.write_bytes(canonical_json(input_document(dataset.raw)))
+        print(f"scoring {len(chosen)} frozen systems on {testset} ({args.device}), "
+              f"one at a time ...", flush=True)
+        source = work / f"input-{testset}.json"
+        source.write_bytes(canonical_json(input_document(raw)))
         made: dict[str, Path] = {}  # prepare command -> its folder (made once)
         prep_cpu = 0.0
         for approach, _, _ in chosen:
             command = prepare_command(approach)
-            if command is None or command in made:
+            if "prepared" not in wanted or command is None or command in made:
                 continue
-            made[command] = tmp / f"prepared-{len(made)}"
-            cpu, _, _ = child(shlex.split(command.replace("{input}", str(source)).replace(
-                "{prepared}", str(made[command]))), tmp)
+            made[command], cpu = prepared_folder(command, source, work, testset)
             prep_cpu += cpu
-            print(f"{args.testset}: {n:,} questions; preparation `{command}` {cpu:.1f} CPU-s "
-                  f"({cpu * per_k:.1f} per 1,000 questions), shared by every system", flush=True)
+            print(f"{testset}: {n:,} questions; preparation `{command}` "
+                  + (f"{cpu:.1f} CPU-s ({cpu * per_k:.1f} per 1,000 questions)" if cpu else
+                     "made by an earlier run") + ", shared by every system", flush=True)
         print()
-        print(f"{'approach':<17} {'system':<30} {'own CPU-s/1k':>12} {'prepared':>9} "
-              f"{'ratio':>6} {'model share own/prep':>21}  same answers")
-        rows: dict[str, list[float]] = {}
+        print(f"{'approach':<17} {'system':<30} {'path':<8} {'CPU-s/1k':>8} {'wall-s/1k':>9} "
+              f"{'model share':>11}  same answers")
+        rows: dict[str, list[tuple[float, float]]] = {}
         for approach, name, weights in chosen:
             folder = SUBMISSIONS / approach
-            results = []
             command = prepare_command(approach)
-            paths = [("own", [])] + ([("prepared", ["--prepared", str(made[command])])]
-                                     if command else [])
-            for label, extra in paths:
-                out = tmp / f"{label}.json"
-                cpu, wall, log = child([sys.executable, "approach.py", "predict", "--model",
-                                        str(weights), *extra, str(source), str(out)], folder)
-                match = TIMING.search(log)
-                model_s = float(match.group(2)) if match else float("nan")
-                results.append((cpu, model_s / wall, json.loads(out.read_text())))
-            (own, own_share, own_answers) = results[0]
-            if len(results) == 1:
-                rows.setdefault(approach, []).append(own)
-                print(f"{approach:<17} {name:<30} {own * per_k:>12.2f} {'-':>9} {'-':>6} "
-                      f"{_share(own_share):>10} / {'-':>4}  -", flush=True)
+            paths = [(label, extra) for label, extra in
+                     [("own", [])] + ([("prepared", ["--prepared", str(made[command])])]
+                                      if command in made else []) if label in wanted]
+            if not paths:
+                print(f"{approach:<17} {name:<30} (no {args.paths} path)")
                 continue
-            (prep, prep_share, prep_answers) = results[1]
-            same = own_answers == prep_answers
-            rows.setdefault(approach, []).append(prep)
-            print(f"{approach:<17} {name:<30} {own * per_k:>12.2f} {prep * per_k:>9.2f} "
-                  f"{own / prep:>5.2f}x {_share(own_share):>10} / {_share(prep_share):>4}  "
-                  f"{'yes' if same else 'NO'}", flush=True)
-    mean = {a: sum(v) / len(v) for a, v in rows.items()}
-    measured = sum(counts[a] for a in mean)
-    projected = sum(counts[a] * mean[a] for a in mean) * GOAL_QUESTIONS / n + \
-        prep_cpu * GOAL_QUESTIONS / n
-    print(f"\nprojected, the prepared path where there is one: the plan's {measured} "
-          f"systems of the measured approaches on {GOAL_QUESTIONS:,} questions: "
-          f"{projected / 60:.1f} CPU-minutes "
-          f"(goal: {GOAL_SYSTEMS} systems in {GOAL_CPU_S / 60:.0f}); "
+            for label, extra in paths:
+                out = work / f"answers-{approach}-{label}.json"
+                program = [sys.executable, "approach.py"] if args.device == "cpu" else \
+                    [sys.executable, "-c", ON_DEVICE, args.device, "approach.py"]
+                cpu, wall, log = child([*program, "predict", "--model", str(weights), *extra,
+                                        str(source), str(out)], folder)
+                match = TIMING.search(log)
+                share = float(match.group(2)) / wall if match else float("nan")
+                kept = work / f"kept-{testset}-{approach}-{name.replace('/', '-')}.json"
+                same = same_as_before(json.loads(out.read_text()), kept, args.device)
+                rows.setdefault(approach, []).append((cpu, wall))
+                print(f"{approach:<17} {name:<30} {label:<8} {cpu * per_k:>8.2f} "
+                      f"{wall * per_k:>9.2f} {_share(share):>11}  {same}", flush=True)
+    fastest = {a: min(v, key=lambda r: r[0] if args.device == "cpu" else r[1])
+               for a, v in rows.items()}
+    measured = sum(counts[a] for a in fastest)
+    scale = GOAL_QUESTIONS / n
+    cpu_total = (sum(counts[a] * r[0] for a, r in fastest.items()) + prep_cpu) * scale
+    wall_total = sum(counts[a] * r[1] for a, r in fastest.items()) * scale
+    print(f"\nprojected, each approach at its fastest path measured here: the plan's {measured} "
+          f"systems of the measured approaches on {GOAL_QUESTIONS:,} questions, one at a "
+          f"time: {cpu_total / 60:.1f} CPU-minutes, {wall_total / 60:.1f} wall-minutes "
+          f"({args.device}; preparations made in this run included in the CPU time) "
+          f"(goal: {GOAL_SYSTEMS} systems in {GOAL_CPU_S / 60:.0f} CPU-minutes on a CPU); "
           f"approaches not measured here: "
-          f"{', '.join(sorted(set(counts) - set(mean))) or 'none'}")
+          f"{', '.join(sorted(set(counts) - set(fastest))) or 'none'}")
 
 
 def _share(share: float) -> str:
