@@ -3,6 +3,7 @@ print. The analysis modules load inside the commands, so `qashift --help` stays 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -271,23 +272,34 @@ def population_command(table_path, data_dir, out, bootstrap, seed, markdown, new
 def _score_population(plan: Path, new_sets: list[str], table_path: Path, parallel: int,
                       runner: str) -> None:
     """Score every frozen or stored system of the plan on the new sets and add them to the
-    table (resumable: finished cells are stored; nothing is trained)."""
+    table as each system's cells end (resumable: finished cells are stored; nothing is
+    trained)."""
     found = study.with_testsets(study.load(plan), [testsets.get(t) for t in new_sets])
     store = Store.open_default()
+
+    def add_rows() -> tuple[int, int]:
+        """The new sets' rows of the store into the table, every other row kept as it is;
+        (rows written, rows kept)."""
+        with table.lock(table_path):
+            earlier = table.read(table_path)
+            fresh = [r for r in study.rows(found, store, earlier) if r["testset"] in new_sets]
+            scored = {(r["model"], r["testset"]) for r in fresh}
+            kept = [r for r in earlier if (r["model"], r["testset"]) not in scored]
+            table.write(table.ordered(kept + fresh), table_path)
+        return len(fresh), len(kept)
+
+    def progress() -> None:
+        console.say(f"{add_rows()[0]} rows of the new sets in the table")
+
     done, skipped = study.score_frozen(found, [testsets.get(t) for t in new_sets],
                                        Dispatcher(runner, warn=console.warn), store,
-                                       parallel=parallel, say=console.say)
+                                       parallel=parallel, say=console.say, saved=progress)
     if skipped:
         console.warn(f"{len(skipped)} systems of the plan are neither frozen nor in this "
                      f"store and were not scored (e.g. {skipped[0]})")
-    with table.lock(table_path):  # the new sets' rows added; every other row kept as it is
-        earlier = table.read(table_path)
-        fresh = [r for r in study.rows(found, store, earlier) if r["testset"] in new_sets]
-        scored = {(r["model"], r["testset"]) for r in fresh}
-        kept = [r for r in earlier if (r["model"], r["testset"]) not in scored]
-        table.write(table.ordered(kept + fresh), table_path)
-    console.say(f"{done} cells scored or found; {len(fresh)} rows of {', '.join(new_sets)} "
-                f"written to {table_path}, its other {len(kept)} rows kept")
+    written, kept = add_rows()
+    console.say(f"{done} cells scored or found; {written} rows of {', '.join(new_sets)} "
+                f"written to {table_path}, its other {kept} rows kept")
 
 
 @click.command("concurrence", cls=Command)
@@ -417,27 +429,37 @@ def strata_command(out, testset_names, table_path, plans, parallel, runner):
 
     kept = strata.read_table(table_path) if table_path else []
     store = Store.open_default()
+
+    def fold(final: bool = True):
+        """The stratum scores of the store and the table, written back into the table."""
+        systems = per_question_scores(store) if store.exists() else []
+        if not systems and not kept:
+            where = f" and no rows in {table_path}" if table_path else ""
+            raise click.ClickException(f"no per-question results in the store at "
+                                       f"{store.db_path}{where}: run `evaluate` first")
+        have = {(s.system, t) for s in systems for t in s.scores} | \
+            {(r["system"], r["testset"]) for r in kept}
+        references = stratified.references(have, testset_names)
+        features = stratified.features(references,
+                                       say=console.say if final else lambda _: None)
+        scores, rows, stale = stratified.scores(systems, features, kept)
+        if stale and final:
+            console.warn(f"{stale} (system, set) pairs of {table_path} were left out: their "
+                         f"set or the features changed since (score them again to refresh "
+                         f"them)")
+        if table_path and rows != kept:
+            strata.write_table(rows, table_path)
+            kept[:] = rows
+            console.say(f"{table_path}: {len({(r['system'], r['testset']) for r in rows})} "
+                        f"(system, set) pairs")
+        return scores, features, references
+
     if plans:
         held = stratified.current_pairs(kept)
-        for plan in plans:
-            _score_strata(plan, testset_names, held, store, parallel, runner)
-    systems = per_question_scores(store) if store.exists() else []
-    if not systems and not kept:
-        where = f" and no rows in {table_path}" if table_path else ""
-        raise click.ClickException(f"no per-question results in the store at "
-                                   f"{store.db_path}{where}: run `evaluate` first")
-    have = {(s.system, t) for s in systems for t in s.scores} | \
-        {(r["system"], r["testset"]) for r in kept}
-    references = stratified.references(have, testset_names)
-    features = stratified.features(references, say=console.say)
-    scores, rows, stale = stratified.scores(systems, features, kept)
-    if stale:
-        console.warn(f"{stale} (system, set) pairs of {table_path} were left out: their set "
-                     f"or the features changed since (score them again to refresh them)")
-    if table_path and rows != kept:
-        strata.write_table(rows, table_path)
-        console.say(f"{table_path}: {len({(r['system'], r['testset']) for r in rows})} "
-                    f"(system, set) pairs")
+        for plan in plans:  # the table is written as each system's cells end
+            _score_strata(plan, testset_names, held, store, parallel, runner,
+                          lambda: fold(final=False) if table_path else None)
+    scores, features, references = fold()
     try:
         written, summary = stratified.write(scores, features, references, out)
     except ValueError as exc:
@@ -448,9 +470,10 @@ def strata_command(out, testset_names, table_path, plans, parallel, runner):
 
 
 def _score_strata(plan: Path, only: tuple[str, ...], held: set[tuple[str, str]], store: Store,
-                  parallel: int, runner: str) -> None:
+                  parallel: int, runner: str, saved: Callable[[], object]) -> None:
     """Score the plan's whole-split systems on its new sets and their references, skipping
-    the cells `held` (resumable: cells are stored; nothing is trained)."""
+    the cells `held` (resumable: cells are stored; nothing is trained); `saved` after each
+    system."""
     found = study.load(plan)
     new = [t for t in found.testsets
            if t.reference and (t.id in only if only else t.kind != "derived")]
@@ -463,7 +486,8 @@ def _score_strata(plan: Path, only: tuple[str, ...], held: set[tuple[str, str]],
                 f"{', '.join(t.id for t in sets)}")
     done, skipped = study.score_frozen(whole, sets, Dispatcher(runner, warn=console.warn),
                                        store, parallel=parallel, say=console.say,
-                                       held=lambda system, testset: (system, testset) in held)
+                                       held=lambda system, testset: (system, testset) in held,
+                                       saved=saved)
     if skipped:
         console.warn(f"{len(skipped)} systems of {plan} are neither frozen nor in this store "
                      f"and were not scored (e.g. {skipped[0]})")

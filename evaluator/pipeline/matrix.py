@@ -71,11 +71,12 @@ def cpu_slots(parallel: int) -> list[tuple[int, ...]]:
 
 def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
         progress: Callable[[str], None] = lambda _: None, poll_seconds: float = 1.0,
-        wait_for_busy: bool = True, **options) -> MatrixReport:
+        wait_for_busy: bool = True, ended: Callable[[Outcome], None] = lambda _: None,
+        **options) -> MatrixReport:
     """Run every cell, `parallel` at a time, each on its own slice of this host's cores
     (`cpu_slots`); cells busy in another controller are retried until that controller
     finishes them (or dies and its lease lapses), or with `wait_for_busy=False` left to it
-    (listed in `busy`)."""
+    (listed in `busy`). `ended` hears of each cell's outcome as it ends, in this thread."""
     report = MatrixReport()
     for job in jobs:  # made here, in the main thread, where runners install signal handlers
         runner.runner_for(job.bundle)
@@ -112,6 +113,7 @@ def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
                          f"{len(running)}, failed {len(report.failed)}, eta {eta}")
                 if outcome.result is None:
                     progress(f"    {outcome.message}")
+                ended(outcome)
             if busy and not wait_for_busy:
                 report.busy.extend(busy)
             elif busy:

@@ -9,6 +9,7 @@ import hashlib
 import json
 import lzma
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,8 +18,9 @@ import pytest
 
 from analysis.sources import strata
 from evaluator.data import testsets
+from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
-from evaluator.training import frozen
+from evaluator.training import frozen, study
 from tests.conftest import REPO, outdate_strata_rows, write_testset
 from tests.support.generative import Server, write_served_twin
 
@@ -276,6 +278,9 @@ def test_a_new_test_set_is_scored_by_every_frozen_system_with_one_command(
                "--bootstrap", "0")
     assert done.returncode == 0, done.stderr
     assert "4 cells scored or found" in done.stderr
+    written = [int(n) for n in re.findall(r"(\d+) rows of the new sets in the table",
+                                         done.stderr)]  # as each system's cell ends
+    assert len(written) >= 2 and written[0] < written[-1] == 4 * 2  # EM and F1 rows
     with open(table) as handle:
         after = list(csv.DictReader(handle))
     rows = [r for r in after if r["testset"] == "brand-new"]
@@ -285,6 +290,37 @@ def test_a_new_test_set_is_scored_by_every_frozen_system_with_one_command(
     assert "trend of brand-new against squad-dev-heldout" in done.stdout
     assert (tmp_path / "fig" / "population-trend-brand-new.png").is_file()
     assert nothing_trained(tmp_path / "clean")
+
+
+def test_scoring_frozen_systems_saves_after_each_system_whose_cells_end(
+        words, tmp_path, monkeypatch):
+    """`score_frozen` calls `saved` once a system's cells have all ended, one of them newly
+    scored, so a long run's table can follow it: the first call sees the first system's
+    cells stored, the second both systems'; a run that finds every cell stored calls it
+    never."""
+    monkeypatch.setenv("QASHIFT_FROZEN", str(tmp_path / "frozen"))
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("id: two\nname: two\nsplit: tiny-train\ntestsets: [tiny-test]\n"
+                    "approaches:\n  words: {settings: [{}, {word: 2}]}\n")
+    assert run("qashift", "study", "run", str(plan), "--runner", "local").returncode == 0
+    assert run("qashift", "study", "freeze", str(plan)).returncode == 0
+    store = Store(tmp_path / "clean")
+    sets = [testsets.get("tiny-test"), testsets.get("tiny-train")]
+    seen = []
+
+    def saved() -> None:
+        seen.append(sorted({(r["bundle"], r["testset"]) for r in store.results()}))
+
+    found = study.load(plan)
+    done, skipped = study.score_frozen(found, sets, Dispatcher("local"), store, parallel=1,
+                                       saved=saved)
+    first, second = (job.system_id for job in found.trainings)
+    assert (done, skipped) == (4, [])
+    assert seen == [[(first, "tiny-test"), (first, "tiny-train")],
+                    sorted((s, t) for s in (first, second) for t in ("tiny-test", "tiny-train"))]
+    seen.clear()
+    assert study.score_frozen(found, sets, Dispatcher("local"), store, saved=saved)[0] == 4
+    assert seen == []
 
 
 def test_strata_score_the_whole_split_systems_once_and_keep_them_in_a_table(
@@ -311,6 +347,8 @@ def test_strata_score_the_whole_split_systems_once_and_keep_them_in_a_table(
     assert done.returncode == 0, done.stderr
     assert "2 systems trained on a whole split, on tiny-ref, tiny-new" in done.stderr
     assert "4 cells scored or found" in done.stderr
+    written = re.findall(r"strata\.csv: (\d) \(system, set\) pairs", done.stderr)
+    assert written[-1] == "4" and written[0] in ("2", "3")  # first after one system's cells
     scored = {(r["bundle"], r["testset"]) for r in Store(clean).results()}
     assert len(scored) == 4 and all(b.startswith(whole) and "~" not in b for b, _ in scored)
     assert nothing_trained(clean)

@@ -89,12 +89,14 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
 
 def score_frozen(study: Study, sets: list[TestSet], runner: Dispatcher, store: Store, *,
                  parallel: int = 2, say: Say = lambda _: None,
-                 held: Callable[[str, str], bool] = lambda system, testset: False
-                 ) -> tuple[int, list[str]]:
+                 held: Callable[[str, str], bool] = lambda system, testset: False,
+                 saved: Callable[[], object] = lambda: None) -> tuple[int, list[str]]:
     """Score every system of the plan that is stored or frozen on `sets`, `parallel` cells
     at once, training nothing, except the (system, set) cells `held` says are had already;
-    (cells scored or found, systems skipped as not trained)."""
-    jobs, skipped = [], []
+    `saved` is called each time all of a system's cells have ended, one of them newly
+    scored, so that a caller can keep its table current through a long run; (cells scored
+    or found, systems skipped as not trained)."""
+    jobs, skipped, left, fresh = [], [], {}, set()
     for job in study.trainings:
         if all(held(job.system_id, testset.id) for testset in sets):
             continue
@@ -102,9 +104,21 @@ def score_frozen(study: Study, sets: list[TestSet], runner: Dispatcher, store: S
         if system is None:
             skipped.append(job.system_id)
             continue
-        jobs += [Job(system.bundle, testset) for testset in sets
-                 if not held(job.system_id, testset.id)]
-    report = matrix.run(jobs, runner, store, parallel=parallel, progress=say)
+        mine = [Job(system.bundle, testset) for testset in sets
+                if not held(job.system_id, testset.id)]
+        jobs += mine
+        left[system.bundle.id] = len(mine)
+
+    def ended(outcome: matrix.Outcome) -> None:
+        bundle = outcome.job.bundle.id
+        left[bundle] -= 1
+        if outcome.result is not None and not outcome.result.cached:
+            fresh.add(bundle)
+        if left[bundle] == 0 and bundle in fresh:
+            saved()
+
+    report = matrix.run(jobs, runner, store, parallel=parallel, progress=say,
+                        ended=ended)
     return len(report.outcomes) - len(report.failed), skipped
 
 
