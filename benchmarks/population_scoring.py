@@ -28,7 +28,6 @@ systems that read the MiniLM encoder's states (they need the encoder package ins
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -43,7 +42,7 @@ from pathlib import Path
 
 import yaml
 
-from evaluator.core.hashing import canonical_json
+from evaluator.core.hashing import canonical_json, sha256_bytes
 from evaluator.data import testsets
 from evaluator.data.testsets import first_questions, input_document
 from evaluator.store.store import Store
@@ -108,7 +107,7 @@ def prepared_folder(command: str, source: Path, work: Path, testset: str) -> tup
     """The set's folder made by `command` (with `python3` as this interpreter) under `work`
     (CPU-s of making it; 0 when an earlier run made it: a folder counts as made once its
     `.made` mark is written)."""
-    name = f"prepared-{testset}-{hashlib.sha256(command.encode()).hexdigest()[:12]}"
+    name = f"prepared-{testset}-{sha256_bytes(command.encode())[:12]}"
     folder = work / name
     if (work / f"{name}.made").is_file():
         return folder, 0.0
