@@ -97,11 +97,15 @@ def _input(tmp_path: Path, raw: dict) -> Path:
 
 
 # -- a real cluster ------------------------------------------------------------------------
-@pytest.fixture(scope="module")
+@pytest.fixture
 def cluster():
+    """Skips without a controller. The controller lists finished jobs for MinJobAge, so a run
+    whose tmp folders reuse an earlier run's paths would count that run's jobs too: this
+    test's jobs are those above the highest id listed now."""
     reason = cluster_available()
     if reason:
         pytest.skip(f"no Slurm cluster: {reason} (run `bash .ci/slurm.sh` as root)")
+    FIRST_JOB["id"] = max((int(r[0]) for r in job_rows()), default=0) + 1
 
 
 def make_matrix(root: Path, dev_raw: dict, bundles: int, sets: int, *, sleep: float = 0.0,
@@ -142,12 +146,21 @@ def scores(workspace: Path) -> dict[tuple[str, str], tuple]:
     return {(r[0], r[1]): tuple(r[2:]) for r in rows}
 
 
-def our_jobs(shared: Path) -> list[tuple[str, str, str]]:
-    """(job id, state, name) of every job, finished or not, whose folder is under `shared`."""
+def job_rows() -> list[list[str]]:
+    """Every job the controller still lists, finished or not: id, state, name, folder."""
     out = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%j|%Z"],
                          capture_output=True, text=True, check=True).stdout
-    rows = [line.split("|") for line in out.splitlines()]
-    return [(i, slurm_state(s), n) for i, s, n, d in rows if d.startswith(str(shared))]
+    return [line.split("|") for line in out.splitlines()]
+
+
+FIRST_JOB = {"id": 0}
+
+
+def our_jobs(shared: Path) -> list[tuple[str, str, str]]:
+    """(job id, state, name) of every job of this test, finished or not, whose folder is
+    under `shared`."""
+    return [(i, slurm_state(s), n) for i, s, n, d in job_rows()
+            if d.startswith(str(shared)) and int(i) >= FIRST_JOB["id"]]
 
 
 def wait_for(condition, timeout: float = 60, step: float = 0.2):
