@@ -16,6 +16,16 @@ against the goal of 30 CPU-minutes for 106 systems on 5,000 questions. Run it on
         [--per-approach 1] [--approaches qanet,rasor] [--plan studies/population.yaml]
         [--work DIR] [--paths own,prepared] [--skip-contextual] [--device cpu|cuda]
 
+With `--whole`, the population itself instead: every frozen system of the plan scored on the
+set by the service's own loop (`population --score`'s `score_frozen`, one cell at a time, in a
+fresh workspace, or in `--work DIR`, where an interrupted run resumes), then per approach the
+systems, their CPU-seconds per 1,000 questions (each cell's `cpu_s`, counted by the local
+runner) and the total, with the preparations and this controller's own CPU time (scoring,
+store, checks), scaled to the goal's 5,000 questions:
+
+    taskset -c 1 python benchmarks/population_scoring.py --whole \
+        --testset squad-dev-heldout-sentence-order-shuffled
+
 `--work DIR` keeps the preparations and every answer file there (a later run reuses the
 preparations, and compares its answers with those of the first device that wrote them), so a
 machine without spaCy (a GPU host) can run `--paths prepared` on folders made elsewhere.
@@ -42,11 +52,16 @@ from pathlib import Path
 
 import yaml
 
+from evaluator.core import settings
 from evaluator.core.hashing import canonical_json, sha256_bytes
 from evaluator.data import testsets
 from evaluator.data.testsets import first_questions, input_document
+from evaluator.jobs.job import Job
+from evaluator.pipeline import cell, prepared
+from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
-from evaluator.training import frozen
+from evaluator.training import frozen, study, table
+from evaluator.training.run import stored
 from evaluator.training.study import plan as study_plan
 
 REPO = Path(__file__).resolve().parents[1]
@@ -142,7 +157,16 @@ def main() -> None:
     parser.add_argument("--skip-contextual", action="store_true")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--questions", type=int, help="the set's first N questions only")
+    parser.add_argument("--whole", action="store_true",
+                        help="score every frozen system of the plan with the service's loop")
     args = parser.parse_args()
+    if args.whole:
+        if args.approaches or args.questions or args.device != "cpu" or args.skip_contextual \
+                or args.paths != "own,prepared" or args.per_approach != 1:
+            parser.error("--whole scores every system of --plan on the whole --testset: it "
+                         "takes --plan, --testset and --work only")
+        whole_population(Path(args.plan), args.testset, args.work)
+        return
     only = set(filter(None, args.approaches.split(",")))
     wanted = args.paths.split(",")
     if not set(wanted) <= {"own", "prepared"} or not wanted:
@@ -214,6 +238,52 @@ def main() -> None:
           f"(goal: {GOAL_SYSTEMS} systems in {GOAL_CPU_S / 60:.0f} CPU-minutes on a CPU); "
           f"approaches not measured here: "
           f"{', '.join(sorted(set(counts) - set(fastest))) or 'none'}")
+
+
+def whole_population(plan: Path, set_id: str, work: Path | None) -> None:
+    """Every frozen system of `plan` on `set_id` through `score_frozen`, then the CPU time per
+    approach from the cells' run records (see the module's docstring)."""
+    with tempfile.TemporaryDirectory(prefix="population-whole-") as tmp:
+        workspace = (work or Path(tmp)).resolve()
+        testset = testsets.get(set_id)
+        found = study_plan.with_testsets(study_plan.load(plan), [testset])
+        store = Store(workspace)
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        start = time.perf_counter()
+        with settings.override(workspace=str(workspace)):
+            _, skipped = study.score_frozen(found, [testset], Dispatcher("local"), store,
+                                            parallel=1, say=lambda line: print(line, flush=True),
+                                            earlier=table.read(REPO / "results" / "population.csv"))
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        own = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        n = len(testset.load().questions)
+        per_approach: dict[str, list[float]] = {}
+        uncounted = 0
+        for job in found.trainings:
+            system = stored(job, store)
+            row = store.get(Job(system.bundle, testset).key) if system else None
+            cpu = None if row is None else cell.cpu_seconds(row)
+            uncounted += row is not None and cpu is None
+            if cpu is not None:
+                per_approach.setdefault(job.approach.id, []).append(cpu)
+        preparations, _ = prepared.cpu_seconds(prepared.made_since(workspace, 0))
+    scale = GOAL_QUESTIONS / n
+    print(f"\n{set_id}: {n:,} questions; {sum(map(len, per_approach.values()))} systems "
+          f"scored ({len(skipped)} of the plan not frozen, {uncounted} scored before runs "
+          f"were counted), {wall / 60:.1f} wall-minutes")
+    print(f"{'approach':<17} {'systems':>7} {'CPU-s/1k, mean':>14} {'min':>6} {'max':>6} "
+          f"{'CPU-min':>8}")
+    total = 0.0
+    for approach, cpus in sorted(per_approach.items(), key=lambda kv: -sum(kv[1])):
+        total += sum(cpus)
+        print(f"{approach:<17} {len(cpus):>7} {1000 * sum(cpus) / len(cpus) / n:>14.2f} "
+              f"{1000 * min(cpus) / n:>6.2f} {1000 * max(cpus) / n:>6.2f} "
+              f"{sum(cpus) / 60:>8.1f}")
+    print(f"systems' processes {total / 60:.1f} CPU-min, preparations {preparations / 60:.1f}, "
+          f"this controller {own / 60:.1f}: {(total + preparations + own) / 60:.1f} CPU-min on "
+          f"{n:,} questions, {(total + preparations + own) * scale / 60:.1f} on {GOAL_QUESTIONS:,} "
+          f"(goal: {GOAL_SYSTEMS} systems in {GOAL_CPU_S / 60:.0f} CPU-minutes)")
 
 
 def _share(share: float) -> str:

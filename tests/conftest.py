@@ -112,6 +112,13 @@ json.dump({q["id"]: p["context"].split()[0] for a in doc["data"] for p in a["par
            for q in p["qas"]}, open(sys.argv[2], "w"))
 """  # a command bundle's program: every question answered by its paragraph's first word
 
+BUSY_THEN_IDLE = """import time
+start = time.process_time()
+while time.process_time() - start < 1:
+    pass
+time.sleep(1)
+""" + FIRST_WORD  # a second of CPU, a second idle, then FIRST_WORD's answers
+
 
 def tiny_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, testsets: dict[str, dict],
                   bundles: dict[str, str | Path]) -> tuple[Path, Path]:

@@ -362,6 +362,8 @@ STEPS = [
     *[Step(f"python benchmarks/{name}.py", "started") for name in (
         "slurm_overhead", "training_throughput", "parallel_cells",
         "population_scoring", "study_resume")],
+    Step("python benchmarks/population_scoring.py --whole --testset "
+         "squad-dev-heldout-sentence-order-shuffled", "started"),
 ]
 
 

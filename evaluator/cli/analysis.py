@@ -293,7 +293,8 @@ def _score_population(plan: Path, new_sets: list[str], table_path: Path, paralle
 
     done, skipped = study.score_frozen(found, [testsets.get(t) for t in new_sets],
                                        Dispatcher(runner, warn=console.warn), store,
-                                       parallel=parallel, say=console.say, saved=progress)
+                                       parallel=parallel, say=console.say, saved=progress,
+                                       earlier=table.read(table_path))
     if skipped:
         console.warn(f"{len(skipped)} systems of the plan are neither frozen nor in this "
                      f"store and were not scored (e.g. {skipped[0]})")

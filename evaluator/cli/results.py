@@ -156,6 +156,9 @@ def results_show(bundle, testset) -> None:
     for key in ("bundle", "testset", "n", "missing", "em", "f1", "scorer_version", "runner",
                 "device", "wall_s", "key", "bundle_digest", "testset_sha256"):
         click.echo(f"{key:>16}: {row[key]}")
+    cpu = record.get("cpu_s", "not recorded (stored by an older version)")
+    click.echo(f"{'cpu_s':>16}: "
+               f"{'not counted by its runner' if cpu is None else cpu}")
     prov = record.get("details", {}).get("provenance")
     if not prov:
         click.echo(f"{'provenance':>16}: not recorded (stored by an older version)")

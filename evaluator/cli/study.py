@@ -127,11 +127,13 @@ def freeze_command(plan, table_path, data_dir, workspace) -> None:
 def _write_table(found: study.Study, store: Store, path: Path,
                  earlier: study.Rows | None = None) -> study.Rows:
     """Write the study's table at `path` from the store and the `earlier` rows (where None,
-    the table there now), under its lock, as two controllers of a plan share it; the rows
-    written."""
+    the table there now), under its lock, as two controllers of a plan share it, keeping the
+    table's rows on sets the plan does not list; the rows written."""
     with table.lock(path, lambda: console.say(
             f"waiting for a controller to finish writing {path}")):
-        rows = study.rows(found, store, table.read(path) if earlier is None else earlier)
+        now = table.read(path)
+        rows = study.rows(found, store, now if earlier is None else earlier)
+        rows = table.ordered(rows + study.beyond_plan(found, rows, now))
         table.write(rows, path)
     return rows
 

@@ -56,6 +56,12 @@ class CellResult:
         }
 
 
+def cpu_seconds(row: dict) -> float | None:
+    """The CPU seconds a stored cell's run used, as its runner counted them (None: not
+    counted, or stored before runs were)."""
+    return json.loads(row["run_record"]).get("cpu_s")
+
+
 def cell_intervals(scores: Scores | list[Unit], level: float,
                    cluster: str | None) -> tuple[intervals.Interval, intervals.Interval]:
     """EM (Clopper-Pearson) and F1 (Student-t) intervals in percent."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from evaluator.core import console
 from evaluator.core.errors import UserError, failure_class_of
 from evaluator.jobs.job import Job
-from evaluator.pipeline.cell import CellBusy, CellResult, evaluate
+from evaluator.pipeline.cell import CellBusy, CellResult, cpu_seconds, evaluate
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store, StoreError
 
@@ -37,6 +37,14 @@ class MatrixReport:
     @property
     def failed(self) -> list[Outcome]:
         return [o for o in self.outcomes if o.result is None]
+
+    def cpu_seconds(self) -> tuple[float, int, int]:
+        """(CPU seconds, cells counted, cells uncounted) of the cells this run scored (not
+        those found stored), as their runners counted them (`RunRecord.cpu_s`)."""
+        counts = [cpu_seconds(o.result.row) for o in self.outcomes
+                  if o.result is not None and not o.result.cached]
+        known = [c for c in counts if c is not None]
+        return sum(known), len(known), len(counts) - len(known)
 
 
 def _attempt(job: Job, runner: Dispatcher, store: Store, options: dict) -> Outcome | None:
@@ -72,12 +80,16 @@ def cpu_slots(parallel: int) -> list[tuple[int, ...]]:
 def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
         progress: Callable[[str], None] = lambda _: None, poll_seconds: float = 1.0,
         wait_for_busy: bool = True, ended: Callable[[Outcome], None] = lambda _: None,
-        **options) -> MatrixReport:
+        cost: Callable[[Job], float] = lambda _: 1.0, **options) -> MatrixReport:
     """Run every cell, `parallel` at a time, each on its own slice of this host's cores
     (`cpu_slots`); cells busy in another controller are retried until that controller
     finishes them (or dies and its lease lapses), or with `wait_for_busy=False` left to it
-    (listed in `busy`). `ended` hears of each cell's outcome as it ends, in this thread."""
+    (listed in `busy`). `ended` hears of each cell's outcome as it ends, in this thread;
+    `cost` is a cell's expected time relative to the others, which the ETA weighs cells by
+    (cells of a population differ a hundredfold; by default all are alike)."""
     report = MatrixReport()
+    costs = {id(job): cost(job) for job in jobs}
+    done_cost = 0.0
     for job in jobs:  # made here, in the main thread, where runners install signal handlers
         runner.runner_for(job.bundle)
     pending = list(jobs)
@@ -106,9 +118,12 @@ def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
                     continue
                 report.outcomes.append(outcome)
                 done = len(report.outcomes)
+                if outcome.result is None or not outcome.result.cached:  # found: no time
+                    done_cost += costs[id(job)]
                 status = "ok" if outcome.result else f"FAILED ({outcome.failure_class})"
+                left = sum(costs[id(j)] for j in [*pending, *running.values(), *busy])
                 elapsed = time.perf_counter() - start
-                eta = console.duration(elapsed / done * (len(jobs) - done))
+                eta = console.duration(elapsed / done_cost * left if done_cost else 0.0)
                 progress(f"[{done}/{len(jobs)}] {job.label}: {status} | running "
                          f"{len(running)}, failed {len(report.failed)}, eta {eta}")
                 if outcome.result is None:

@@ -24,7 +24,7 @@ from evaluator.core.errors import RunFailure
 from evaluator.core.files import exclusive, remove_tree, run_tempdir, write_atomic
 from evaluator.core.gate import Limits, Refused, folder_digest, walk
 from evaluator.core.hashing import canonical_json, file_sha256, sha256_bytes
-from evaluator.runners.base import Runner, TrainRequest
+from evaluator.runners.base import Runner, RunRecord, TrainRequest
 
 FORMAT = 1
 RECORD = "prepared.json"  # beside the folder, written last: the folder is complete
@@ -59,7 +59,8 @@ def prepared_inputs(bundle: Bundle, input_path: Path, runner: Runner, workspace:
             return folder
         started = time.time()
         with run_tempdir("prepare") as tmp:
-            made = _run(bundle, input_path, inner, Path(tmp), f"{label}: preparing its input")
+            made, run = _run(bundle, input_path, inner, Path(tmp),
+                             f"{label}: preparing its input")
             remove_tree(folder)
             partial = folder.with_name(folder.name + ".partial")
             remove_tree(partial)
@@ -72,14 +73,36 @@ def prepared_inputs(bundle: Bundle, input_path: Path, runner: Runner, workspace:
         write_atomic(record, json.dumps({
             "digest": walked.digest, "bytes": walked.total_bytes, "runner": name,
             "command": bundle.prepare_command, "made_for": label,
-            "wall_s": round(time.time() - started, 3), "created_at": time.time()},
+            "wall_s": round(time.time() - started, 3), "cpu_s": run.cpu_s,
+            "created_at": time.time()},
             indent=1, sort_keys=True).encode())
     return folder
 
 
-def _run(bundle: Bundle, input_path: Path, runner, tmp: Path, label: str) -> Path:
+def made_since(workspace: Path, since: float) -> list[dict]:
+    """The records of the prepared folders made in `workspace` from time `since` on (by any
+    controller sharing the workspace)."""
+    out = []
+    for path in sorted((workspace / "prepared").glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and record.get("created_at", 0) >= since:
+            out.append(record)
+    return out
+
+
+def cpu_seconds(records: list[dict]) -> tuple[float, int]:
+    """(CPU seconds, preparations whose runner counted none) of prepared-folder records."""
+    counted = [r["cpu_s"] for r in records if r.get("cpu_s") is not None]
+    return sum(counted), len(records) - len(counted)
+
+
+def _run(bundle: Bundle, input_path: Path, runner, tmp: Path, label: str
+         ) -> tuple[Path, RunRecord]:
     """The prepare command as a training of a code-less approach: the input as its train
-    file, the prepared folder as its weights folder."""
+    file, the prepared folder as its weights folder; (that folder, the run's record)."""
     empty, model, checkpoints = tmp / "empty", tmp / "prepared", tmp / "checkpoints"
     for path in (empty, model, checkpoints):
         path.mkdir()
@@ -91,5 +114,5 @@ def _run(bundle: Bundle, input_path: Path, runner, tmp: Path, label: str) -> Pat
         bundle, kind="approach", folder=empty, command=None, train_command=command,
         prepare_command=None, model={}, weights_digest=None, system_key=None,
         hyperparameters={}, resources={**bundle.resources, "output": CAP})
-    runner.train(TrainRequest(preparer, input_path, config, model, checkpoints, label, "cpu"))
-    return model
+    return model, runner.train(TrainRequest(preparer, input_path, config, model, checkpoints,
+                                            label, "cpu"))

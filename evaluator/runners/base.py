@@ -62,6 +62,8 @@ class RunRecord:
     image_digest: str | None = None
     device: str = "cpu"
     details: dict = field(default_factory=dict)
+    cpu_s: float | None = None  # user + system CPU seconds of the run's processes, where the
+    # runner can count them (a child process it waits for, a container's cgroup); else None
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -104,6 +106,7 @@ class Exit:
     output_exceeded: bool = False
     output_limit: int | None = None
     produced: bool = True  # the expected output file exists
+    cpu_s: float | None = None  # user + system CPU seconds, where the runner counts them
 
 
 def classify(label: str, ended: Exit) -> None:

@@ -112,4 +112,4 @@ class GenerativeRunner:
         return RunRecord(runner=self.name, wall_s=wall, exit_code=0, log=ended.log,
                          peak_memory_bytes=ended.peak_memory,
                          device="gpu" if device.startswith("cuda") else "cpu",
-                         details={**details, "isolated": False})
+                         details={**details, "isolated": False}, cpu_s=ended.cpu_s)

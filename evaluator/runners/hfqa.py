@@ -140,7 +140,8 @@ class HFQARunner:
         return RunRecord(runner=self.name, wall_s=wall, exit_code=0, log=ended.log,
                          peak_memory_bytes=details.get("peak_gpu_bytes", ended.peak_memory),
                          device="gpu" if device.startswith("cuda") else "cpu",
-                         details={**details, "in_process": False, "isolated": False})
+                         details={**details, "in_process": False, "isolated": False},
+                         cpu_s=ended.cpu_s)
 
 
 def run_program(argv: list[str], tmp: str, bundle, cpus: tuple[int, ...],
@@ -154,10 +155,10 @@ def run_program(argv: list[str], tmp: str, bundle, cpus: tuple[int, ...],
     env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TMPDIR": tmp,
                 "PYTHONPATH": str(settings.REPO_ROOT)})
     log_path = Path(tmp) / "log.txt"
-    exit_code, wall, peak, timed_out = run_with_limit(
+    exit_code, wall, peak, timed_out, cpu = run_with_limit(
         shlex.join(argv), Path(tmp), env, log_path, bundle.timeout, cpus=cpus)
-    return (Exit(exit_code, read_tail(log_path), timed_out, bundle.timeout, peak_memory=peak),
-            wall, _record(record_path))
+    return (Exit(exit_code, read_tail(log_path), timed_out, bundle.timeout, peak_memory=peak,
+                 cpu_s=cpu), wall, _record(record_path))
 
 
 def _record(path: Path) -> dict:

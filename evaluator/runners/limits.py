@@ -43,9 +43,10 @@ def cancel_all() -> int:
 
 def run_with_limit(command: str, cwd: Path, env: dict, log_path: Path, timeout: float,
                    pid_file: Path | None = None, cpus: tuple[int, ...] = ()
-                   ) -> tuple[int, float, int | None, bool]:
-    """(exit code, wall seconds, peak RSS bytes, timed out) of `/bin/sh -c command`, held to
-    `cpus` (its CPU affinity, which its children inherit) where given."""
+                   ) -> tuple[int, float, int | None, bool, float]:
+    """(exit code, wall seconds, peak RSS bytes, timed out, CPU seconds) of `/bin/sh -c
+    command`, held to `cpus` (its CPU affinity, which its children inherit) where given. The
+    CPU seconds are user plus system time of the command and every descendant it waited for."""
     timed_out = threading.Event()
     pinned = ["taskset", "-c", ",".join(map(str, cpus))] if cpus else []
     with open(log_path, "wb") as log:
@@ -72,7 +73,8 @@ def run_with_limit(command: str, cwd: Path, env: dict, log_path: Path, timeout: 
     if interrupts.stopping():  # killed by cancel_all: a stopped run, not a failed one
         raise KeyboardInterrupt("cancelled: this controller is stopping")
     exit_code = os.waitstatus_to_exitcode(status)
-    return exit_code, wall, usage.ru_maxrss * 1024, timed_out.is_set()
+    cpu = usage.ru_utime + usage.ru_stime
+    return exit_code, wall, usage.ru_maxrss * 1024, timed_out.is_set(), cpu
 
 
 def _keep_niceness(pid: int) -> None:

@@ -82,12 +82,13 @@ class LocalRunner:
                 env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
                 env["VIRTUAL_ENV"] = str(venv)
             log_path = Path(tmp) / "log.txt"
-            exit_code, wall, peak, timed_out = run_with_limit(
+            exit_code, wall, peak, timed_out, cpu = run_with_limit(
                 fill_command(command, **paths), workdir, env, log_path, bundle.timeout, pid_file,
                 cpus)
             log = read_tail(log_path)
         record = RunRecord(runner=self.name, wall_s=wall, exit_code=exit_code, log=log,
                            peak_memory_bytes=peak, device="gpu" if device == "gpu" else "cpu",
+                           cpu_s=cpu,
                            details={"isolated": False, "cpus": list(cpus) or None})
         classify(label, Exit(exit_code, log, timed_out, bundle.timeout, peak_memory=peak))
         return record

@@ -1,15 +1,20 @@
 """One cell, one run: a result another controller stores while this one is deciding is taken
-from the store, never computed a second time."""
+from the store, never computed a second time; a run's CPU time is stored with it."""
 
 from __future__ import annotations
 
+import json
+
+from click.testing import CliRunner
+
 from evaluator.bundles import spec as bundles
+from evaluator.cli.main import main
 from evaluator.data import testsets
 from evaluator.jobs.job import Job
 from evaluator.pipeline import cell
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
-from tests.conftest import FIRST_WORD, raced_store, tiny_registry
+from tests.conftest import BUSY_THEN_IDLE, FIRST_WORD, raced_store, tiny_registry
 
 
 class CountingRunner:
@@ -46,3 +51,16 @@ def test_a_damaged_cell_is_recomputed_once(tmp_path, monkeypatch, workspace, sma
     again = cell.evaluate(job, runner, store)
     assert runner.runs == 2 and not again.cached and again.em == first.em
     assert cell.evaluate(job, runner, store).cached and runner.runs == 2
+
+
+def test_a_cell_stores_the_cpu_seconds_its_run_used(tmp_path, monkeypatch, workspace,
+                                                    small_dev):
+    """The local runner counts the submission's CPU time (a busy second, not an idle one)
+    into the cell's run record, and `results show` prints it."""
+    tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev}, {"busy": BUSY_THEN_IDLE})
+    result = cell.evaluate(Job(bundles.get("busy"), testsets.get("tiny")), Dispatcher("local"),
+                           Store.open_default())
+    record = json.loads(result.row["run_record"])
+    assert 1.0 <= record["cpu_s"] < record["wall_s"] - 0.5
+    shown = CliRunner().invoke(main, ["results", "show", "busy", "tiny"])
+    assert shown.exit_code == 0 and f"cpu_s: {record['cpu_s']}" in shown.output

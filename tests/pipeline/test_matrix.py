@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from evaluator.pipeline import matrix
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.runners.docker import daemon_available
 from evaluator.store.store import Store
-from tests.conftest import FIRST_WORD, tiny_registry
+from tests.conftest import BUSY_THEN_IDLE, FIRST_WORD, tiny_registry
 
 SEES_CORES = """import json, os, sys
 doc = json.load(open(sys.argv[1]))
@@ -81,3 +82,38 @@ def test_a_cell_another_live_controller_holds_is_left_to_it_when_asked(
     again = matrix.run([held, free], Dispatcher("local"), store, wait_for_busy=False)
     assert again.busy == [] and all(o.result for o in again.outcomes)
     assert [o.result.cached for o in again.outcomes] == [False, True]
+
+
+def test_a_report_counts_the_cpu_time_of_the_cells_it_ran_not_of_those_it_found(
+        tmp_path, monkeypatch, workspace, small_dev):
+    """The CPU time a matrix reports is that of its own runs: a cell found stored cost
+    this run nothing."""
+    other = {**small_dev, "data": small_dev["data"][:1]}
+    tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev, "tiny-too": other},
+                  {"busy": BUSY_THEN_IDLE})
+    store = Store.open_default()
+    first, second = (Job(bundles.get("busy"), testsets.get(t)) for t in ("tiny", "tiny-too"))
+    report = matrix.run([first], Dispatcher("local"), store)
+    cpu, counted, uncounted = report.cpu_seconds()
+    assert 1.0 <= cpu < 10 and (counted, uncounted) == (1, 0)
+    both = matrix.run([first, second], Dispatcher("local"), store)
+    assert [o.result.cached for o in both.outcomes] == [True, False]
+    again, counted, _ = both.cpu_seconds()
+    assert counted == 1 and again == json.loads(
+        store.get(second.key)["run_record"])["cpu_s"]
+
+
+def test_the_eta_weighs_the_cells_left_by_their_expected_cost(
+        tmp_path, monkeypatch, workspace, small_dev):
+    """Cells of a population differ a hundredfold: after a cheap cell, an expensive one left
+    is an ETA of hours, not of one more cheap cell; by default every cell counts alike."""
+    other = {**small_dev, "data": small_dev["data"][:1]}
+    tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev, "tiny-too": other},
+                  {"first": FIRST_WORD})
+    jobs = [Job(bundles.get("first"), testsets.get(t)) for t in ("tiny", "tiny-too")]
+    weighed, alike = [], []
+    matrix.run(jobs, Dispatcher("local"), Store(tmp_path / "a"), progress=weighed.append,
+               cost=lambda job: 1.0 if job is jobs[0] else 1e6)
+    matrix.run(jobs, Dispatcher("local"), Store(tmp_path / "b"), progress=alike.append)
+    assert re.search(r"\[1/2\].*eta \d+ h \d+ min$", weighed[0])
+    assert re.search(r"\[1/2\].*eta \d+ s$", alike[0])

@@ -123,6 +123,7 @@ def test_each_input_is_prepared_once_for_every_system_of_the_approach(prepared_r
     assert scores[0]["extra"] == 1  # the local runner is not isolated: "wrote-prepared"
     for record in records:
         assert record["runner"] == "local" and record["bytes"] > 0
+        assert 0 < record["cpu_s"] < 60  # its process's CPU time, counted by the runner
     # the prepare step ran in a folder without the approach's code
     assert not list((ws / "prepared").glob("*/saw-approach"))
 
@@ -165,8 +166,20 @@ def test_in_a_container_the_prepared_folder_is_read_only(prepared_registry):
     [record] = [r for r in _records(prepared_registry["workspace"]) if "tiny-test" in
                 r["made_for"]]
     assert record["runner"] == "docker"
+    if counts_container_cpu():
+        assert 0 < record["cpu_s"] < 60
+    else:  # the systemd cgroup driver: no parent cgroup outlives the container
+        assert record["cpu_s"] is None
     local = f1_of(system, "tiny-test", "local")
     assert local["f1"]["value"] == cell["f1"]["value"]
+
+
+def counts_container_cpu() -> bool:
+    """Whether this daemon runs containers under a parent cgroup whose CPU time is read."""
+    import docker
+
+    from evaluator.runners.docker import container
+    return container._memory_parent(docker.from_env(), "probe") is not None
 
 
 @pytest.mark.parametrize("change, message", [

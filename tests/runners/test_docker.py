@@ -25,7 +25,7 @@ from evaluator.runners.dispatch import get_runner
 from evaluator.runners.docker import daemon_available
 from evaluator.store.store import Store
 from tests import hostile
-from tests.conftest import REPO, hears_ctrl_c
+from tests.conftest import BUSY_THEN_IDLE, REPO, hears_ctrl_c
 from tests.docker_kit import HostPort, evaluate, host_addresses, needs_docker, ours, run_direct
 
 pytestmark = needs_docker
@@ -240,6 +240,23 @@ def test_a_container_gone_before_its_first_sample_still_has_its_peak_memory(
     assert record.exit_code == 0 and (out / "predictions.json").exists()
     assert record.peak_memory_bytes and 1 << 20 < record.peak_memory_bytes < 4 << 30
     assert parents[0] and docker_container._cgroup_folders(parents[0].lstrip("/")) == []
+
+
+def test_a_container_run_records_the_cpu_seconds_its_cgroup_used(tmp_path, small_dev, client):
+    """The parent cgroup outlives the container, so its CPU time is read once it has
+    exited: a busy second counts, an idle one does not."""
+    from evaluator.runners.docker import container as docker_container
+    if docker_container._memory_parent(client, "probe") is None:
+        pytest.skip("the daemon's cgroup driver is not cgroupfs, or no cgroup tree here")
+    folder = tmp_path / "busy"
+    folder.mkdir()
+    (folder / "program.py").write_text(BUSY_THEN_IDLE)
+    (folder / "bundle.yaml").write_text(json.dumps({
+        "id": "busy", "name": "busy", "kind": "command", "resources": {"timeout": 60},
+        "command": "python3 program.py {input} {output}"}))
+    record, out = run_direct(folder, tmp_path, small_dev)
+    assert record.exit_code == 0 and (out / "predictions.json").exists()
+    assert 1.0 <= record.cpu_s < record.wall_s - 0.5
 
 
 def test_the_reaper_removes_the_parent_cgroup_a_removed_container_left(client):

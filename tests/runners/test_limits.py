@@ -1,7 +1,8 @@
 """A run started by `run_with_limit` ends with its time limit, and with the process that
 started it, however that process ends: a controller killed by SIGKILL (or by a test's own
-time-out) leaves no submission, and none of the programs it started, running; and
-a run of a niced controller yields as its controller does."""
+time-out) leaves no submission, and none of the programs it started, running; a run of a
+niced controller yields as its controller does; and a run's CPU time is counted (a
+container's from its cgroup's files)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from evaluator.runners.docker.container import cgroup_cpu_seconds
 from evaluator.runners.limits import run_with_limit
 
 # a command whose program starts a program of its own, writes that one's pid, and waits
@@ -52,8 +54,8 @@ def _wait_for(predicate, seconds: float = 20.0) -> bool:
 
 
 def test_a_run_past_its_time_limit_is_killed_with_everything_it_started(tmp_path):
-    exit_code, wall, _, timed_out = run_with_limit(FAMILY, tmp_path, dict(os.environ),
-                                                   tmp_path / "log.txt", timeout=1.0)
+    exit_code, wall, _, timed_out, _ = run_with_limit(FAMILY, tmp_path, dict(os.environ),
+                                                      tmp_path / "log.txt", timeout=1.0)
     grandchild = int((tmp_path / "grandchild.pid").read_text())
     assert timed_out and exit_code == -signal.SIGKILL and wall < 30
     assert _wait_for(lambda: not _running(grandchild))
@@ -82,11 +84,22 @@ def test_a_run_whose_controller_is_killed_dies_with_it(tmp_path):
 
 def test_a_run_that_ends_on_its_own_leaves_no_guard_behind(tmp_path):
     before = _children(os.getpid())
-    exit_code, _, _, timed_out = run_with_limit("echo done", tmp_path, dict(os.environ),
-                                                tmp_path / "log.txt", timeout=60)
+    exit_code, _, _, timed_out, _ = run_with_limit("echo done", tmp_path, dict(os.environ),
+                                                   tmp_path / "log.txt", timeout=60)
     assert (exit_code, timed_out) == (0, False)
     assert (tmp_path / "log.txt").read_text() == "done\n"
     assert _children(os.getpid()) - before == set()  # neither the run nor its guard
+
+
+def test_a_run_counts_the_cpu_time_of_its_command_and_of_what_that_started(tmp_path):
+    """CPU seconds are those the command and its descendants used, not wall time: a
+    grandchild that spins for a second counts, a sleep does not."""
+    (tmp_path / "spin.py").write_text("import time\nstart = time.process_time()\n"
+                                      "while time.process_time() - start < 1:\n    pass\n")
+    _, wall, _, _, cpu = run_with_limit(f"sh -c '{sys.executable} spin.py'; sleep 1", tmp_path,
+                                        dict(os.environ), tmp_path / "log.txt", timeout=60)
+    assert (tmp_path / "log.txt").read_text() == ""
+    assert 1.0 <= cpu < wall - 0.5
 
 
 @pytest.mark.skipif(not Path("/proc/self/autogroup").exists(), reason="no autogroups here")
@@ -102,3 +115,19 @@ def test_a_run_of_a_niced_controller_is_niced_as_a_session(tmp_path):
         timeout=60)
     assert controller.returncode == 0
     assert (tmp_path / "log.txt").read_text().split()[-2:] == ["nice", "7"]
+
+
+def test_a_containers_cpu_time_is_read_from_either_cgroup_version_or_not_at_all(tmp_path):
+    """cgroup v1 counts nanoseconds, v2 microseconds in `cpu.stat`; a file that reads but
+    says nothing usable gives no count rather than failing the run."""
+    files = {"v1/cpuacct.usage": "2500000000\n", "v2/cpu.stat": "usage_usec 1500000\n"
+             "user_usec 1000000\n", "empty/cpuacct.usage": "", "cut/cpu.stat": "usage_usec \n"}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir()
+        (tmp_path / name).write_text(text)
+    gone = tmp_path / "gone" / "cpuacct.usage"
+    assert cgroup_cpu_seconds([gone, tmp_path / "v1/cpuacct.usage"]) == 2.5
+    assert cgroup_cpu_seconds([gone, tmp_path / "v2/cpu.stat"]) == 1.5
+    assert cgroup_cpu_seconds([tmp_path / "empty/cpuacct.usage"]) is None
+    assert cgroup_cpu_seconds([tmp_path / "cut/cpu.stat"]) is None
+    assert cgroup_cpu_seconds([gone]) is None

@@ -287,6 +287,8 @@ def test_a_new_test_set_is_scored_by_every_frozen_system_with_one_command(
                "--bootstrap", "0")
     assert done.returncode == 0, done.stderr
     assert "4 cells scored or found" in done.stderr
+    assert re.search(r"CPU time of this run: \d+\.\d min in 4 cells' processes, "
+                     r"0\.0 min in 0 preparations", done.stderr)  # the words prepare nothing
     written = [int(n) for n in re.findall(r"(\d+) rows of the new sets in the table",
                                          done.stderr)]  # as each system's cell ends
     assert len(written) >= 2 and written[0] < written[-1] == 4 * 2  # EM and F1 rows
@@ -298,6 +300,12 @@ def test_a_new_test_set_is_scored_by_every_frozen_system_with_one_command(
         [*before, gone], key=lambda r: (r["model"], r["testset"], r["metric"]))  # all kept
     assert "trend of brand-new against squad-dev-heldout" in done.stdout
     assert (tmp_path / "fig" / "population-trend-brand-new.png").is_file()
+    assert nothing_trained(tmp_path / "clean")
+    # the plan's own run, which does not list the new set, writes its table again keeping it
+    again = run("qashift", "study", "run", str(plan), "--table", str(table), "--runner", "local")
+    assert again.returncode == 0, again.stderr
+    with open(table) as handle:
+        assert [r for r in csv.DictReader(handle) if r["testset"] == "brand-new"] == rows
     assert nothing_trained(tmp_path / "clean")
 
 
@@ -347,6 +355,8 @@ def test_strata_score_the_whole_split_systems_once_and_keep_them_in_a_table(
     assert done.returncode == 0, done.stderr
     assert "2 systems trained on a whole split, on tiny-ref, tiny-new" in done.stderr
     assert "4 cells scored or found" in done.stderr
+    assert re.search(r"CPU time of this run: \d+\.\d min in 4 cells' processes, "
+                     r"0\.0 min in 0 preparations", done.stderr)  # the words prepare nothing
     written = re.findall(r"strata\.csv: (\d) \(system, set\) pairs", done.stderr)
     assert written == ["2", "4"]  # as each system's two cells end
     scored = {(r["bundle"], r["testset"]) for r in Store(clean).results()}

@@ -108,7 +108,7 @@ class DockerRunner:
         record = RunRecord(runner=self.name, wall_s=outcome.wall_s, exit_code=outcome.exit_code,
                            log=outcome.log, peak_memory_bytes=outcome.peak_memory,
                            image_digest=image_digest, device="gpu" if gpus else "cpu",
-                           details=outcome.details)
+                           details=outcome.details, cpu_s=outcome.cpu_s)
         try:
             classify_exit(approach, outcome, stage.model)
             stage.hand_back(request, _output_limit(approach))
@@ -144,7 +144,8 @@ class DockerRunner:
             record = RunRecord(runner=self.name, wall_s=outcome.wall_s,
                                exit_code=outcome.exit_code, log=outcome.log,
                                peak_memory_bytes=outcome.peak_memory, image_digest=image_digest,
-                               device="gpu" if gpus else "cpu", details=outcome.details)
+                               device="gpu" if gpus else "cpu", details=outcome.details,
+                               cpu_s=outcome.cpu_s)
             classify_exit(bundle, outcome, staging)
             mark = time.perf_counter()
             _collect(staging / PREDICTIONS_FILE, request.output_path)

@@ -50,8 +50,9 @@ _LIVE: dict[str, bool] = {}
 class _Outcome:
     def __init__(self, *, wall_s: float, exit_code: int | None, log: str,
                  peak_memory: int | None, timed_out: bool, oom_killed: bool,
-                 memory_limit: int, details: dict, output_exceeded: bool = False):
-        self.wall_s, self.exit_code, self.log = wall_s, exit_code, log
+                 memory_limit: int, details: dict, output_exceeded: bool = False,
+                 cpu_s: float | None = None):
+        self.wall_s, self.exit_code, self.log, self.cpu_s = wall_s, exit_code, log, cpu_s
         self.peak_memory, self.timed_out, self.oom_killed = peak_memory, timed_out, oom_killed
         self.memory_limit, self.details = memory_limit, details
         self.output_exceeded = output_exceeded
@@ -128,7 +129,7 @@ def run_container(client, request: RunRequest, program: Program, image_id: str,
                         log=text, peak_memory=sampler.peak, timed_out=timed_out,
                         oom_killed=bool(state.get("OOMKilled")),
                         memory_limit=kwargs["mem_limit"],
-                        output_exceeded=sampler.output_exceeded,
+                        output_exceeded=sampler.output_exceeded, cpu_s=sampler.cpu_s,
                         details={"container_limits": _limits_summary(kwargs),
                                  "gpus": gpus, "log_bytes": log.total,
                                  "phases_s": phases})
@@ -231,7 +232,8 @@ class _ContainerWatch:
     The container's own cgroup disappears with it, so a container that exits before the first
     sample would have no peak; where the run has its own parent cgroup (`_memory_parent`),
     that parent's high-water mark outlives the container and is read last (cgroup v1
-    `memory.max_usage_in_bytes`; v2 `memory.peak` where the kernel has it). The output check
+    `memory.max_usage_in_bytes`; v2 `memory.peak` where the kernel has it), and so is its CPU
+    time (v1 `cpuacct.usage`, v2 `cpu.stat`'s `usage_usec`). The output check
     runs every `interval`, so a fast writer overshoots by at most what it writes in that time.
     """
     def __init__(self, container_id: str, output: tuple[Path, ...] = (),
@@ -246,7 +248,10 @@ class _ContainerWatch:
                       Path(f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/"
                            f"memory.peak"),
                       Path(f"/sys/fs/cgroup/docker/{container_id}/memory.peak")]
-        self.interval, self.peak = interval, None
+        self.cpu_files = ([Path(f"/sys/fs/cgroup/cpuacct{parent}/cpuacct.usage"),
+                           Path(f"/sys/fs/cgroup/cpu,cpuacct{parent}/cpuacct.usage"),
+                           Path(f"/sys/fs/cgroup{parent}/cpu.stat")] if parent else [])
+        self.interval, self.peak, self.cpu_s = interval, None, None
         self.output, self.output_limit = output, output_limit
         self.on_output_exceeded, self.output_exceeded = on_output_exceeded, False
         self._done = threading.Event()
@@ -264,6 +269,7 @@ class _ContainerWatch:
             self._thread.join(timeout=1)
         self._sample()  # the parent cgroup, if any, holds the peak of a container now gone
         self._check_output()  # a writer that exited between two samples is caught here
+        self.cpu_s = cgroup_cpu_seconds(self.cpu_files)
 
     def _sample(self) -> None:
         for path in self.files:
@@ -288,6 +294,23 @@ class _ContainerWatch:
         while not self._done.wait(self.interval):
             self._sample()
             self._check_output()
+
+
+def cgroup_cpu_seconds(files: list[Path]) -> float | None:
+    """CPU seconds a cgroup has used, from the first of `files` that reads: cgroup v1's
+    `cpuacct.usage` (nanoseconds) or v2's `cpu.stat` (`usage_usec`); None if none does."""
+    for path in files:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        if path.name == "cpu.stat":
+            fields = dict(line.split(maxsplit=1) for line in text.splitlines()
+                          if len(line.split()) == 2)
+            usec = fields.get("usage_usec", "").strip()
+            return int(usec) / 1e6 if usec.isdigit() else None
+        return int(text) / 1e9 if text.strip().isdigit() else None
+    return None
 
 
 class _LogTail:

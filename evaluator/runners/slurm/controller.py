@@ -521,7 +521,8 @@ class SlurmRunner:
                          exit_code=inner.get("exit_code"), log=inner.get("log", ""),
                          peak_memory_bytes=inner.get("peak_memory_bytes"),
                          image_digest=inner.get("image_digest"),
-                         device=inner.get("device", "cpu"), details=details)
+                         device=inner.get("device", "cpu"), details=details,
+                         cpu_s=inner.get("cpu_s"))
 
     # -- bookkeeping ----------------------------------------------------------------------
     def _record_job(self, cell: Path, job_id: str, submitted_at: float) -> None:

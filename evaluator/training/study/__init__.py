@@ -27,10 +27,17 @@ from evaluator.training.study.plan import (
     selected,
     with_testsets,
 )
-from evaluator.training.study.rows import Rows, current_rows, held_cells, recorded, rows
+from evaluator.training.study.rows import (
+    Rows,
+    beyond_plan,
+    current_rows,
+    held_cells,
+    recorded,
+    rows,
+)
 from evaluator.training.study.status import StudyStatus, status
 
 __all__ = ["MAX_SYSTEMS", "ApproachPlan", "Benchmark", "BenchmarkPair", "Rows",
            "Say", "Scalar", "Study", "StudyFile", "StudyStatus",
-           "current_rows", "draws", "held_cells", "load", "recorded", "rows", "run",
+           "beyond_plan", "current_rows", "draws", "held_cells", "load", "recorded", "rows", "run",
            "score_frozen", "selected", "status", "with_testsets"]

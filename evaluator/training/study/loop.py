@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from statistics import median
 
 from evaluator.core import console
 from evaluator.core.errors import DataError, RunFailure, UserError
 from evaluator.data.testsets import TestSet
 from evaluator.jobs.job import Job
-from evaluator.pipeline import matrix
+from evaluator.pipeline import matrix, prepared
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store, StoreError
 from evaluator.training.run import TrainingBusy, stored, train
+from evaluator.training.study.pace import Pace
 from evaluator.training.study.plan import Study, selected
 from evaluator.training.study.rows import Rows, current_rows, held_cells, recorded
 from evaluator.training.study.status import StudyStatus, status
@@ -90,12 +92,16 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
 def score_frozen(study: Study, sets: list[TestSet], runner: Dispatcher, store: Store, *,
                  parallel: int = 2, say: Say = lambda _: None,
                  held: Callable[[str, str], bool] = lambda system, testset: False,
-                 saved: Callable[[], object] = lambda: None) -> tuple[int, list[str]]:
+                 saved: Callable[[], object] = lambda: None,
+                 earlier: Rows = ()) -> tuple[int, list[str]]:
     """Score every system of the plan that is stored or frozen on `sets`, `parallel` cells
     at once, training nothing, except the (system, set) cells `held` says are had already;
     `saved` is called each time all of a system's cells have ended, one of them newly
-    scored, so that a caller can keep its table current through a long run; (cells scored
+    scored, so that a caller can keep its table current through a long run; the ETA weighs
+    each cell by its approach's pace in the `earlier` table where it has one; (cells scored
     or found, systems skipped as not trained)."""
+    pace = Pace.measured(study, current_rows(study, list(earlier)))
+    expected: dict[int, float | None] = {}
     jobs, skipped, left, fresh = [], [], {}, set()
     for job in study.trainings:
         if all(held(job.system_id, testset.id) for testset in sets):
@@ -106,6 +112,7 @@ def score_frozen(study: Study, sets: list[TestSet], runner: Dispatcher, store: S
             continue
         mine = [Job(system.bundle, testset) for testset in sets
                 if not held(job.system_id, testset.id)]
+        expected.update({id(cell): pace.scoring(job, cell.testset) for cell in mine})
         jobs += mine
         left[system.bundle.id] = len(mine)
 
@@ -117,9 +124,26 @@ def score_frozen(study: Study, sets: list[TestSet], runner: Dispatcher, store: S
         if left[bundle] == 0 and bundle in fresh:
             saved()
 
-    report = matrix.run(jobs, runner, store, parallel=parallel, progress=say,
-                        ended=ended)
+    started = time.time()
+    timed = [seconds for seconds in expected.values() if seconds]
+    typical = median(timed) if timed else 1.0  # an approach the table has not timed
+    report = matrix.run(jobs, runner, store, parallel=parallel, progress=say, ended=ended,
+                        cost=lambda cell: expected.get(id(cell)) or typical)
+    say(cost_line(report, prepared.made_since(store.workspace, started)))
     return len(report.outcomes) - len(report.failed), skipped
+
+
+def cost_line(report: matrix.MatrixReport, preparations: list[dict]) -> str:
+    """What a scoring run cost in CPU time: its cells' processes and its preparations."""
+    cpu, counted, uncounted = report.cpu_seconds()
+    prep, prep_uncounted = prepared.cpu_seconds(preparations)
+    line = (f"CPU time of this run: {cpu / 60:.1f} min in {counted} cells' processes, "
+            f"{prep / 60:.1f} min in {len(preparations)} preparations, "
+            f"{(cpu + prep) / 60:.1f} min in all")
+    if uncounted or prep_uncounted:
+        line += (f" ({uncounted} cells and {prep_uncounted} preparations ran where their "
+                 f"runner counts no CPU time)")
+    return line
 
 
 def _eta(elapsed: float, before: StudyStatus, now: StudyStatus, todo: int) -> str:

@@ -5,6 +5,8 @@ machine) that ran part of it. Reading, writing and locking table files is `train
 
 from __future__ import annotations
 
+from evaluator.core.errors import UserError
+from evaluator.data import testsets
 from evaluator.store.store import Store
 from evaluator.training import table
 from evaluator.training.job import TrainJob
@@ -105,3 +107,25 @@ def rows(study: Study, store: Store, earlier: Rows = ()) -> Rows:
             if name not in current or name in unfinished
             or (current[name] == r["weights_digest"] and (name, r["testset"]) not in scored)]
     return table.ordered(fresh + kept)
+
+
+def beyond_plan(study: Study, written: Rows, earlier: Rows) -> Rows:
+    """An earlier table's rows on test sets the plan does not list (a new set scored with
+    `population --score`), of the plan's systems as it makes them now and of the weights the
+    `written` rows name for them, on the bytes the set's folder names today (a set whose
+    folder is gone keeps its rows): kept when the plan's table is written again."""
+    listed = {t.id for t in study.testsets}
+    keys = {job.system_id: job.key for job in study.trainings}
+    weights = {r["model"]: r["weights_digest"] for r in written}
+    mine = [r for r in earlier if r["testset"] not in listed and keys.get(r["model"]) ==
+            r["train_key"] and weights.get(r["model"]) == r["weights_digest"]]
+    today = {set_id: _sha256_today(set_id) for set_id in {r["testset"] for r in mine}}
+    return [r for r in mine if today[r["testset"]] in (None, r["testset_sha256"])]
+
+
+def _sha256_today(set_id: str) -> str | None:
+    """The bytes a test-set folder names; None if no folder of that name can be read."""
+    try:
+        return testsets.get(set_id).sha256
+    except UserError:
+        return None
