@@ -21,9 +21,10 @@ set by the service's own loop (`population --score`'s `score_frozen`, one cell a
 fresh workspace, or in `--work DIR`, where an interrupted run resumes), then per approach the
 systems, their CPU-seconds per 1,000 questions (each cell's `cpu_s`, counted by the local
 runner) and the total, with the preparations and this controller's own CPU time (scoring,
-store, checks), scaled to the goal's 5,000 questions:
+store, checks), scaled to the goal's 5,000 questions (`--jobs 2`: two cells at once, each on
+a core of its own; the CPU time is the same work's):
 
-    taskset -c 1 python benchmarks/population_scoring.py --whole \
+    python benchmarks/population_scoring.py --whole [--jobs 2] \
         --testset squad-dev-heldout-sentence-order-shuffled
 
 `--work DIR` keeps the preparations and every answer file there (a later run reuses the
@@ -159,13 +160,15 @@ def main() -> None:
     parser.add_argument("--questions", type=int, help="the set's first N questions only")
     parser.add_argument("--whole", action="store_true",
                         help="score every frozen system of the plan with the service's loop")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="with --whole: cells at once, each on its own core")
     args = parser.parse_args()
     if args.whole:
         if args.approaches or args.questions or args.device != "cpu" or args.skip_contextual \
                 or args.paths != "own,prepared" or args.per_approach != 1:
             parser.error("--whole scores every system of --plan on the whole --testset: it "
-                         "takes --plan, --testset and --work only")
-        whole_population(Path(args.plan), args.testset, args.work)
+                         "takes --plan, --testset, --work and --jobs only")
+        whole_population(Path(args.plan), args.testset, args.work, args.jobs)
         return
     only = set(filter(None, args.approaches.split(",")))
     wanted = args.paths.split(",")
@@ -240,7 +243,7 @@ def main() -> None:
           f"{', '.join(sorted(set(counts) - set(fastest))) or 'none'}")
 
 
-def whole_population(plan: Path, set_id: str, work: Path | None) -> None:
+def whole_population(plan: Path, set_id: str, work: Path | None, jobs: int = 1) -> None:
     """Every frozen system of `plan` on `set_id` through `score_frozen`, then the CPU time per
     approach from the cells' run records (see the module's docstring)."""
     with tempfile.TemporaryDirectory(prefix="population-whole-") as tmp:
@@ -252,7 +255,8 @@ def whole_population(plan: Path, set_id: str, work: Path | None) -> None:
         start = time.perf_counter()
         with settings.override(workspace=str(workspace)):
             _, skipped = study.score_frozen(found, [testset], Dispatcher("local"), store,
-                                            parallel=1, say=lambda line: print(line, flush=True),
+                                            parallel=jobs,
+                                            say=lambda line: print(line, flush=True),
                                             earlier=table.read(REPO / "results" / "population.csv"))
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_SELF)
