@@ -123,7 +123,7 @@ def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
                 status = "ok" if outcome.result else f"FAILED ({outcome.failure_class})"
                 left = sum(costs[id(j)] for j in [*pending, *running.values(), *busy])
                 elapsed = time.perf_counter() - start
-                eta = console.duration(elapsed / done_cost * left if done_cost else 0.0)
+                eta = console.duration(elapsed / done_cost * left) if done_cost else "-"
                 progress(f"[{done}/{len(jobs)}] {job.label}: {status} | running "
                          f"{len(running)}, failed {len(report.failed)}, eta {eta}")
                 if outcome.result is None:
