@@ -20,9 +20,11 @@ With `--whole`, the population itself instead: every frozen system of the plan s
 set by the service's own loop (`population --score`'s `score_frozen`, one cell at a time, in a
 fresh workspace, or in `--work DIR`, where an interrupted run resumes), then per approach the
 systems, their CPU-seconds per 1,000 questions (each cell's `cpu_s`, counted by the local
-runner) and the total, with the preparations and this controller's own CPU time (scoring,
-store, checks), scaled to the goal's 5,000 questions (`--jobs 2`: two cells at once, each on
-a core of its own; the CPU time is the same work's):
+runner) and the share of it in the model loop (the timing line of the cell's log), and the
+total, with the preparations and this controller's own CPU time (scoring, store, checks),
+scaled to the goal's 5,000 questions; last, the model loops' own total: a floor that no
+sharing of per-set work lowers (`--jobs 2`: two cells at once, each on a core of its own;
+the CPU time is the same work's):
 
     python benchmarks/population_scoring.py --whole [--jobs 2] \
         --testset squad-dev-heldout-sentence-order-shuffled
@@ -263,6 +265,7 @@ def whole_population(plan: Path, set_id: str, work: Path | None, jobs: int = 1) 
         own = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         n = len(testset.load().questions)
         per_approach: dict[str, list[float]] = {}
+        model_s: dict[str, float] = {}  # the reader loop's own timing, where it prints one
         uncounted = 0
         for job in found.trainings:
             system = stored(job, store)
@@ -271,23 +274,43 @@ def whole_population(plan: Path, set_id: str, work: Path | None, jobs: int = 1) 
             uncounted += row is not None and cpu is None
             if cpu is not None:
                 per_approach.setdefault(job.approach.id, []).append(cpu)
+                model = _model_seconds(store, row)
+                if model is not None:
+                    model_s[job.approach.id] = model_s.get(job.approach.id, 0.0) + model
         preparations, _ = prepared.cpu_seconds(prepared.made_since(workspace, 0))
     scale = GOAL_QUESTIONS / n
     print(f"\n{set_id}: {n:,} questions; {sum(map(len, per_approach.values()))} systems "
           f"scored ({len(skipped)} of the plan not frozen, {uncounted} scored before runs "
           f"were counted), {wall / 60:.1f} wall-minutes")
     print(f"{'approach':<17} {'systems':>7} {'CPU-s/1k, mean':>14} {'min':>6} {'max':>6} "
-          f"{'CPU-min':>8}")
+          f"{'CPU-min':>8} {'model share':>11}")
     total = 0.0
     for approach, cpus in sorted(per_approach.items(), key=lambda kv: -sum(kv[1])):
         total += sum(cpus)
+        share = model_s[approach] / sum(cpus) if approach in model_s else float("nan")
         print(f"{approach:<17} {len(cpus):>7} {1000 * sum(cpus) / len(cpus) / n:>14.2f} "
               f"{1000 * min(cpus) / n:>6.2f} {1000 * max(cpus) / n:>6.2f} "
-              f"{sum(cpus) / 60:>8.1f}")
+              f"{sum(cpus) / 60:>8.1f} {_share(share):>11}")
     print(f"systems' processes {total / 60:.1f} CPU-min, preparations {preparations / 60:.1f}, "
           f"this controller {own / 60:.1f}: {(total + preparations + own) / 60:.1f} CPU-min on "
           f"{n:,} questions, {(total + preparations + own) * scale / 60:.1f} on {GOAL_QUESTIONS:,} "
           f"(goal: {GOAL_SYSTEMS} systems in {GOAL_CPU_S / 60:.0f} CPU-minutes)")
+    if model_s:
+        floor = sum(model_s.values())
+        print(f"the model loops alone of the {sum(len(per_approach[a]) for a in model_s)} systems "
+              f"whose reader times its own ({', '.join(sorted(model_s))}): "
+              f"{floor / 60:.1f} min on {n:,} questions, {floor * scale / 60:.1f} on "
+              f"{GOAL_QUESTIONS:,}: the least these systems cost however much per-set work "
+              f"is shared")
+
+
+def _model_seconds(store: Store, row: dict) -> float | None:
+    """The seconds a stored cell's reader spent in its model loop (batching and forward
+    passes, on the one core its cell was held to), from the timing line of the cell's log;
+    None where the reader prints none."""
+    log = store.get_object(row["log_sha256"]) if row.get("log_sha256") else None
+    match = TIMING.search(log.decode(errors="replace")) if log else None
+    return float(match.group(2)) if match else None
 
 
 def _share(share: float) -> str:
