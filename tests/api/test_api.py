@@ -81,8 +81,8 @@ API_OPTIONS = [  # (the API's keyword arguments, the same as `evaluate` flags)
     ({"limit": 7, "seed": 3}, ["--limit", "7", "--seed", "3"]),
     ({"device": "cpu"}, ["--device", "cpu"]),
     ({"parallel": 2}, ["-j", "2"]),
-    ({"model_args": {"batch_size": 2, "max_seq_len": 96}},
-     ["--model-args", "batch_size=2,max_seq_len=96"]),
+    ({"model_args": {"batch_size": 16, "max_seq_len": 128}},
+     ["--model-args", "batch_size=16,max_seq_len=128"]),
 ]
 
 
