@@ -487,6 +487,7 @@ def best_generative_reader() -> tuple[dict, Path]:
     return best, folder
 
 
+@pytest.mark.slow
 def test_the_frozen_generative_readers_held_out_f1_beats_the_sliding_window_scored_there(
         workspace):
     """Generative submissions: the best generative reader of results/generative.csv (whose
