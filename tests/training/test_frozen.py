@@ -451,12 +451,15 @@ def test_every_frozen_system_is_in_a_committed_table_with_the_scores_its_manifes
 
 @pytest.mark.slow
 def test_a_committed_frozen_system_of_each_approach_gives_its_table_score_on_a_clean_workspace(
-        workspace):
+        workspace, monkeypatch):
     """What a clean clone promises: a system of each approach, run from the repository's
     `frozen/` with an empty workspace, trains nothing and gives its committed table's score
     (within 0.1 on another CPU) on the smallest set it was scored on. One `evaluate` per set
     scores them, as a user would: each preparation of the set is made once, for every system
-    that declares it."""
+    that declares it, and two cells run at once, each held to a core of its own (a reader
+    that starts a thread per core it may use starts one, and one OpenMP thread for those
+    that do not: beside the other test worker, two threads run several times slower)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     chosen = cheapest_of_each_approach()
     assert {m.parts[-4] for m, _ in chosen} == {m.parts[-4] for m in frozen_manifests()}
     values = {(r["model"], r["testset"], r["metric"]): float(r["value"]) for r in table_rows()}
@@ -466,7 +469,7 @@ def test_a_committed_frozen_system_of_each_approach_gives_its_table_score_on_a_c
     wrong = []
     for testset, systems in sorted(by_set.items()):
         done = run("evaluate", *[w for s in systems for w in ("-b", s)], "-t", testset,
-                   "--runner", "local", "--json", timeout=600 * len(systems))
+                   "--runner", "local", "-j", "2", "--json", timeout=600 * len(systems))
         assert done.returncode == 0, done.stderr[-3000:]
         results = json.loads(done.stdout)["results"]
         assert sorted(r["bundle"] for r in results) == sorted(systems)
@@ -505,8 +508,10 @@ def test_the_frozen_generative_reader_answers_alike_here_and_served(workspace, t
     """The same reader on the first dozen paragraphs of two held-out articles (167
     questions) through the local backend and through `transformers serve` (a real server on
     the loopback address) serving its frozen weights folder under the approach's prompt and
-    decoding: the same answers to every question."""
+    decoding: the same answers to every question. (One OpenMP thread on each side: beside
+    the other test worker, two run several times slower.)"""
     pytest.importorskip("fastapi")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     pytest.importorskip("uvicorn")
     best, folder = best_generative_reader()
     held = testsets.get("squad-dev-heldout").load().raw
