@@ -223,8 +223,8 @@ def main() -> None:
                     [sys.executable, "-c", ON_DEVICE, args.device, "approach.py"]
                 cpu, wall, log = child([*program, "predict", "--model", str(weights), *extra,
                                         str(source), str(out)], folder)
-                match = TIMING.search(log)
-                share = float(match.group(2)) / wall if match else float("nan")
+                model = model_seconds(log)
+                share = float("nan") if model is None else model / wall
                 kept = work / f"kept-{testset}-{approach}-{name.replace('/', '-')}.json"
                 same = same_as_before(json.loads(out.read_text()), kept, args.device)
                 rows.setdefault(approach, []).append((cpu, wall))
@@ -274,7 +274,8 @@ def whole_population(plan: Path, set_id: str, work: Path | None, jobs: int = 1) 
             uncounted += row is not None and cpu is None
             if cpu is not None:
                 per_approach.setdefault(job.approach.id, []).append(cpu)
-                model = _model_seconds(store, row)
+                log = store.get_object(row["log_sha256"]) if row.get("log_sha256") else None
+                model = model_seconds(log.decode(errors="replace")) if log else None
                 if model is not None:
                     model_s[job.approach.id] = model_s.get(job.approach.id, 0.0) + model
         preparations, _ = prepared.cpu_seconds(prepared.made_since(workspace, 0))
@@ -304,12 +305,10 @@ def whole_population(plan: Path, set_id: str, work: Path | None, jobs: int = 1) 
               f"is shared")
 
 
-def _model_seconds(store: Store, row: dict) -> float | None:
-    """The seconds a stored cell's reader spent in its model loop (batching and forward
-    passes, on the one core its cell was held to), from the timing line of the cell's log;
-    None where the reader prints none."""
-    log = store.get_object(row["log_sha256"]) if row.get("log_sha256") else None
-    match = TIMING.search(log.decode(errors="replace")) if log else None
+def model_seconds(log: str) -> float | None:
+    """The seconds a reader spent in its model loop (batching and forward passes), from the
+    timing line the shared reader loop prints into its output; None where it prints none."""
+    match = TIMING.search(log)
     return float(match.group(2)) if match else None
 
 

@@ -473,10 +473,12 @@ def test_a_committed_frozen_system_of_each_approach_gives_its_table_score_on_a_c
         assert done.returncode == 0, done.stderr[-3000:]
         results = json.loads(done.stdout)["results"]
         assert sorted(r["bundle"] for r in results) == sorted(systems)
-        wrong += [(r["bundle"], testset, metric, r[metric]["value"], want)
-                  for r in results for metric in ("em", "f1")
-                  if abs(r[metric]["value"] - (want := values[r["bundle"], testset, metric]))
-                  > 0.1]
+        for result in results:
+            for metric in ("em", "f1"):
+                want = values[result["bundle"], testset, metric]
+                if abs(result[metric]["value"] - want) > 0.1:
+                    wrong.append((result["bundle"], testset, metric, result[metric]["value"],
+                                  want))
     assert not wrong, wrong
     assert nothing_trained(workspace)
 
@@ -511,8 +513,8 @@ def test_the_frozen_generative_reader_answers_alike_here_and_served(workspace, t
     decoding: the same answers to every question. (One OpenMP thread on each side: beside
     the other test worker, two run several times slower.)"""
     pytest.importorskip("fastapi")
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     pytest.importorskip("uvicorn")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     best, folder = best_generative_reader()
     held = testsets.get("squad-dev-heldout").load().raw
     sets, subs = tmp_path / "sets", tmp_path / "subs"
