@@ -138,7 +138,7 @@ def bootstrap_band(tx: np.ndarray, ty: np.ndarray, tgrid: np.ndarray, n_boot: in
     bx, by = tx[idx], ty[idx]
     mx, my = bx.mean(axis=1, keepdims=True), by.mean(axis=1, keepdims=True)
     sxx = ((bx - mx) ** 2).sum(axis=1)
-    ok = sxx > 0
+    ok = np.ptp(bx, axis=1) > 0  # not sxx > 0: a mean of equal floats may miss them by an ulp
     slope = ((bx - mx) * (by - my)).sum(axis=1)[ok] / sxx[ok]
     intercept = my[ok, 0] - slope * mx[ok, 0]
     pred = intercept[:, None] + slope[:, None] * tgrid[None, :]

@@ -128,8 +128,10 @@ def binomial_interval(hits: Sequence[float], level: float = DEFAULT_LEVEL,
         return Interval(p, lo, hi, "clopper-pearson", level)
     method = "clopper-pearson-korn-graubard"
     var_c, g_count = _clustered_variance_of_mean(hits, p, clusters)
+    if g_count < 2:  # one cluster: no spread between clusters to estimate, as in t_interval
+        return Interval(p, math.nan, math.nan, method, level)
     n_eff = float(n)
-    if 0.0 < p < 1.0 and n > 1 and g_count > 1:
+    if 0.0 < p < 1.0 and n > 1:
         var_iid = p * (1 - p) / (n - 1)
         deff = var_c / var_iid
         if deff > 0:

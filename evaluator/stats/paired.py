@@ -65,7 +65,10 @@ def paired(metric: str, a: np.ndarray, b: np.ndarray, *, n_boot: int = 10_000, s
     boots = _bootstrap_means(d, n_boot, np.random.default_rng(seed))
     alpha = (1 - level) / 2
     lo, hi = np.quantile(boots, [alpha, 1 - alpha])
-    t_p = 1.0 if np.allclose(d, d[0]) else float(stats.ttest_rel(a, b).pvalue)
+    if np.all(d == d[0]):  # no spread: t is 0/0 (no difference) or infinite (a sure one)
+        t_p = 1.0 if d[0] == 0 else 0.0
+    else:
+        t_p = float(stats.ttest_rel(a, b).pvalue)
     extra = {}
     if metric == "em":
         a_only, b_only = int(((a == 1) & (b == 0)).sum()), int(((a == 0) & (b == 1)).sum())

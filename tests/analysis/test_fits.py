@@ -73,6 +73,17 @@ def test_bootstrap_band_is_seeded_and_matches_a_refit_loop():
     assert np.all(f.band_lo <= f.line + 1e-9) and np.all(f.line <= f.band_hi + 1e-9)
 
 
+def test_a_resample_of_one_repeated_score_is_skipped_even_when_its_mean_misses_it_by_an_ulp():
+    x, y = np.array([10.7, 80.0, 90.0]), np.array([60.0, 70.0, 85.0])
+    assert np.mean([10.7] * 3) != 10.7  # the float mean of three 10.7s is not 10.7
+    grid = np.array([10.7, 90.0])
+    lo, hi = bootstrap_band(x, y, grid, 1000, seed=0)
+    idx = np.random.default_rng(0).integers(0, 3, size=(1000, 3))
+    preds = [np.polyval(np.polyfit(x[i], y[i], 1), grid) for i in idx if np.ptp(x[i]) > 0]
+    assert lo == pytest.approx(np.percentile(preds, 2.5, axis=0))
+    assert hi == pytest.approx(np.percentile(preds, 97.5, axis=0))
+
+
 def test_humans_are_never_fitted_and_extra_data_can_be_excluded(tmp_path):
     rows = ["model,testset,metric,value,kind,extra_data"]
     for i, (x, y) in enumerate(zip(X, Y)):

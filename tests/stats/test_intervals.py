@@ -75,6 +75,12 @@ def test_clustered_clopper_pearson_widens_with_correlated_questions():
     assert clustered.hi - clustered.lo > 1.8 * (plain.hi - plain.lo)
 
 
+def test_one_cluster_gives_no_clustered_interval_for_em_or_f1():
+    hits = [1, 0, 1, 1, 0]
+    for ours in (binomial_interval(hits, clusters=["a"] * 5), t_interval(hits, clusters=["a"] * 5)):
+        assert ours.value == 0.6 and np.isnan(ours.lo) and np.isnan(ours.hi)
+
+
 def test_level_must_be_a_probability():
     with pytest.raises(ValueError, match="between 0 and 1"):
         t_interval([0.1, 0.2], level=95)

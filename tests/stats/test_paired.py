@@ -41,6 +41,17 @@ def test_the_paired_difference_its_t_test_and_its_bootstrap_interval():
     assert (same.diff, same.lo, same.hi, same.mcnemar_p, same.t_p) == (0, 0, 0, 1.0, 1.0)
 
 
+def test_a_difference_the_same_on_every_question_is_certain_and_none_is_no_difference():
+    right, wrong = np.ones(50), np.zeros(50)
+    assert paired("em", right, wrong, n_boot=100).t_p == 0.0  # t is infinite
+    assert paired("f1", np.full(20, 0.8), np.full(20, 0.3), n_boot=100).t_p == 0.0
+    assert paired("f1", np.full(20, 0.8), np.full(20, 0.8), n_boot=100).t_p == 1.0
+    nearly = np.full(50, 0.5)
+    nearly[0] = 0.5 + 1e-9  # a spread, however small, is tested as scipy tests it
+    assert paired("f1", nearly, np.zeros(50), n_boot=100).t_p == pytest.approx(
+        stats.ttest_rel(nearly, np.zeros(50)).pvalue)
+
+
 def test_the_drop_difference_is_the_difference_of_the_drops():
     orig = (np.array([1, 1, 1, 0.0]), np.array([1, 0, 1, 0.0]))
     new = (np.array([0, 1, 0, 0.0]), np.array([1, 0, 0, 0.0]))
