@@ -35,6 +35,8 @@ UNDER_OUTPUT = ":output-path:"  # a bare --log-samples: the samples/ of --output
 
 
 def _fmt_interval(iv: dict) -> str:
+    if iv["lo"] is None:  # no interval exists (see the note under the table)
+        return f"{iv['value']:7.3f} [{'-':>6}, {'-':>6}]"
     return f"{iv['value']:7.3f} [{iv['lo']:6.2f}, {iv['hi']:6.2f}]"
 
 
@@ -70,6 +72,10 @@ def _print_table(results: list[dict]) -> None:
     if any("limit" in r for r in results):
         click.echo(f"(--limit {first.get('limit')}: a sample of each test set; not comparable "
                    f"with full runs)")
+    lone = sorted({r["testset"] for r in results if r["f1"]["lo"] is None})
+    if lone:
+        click.echo(f"(-: no interval on {', '.join(lone)}: one question, or one cluster where "
+                   f"a clustered interval needs two or more)")
 
 
 # A study file (`--config`, `qashift run`) uses the flags' names: key -> parameter.

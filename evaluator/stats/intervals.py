@@ -40,7 +40,12 @@ class Interval:
                         f"{self.method}, clipped to [{lo:g}, {hi:g}]", self.level)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Plain values for JSON: a bound that does not exist (one question, one cluster) is
+        None (null), never NaN, which strict JSON readers refuse."""
+        doc = asdict(self)
+        for bound in ("lo", "hi"):
+            doc[bound] = None if math.isnan(doc[bound]) else doc[bound]
+        return doc
 
 
 def check_level(level: float) -> float:

@@ -83,6 +83,26 @@ def test_paragraph_clustered_intervals_are_wider(workspace):
     assert c["f1"]["hi"] - c["f1"]["lo"] > p["f1"]["hi"] - p["f1"]["lo"]
 
 
+def test_one_article_has_no_article_clustered_interval_and_says_so(
+        workspace, tmp_path, monkeypatch, small_dev):
+    """One cluster leaves no spread between clusters to estimate: the bounds are null in JSON
+    (strict JSON has no NaN), '-' in the table, with a line saying why."""
+    one_article = {"version": "1.1", "data": small_dev["data"][:1]}
+    tiny_registry(tmp_path, monkeypatch, {"one": one_article}, {"first-word": FIRST_WORD})
+    argv = ["-b", "first-word", "-t", "one", "--runner", "local", "--cluster", "article"]
+    doc = json.loads(CliRunner().invoke(evaluate_cmd, [*argv, "--json"]).output,
+                     parse_constant=lambda name: pytest.fail(f"{name} in JSON output"))
+    cell = doc["results"][0]
+    assert [cell[m]["lo"] for m in ("em", "f1")] == [None, None]
+    assert cell["f1"]["method"] == "student-t-clustered" and cell["n"] > 1
+    table = CliRunner().invoke(evaluate_cmd, argv).output
+    assert "[     -,      -]" in table
+    assert "no interval on one: one question, or one cluster" in table
+    paragraphs = json.loads(CliRunner().invoke(evaluate_cmd, [*argv[:-1], "paragraph",
+                                                              "--json"]).output)
+    assert paragraphs["results"][0]["f1"]["lo"] < paragraphs["results"][0]["f1"]["hi"]
+
+
 def test_all_lists_inapplicable_cells_instead_of_failing(workspace):
     result = CliRunner().invoke(evaluate_cmd, ["-b", "all", "-t", "amazon", "--json",
                                                "--runner", "local"])
