@@ -5,7 +5,11 @@ EM is a count of exact matches: Clopper-Pearson (exact binomial) on that count.
 Both can be clustered, because questions that share a passage are not independent:
 the t interval then uses the cluster-robust (CR1) standard error with G - 1 degrees of
 freedom, and Clopper-Pearson uses the Korn-Graubard effective sample size (n divided by
-the design effect, with the degrees-of-freedom adjustment).
+the design effect, with the degrees-of-freedom adjustment). The design effect is the CR1
+variance over the iid one, p(1 - p)/(n - 1), and the effective size is capped at n before
+the adjustment, so that one question per cluster gives the plain interval; Korn and
+Graubard's own p(1 - p)/v differs by a factor n/(n - 1) (at most 1e-6 on SQuAD dev). One
+cluster gives no interval (NaN bounds): there is no spread between clusters to estimate.
 
 All functions take raw per-question values (0/1 hits, F1 in [0, 1]) and return intervals
 in the same units; callers scale to percent.
