@@ -99,3 +99,42 @@ def test_a_container_is_removed_at_its_deadline_even_with_a_live_controller(toy,
         "deadline"
     assert 1.5 < time.monotonic() - started < 15
     assert ours(client, tmp_path) == []
+
+
+ANSWER_BY_HELPER = """import json, sys
+import helper
+doc = json.load(open(sys.argv[1]))
+json.dump({q["id"]: helper.answer(p["context"]) for a in doc["data"] for p in a["paragraphs"]
+           for q in p["qas"]}, open(sys.argv[2], "w"))
+"""
+
+
+def test_byte_code_a_bundle_ships_is_neither_run_nor_built_into_its_image(toy, tmp_path,
+                                                                           client):
+    """A `__pycache__` is not part of a bundle's digest, so a container never reads one: a
+    cache compiled (unchecked) from other code than the reviewed helper.py would run it."""
+    import py_compile
+
+    answers = {}
+    for bundle_id, environment in (("cached", None), ("built", {"build": "Dockerfile"})):
+        folder = hostile.bundle(toy["subs"], "well_behaved", bundle_id=bundle_id,
+                                environment=environment)
+        (folder / "program.py").write_text(ANSWER_BY_HELPER)
+        (folder / "helper.py").write_text("def answer(context):\n    return 'reviewed'\n")
+        other = tmp_path / f"{bundle_id}-other.py"
+        other.write_text("def answer(context):\n    return 'hidden'\n")
+        py_compile.compile(str(other), cfile=str(folder / "__pycache__" /
+                                                 "helper.cpython-311.pyc"),
+                           invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+        if environment:
+            (folder / "Dockerfile").write_text("FROM qashift/python:bookworm\nCOPY . /ctx\n"
+                                               "RUN test ! -e /ctx/__pycache__\n")
+        try:
+            doc = evaluate("-b", bundle_id, "-t", "toy")
+        finally:  # an image kept would be found by its digest next time, never rebuilt
+            for image in client.images.list(filters={"label": f"qashift.bundle={bundle_id}"}):
+                client.images.remove(image.id, force=True)
+        assert doc["failed"] == []
+        answers[bundle_id] = set(json.loads(open(doc["results"][0]["predictions"]).read())
+                                 .values())
+    assert answers == {"cached": {"reviewed"}, "built": {"reviewed"}}

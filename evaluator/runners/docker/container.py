@@ -34,7 +34,7 @@ from evaluator.core.gate import Refused, read_bounded, read_json
 from evaluator.core.owner import owner_alive, owner_id
 from evaluator.runners import interrupts
 from evaluator.runners.base import LOG_TAIL_BYTES, PREDICTIONS_FILE, Exit, RunRequest, classify
-from evaluator.runners.docker.program import INPUT, OUTPUT, WORKDIR, Program
+from evaluator.runners.docker.program import INPUT, LIBRARY_MOUNT, OUTPUT, WORKDIR, Program
 from evaluator.runners.watchdog import spawn as spawn_watchdog
 from evaluator.scoring.predictions import MAX_BYTES
 
@@ -177,7 +177,9 @@ def container_kwargs(request: RunRequest, program: Program, image_id: str, stagi
                   for target, source in program.writable.items())],
         network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"],
         read_only=True,
-        tmpfs={"/tmp": f"rw,nosuid,nodev,exec,size={memory}"},
+        tmpfs={"/tmp": f"rw,nosuid,nodev,exec,size={memory}",
+               **{masked: "ro,nosuid,nodev,noexec,size=4k"
+                  for masked in byte_code_masks(bundle.folder, program)}},
         mem_limit=memory, memswap_limit=memory, nano_cpus=int(cpus * 1e9),
         pids_limit=int(res["pids"]), init=True, ipc_mode="private",
         log_config=LogConfig(type="none"),
@@ -189,6 +191,22 @@ def container_kwargs(request: RunRequest, program: Program, image_id: str, stagi
     if gpus:
         kwargs["device_requests"] = [DeviceRequest(count=gpus, capabilities=[["gpu"]])]
     return kwargs
+
+
+def byte_code_masks(folder: Path, program: Program) -> list[str]:
+    """Where in the container an empty folder hides a `__pycache__` of the bundle or of a
+    library it names. Byte code is not part of their digests (`core.gate.folder_digest`), so
+    what runs must not read it: a cache may hold code its sources do not show."""
+    roots = {WORKDIR: folder, **{target: Path(source) for target, source in
+                                 program.mounts.items() if target.startswith(LIBRARY_MOUNT)}}
+    masks = []
+    for target, root in roots.items():
+        for parent, dirs, _files in os.walk(root):  # never follows a link
+            if "__pycache__" in dirs:
+                rel = Path(parent).relative_to(root) / "__pycache__"
+                masks.append(f"{target}/{rel.as_posix()}")
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+    return sorted(masks)
 
 
 def classify_exit(bundle: Bundle, outcome: _Outcome, staging: Path) -> None:

@@ -5,8 +5,10 @@ with the result. (`runners.images` builds the project's own images; this picks a
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import docker.errors
@@ -15,8 +17,8 @@ from evaluator.bundles import policy
 from evaluator.bundles.spec import Bundle
 from evaluator.core import settings
 from evaluator.core.errors import RunFailure
-from evaluator.core.files import exclusive
-from evaluator.core.gate import folder_digest
+from evaluator.core.files import exclusive, remove_tree, run_tempdir
+from evaluator.core.gate import Refused, folder_digest, no_byte_code, walk
 from evaluator.runners import images
 from evaluator.runners.docker.container import LABEL
 from evaluator.runners.images import PYTHON_TAG
@@ -79,10 +81,18 @@ def _build(connect: Connect, bundle: Bundle, dockerfile: str):
             pass
         network = policy.current().build_network  # the operator's, never the bundle's
         try:
-            images.build(bundle.folder, tag, dockerfile=dockerfile, network_mode=network,
-                         say=lambda _: None,
-                         labels={LABEL: "1", "qashift.bundle": bundle.id,
-                                 "qashift.context": key})
+            with run_tempdir("build") as tmp:
+                context = Path(tmp) / "context"
+                try:
+                    images.build(build_context(bundle.folder, context, key), tag,
+                                 dockerfile=dockerfile, network_mode=network,
+                                 say=lambda _: None,
+                                 labels={LABEL: "1", "qashift.bundle": bundle.id,
+                                         "qashift.context": key})
+                finally:
+                    remove_tree(context)  # sealed read-only by the gate
+        except Refused as exc:
+            raise RunFailure("build-failed", f"{bundle.id}: {exc}") from None
         except images.BuildError as exc:
             raise RunFailure("build-failed", f"{bundle.id}: docker build failed: {exc}",
                              exc.log) from None
@@ -90,6 +100,20 @@ def _build(connect: Connect, bundle: Bundle, dockerfile: str):
             raise RunFailure("build-failed", f"{bundle.id}: docker build failed: "
                              f"{_one_line(exc)}") from None
         return connect().images.get(tag), tag
+
+
+def build_context(folder: Path, target: Path, key: str) -> Path:
+    """A copy of `folder` made through the gate, holding exactly what its digest `key` covers
+    (byte-code caches are not part of a bundle: a `__pycache__` could hold code that no
+    reviewer of its sources sees), executable bits included, which a build may rely on."""
+    walked = walk(folder, target=target, with_mode=True, skip=no_byte_code,
+                  label=f"build context {folder.name}")
+    if walked.digest != key:
+        raise Refused(f"build context {folder.name} changed while it was copied")
+    for rel, _sha, _size in walked.files:
+        if os.lstat(folder / rel).st_mode & 0o111:
+            (target / rel).chmod(0o555)
+    return target
 
 
 def _split_ref(ref: str) -> tuple[str, str | None]:
