@@ -152,10 +152,10 @@ def check_links(folder: Path) -> None:
 
 def from_folder(folder: Path) -> Bundle:
     where = folder / "bundle.yaml"
+    check_links(folder)  # first: a bundle.yaml linked out of the folder is never read
     spec = validate(BundleFile, registry.read_yaml(where), where)
     if spec.id != folder.name:
         raise ConfigError(f"{where}: id {spec.id!r} must equal the folder name {folder.name!r}")
-    check_links(folder)
     ready = spec.status == "ready"
     # an approach whose systems generate their answers: prompt:/generation: instead of command:
     generative_systems = spec.kind == "approach" and (spec.prompt or spec.generation) is not None

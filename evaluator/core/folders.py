@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import difflib
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -30,13 +30,27 @@ MAX_YAML_BYTES = 256 << 10  # a folder file describes; data lives in data files
 
 
 class _NoAliases(yaml.SafeLoader):
-    """YAML without aliases: `*name` references are how a 1 KB file expands to gigabytes."""
+    """YAML without aliases: `*name` references are how a 1 KB file expands to gigabytes.
+    Nor with a key given twice, of which YAML keeps the last silently: a second `command:`
+    further down would be what runs, not what a reader of the first sees."""
 
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             mark = self.peek_event().start_mark
             raise yaml.YAMLError(f"aliases (*name) are not allowed (line {mark.line + 1})")
         return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        seen: set = set()
+        for key_node, _value in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, Hashable):
+                continue  # refused by SafeLoader itself, with its own message
+            if key in seen:
+                raise yaml.YAMLError(f"key {key!r} is given twice (line "
+                                     f"{key_node.start_mark.line + 1})")
+            seen.add(key)
+        return super().construct_mapping(node, deep)
 
 
 _PARSED: dict[tuple, dict] = {}

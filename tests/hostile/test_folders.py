@@ -128,6 +128,16 @@ def test_links_inside_the_folder_and_hard_links_out_of_it(tmp_path):
     refused(folder, r"program.py is hard-linked to a file elsewhere")
 
 
+def test_a_bundle_yaml_linked_out_of_its_folder_is_refused_before_it_is_read(tmp_path):
+    secret = tmp_path / "secret.yaml"
+    secret.write_text("id: SECRET-GOLD-ANSWER\n")
+    folder = bundle_yaml(tmp_path / "leaky", "")
+    (folder / "bundle.yaml").unlink()
+    (folder / "bundle.yaml").symlink_to(secret)
+    message = refused(folder, r"link bundle.yaml -> .* leaves the bundle folder")
+    assert "SECRET" not in message
+
+
 def test_auto_says_when_it_falls_back_to_the_unisolated_runner(monkeypatch):
     from evaluator.runners.dispatch import Dispatcher
 
@@ -154,6 +164,11 @@ def test_a_yaml_bomb_is_refused_in_one_line_and_the_rest_still_lists(tmp_path, r
                           env=os.environ.copy(), timeout=60)
     assert proc.returncode == 0
     assert "bomb" in proc.stdout and "BROKEN" in proc.stdout and "honest" in proc.stdout
+
+
+def test_a_key_given_twice_is_refused_naming_it_where_yaml_would_keep_the_last(tmp_path):
+    folder = bundle_yaml(tmp_path / "twice", "command: python3 other.py {input} {output}\n")
+    refused(folder, r"key 'command' is given twice \(line 5\)")
 
 
 def test_an_oversized_folder_file_is_refused(tmp_path):
