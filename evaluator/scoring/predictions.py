@@ -3,7 +3,11 @@
 A valid file is one JSON object mapping question id (string) to answer text (string), with
 no id given twice. Anything else is a `malformed-predictions` failure, never a score. An
 answer longer than MAX_ANSWER_CHARS (far beyond any passage) is scored as wrong, with a
-warning, so one huge answer cannot make scoring cost gigabytes.
+warning, so one huge answer cannot make scoring cost gigabytes. Nor can many tiny values:
+parsed, each JSON value costs some fifty bytes or more, so a file of a million `0,` or `[],`
+would take twenty times its size in memory; a file for n questions may hold at most
+VALUES_PER_QUESTION * n + SPARE_VALUES of them (counted, before parsing, by the bytes that
+can start one), far above what real answers need.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from evaluator.core.gate import Refused, parse_json, read_bounded
 
 MAX_BYTES = 512 << 20
 MAX_ANSWER_CHARS = 100_000
+VALUES_PER_QUESTION = 64  # an id, its answer, and room for commas and colons in the answer
+SPARE_VALUES = 4096
 
 
 class Predictions(dict):
@@ -34,12 +40,20 @@ def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
     return out
 
 
-def load_predictions(path: Path) -> Predictions:
+def load_predictions(path: Path, questions: int | None = None) -> Predictions:
     """The predictions file, through the bounded reader (a link, FIFO or device is refused,
-    the size capped before parsing)."""
+    the size capped before parsing); for a test set of `questions`, the number of values too."""
     if not os.path.lexists(path):
         raise RunFailure("no-predictions", f"no predictions file at {path.name}")
     data = read_bounded(path, MAX_BYTES, f"the predictions file {path.name}")
+    if questions is not None:
+        # every value after a container's first follows a comma; keys precede a colon
+        most = 1 + sum(data.count(mark) for mark in (b",", b":", b"[", b"{"))
+        allowed = VALUES_PER_QUESTION * questions + SPARE_VALUES
+        if most > allowed:
+            raise RunFailure("malformed-predictions", f"the predictions file may hold "
+                             f"{most:,} JSON values, over the {allowed:,} allowed for "
+                             f"{questions:,} questions")
     try:
         data = parse_json(data, "the predictions file", object_pairs_hook=_no_duplicates)
     except Refused as exc:

@@ -25,6 +25,15 @@ answers[ids[0]] = "word " * (12 << 20)  # 60 MB in one answer
 json.dump(answers, open(sys.argv[2], "w"))
 """
 
+MANY_VALUES = """import json, sys
+doc = json.load(open(sys.argv[1]))
+ids = [q["id"] for a in doc["data"] for p in a["paragraphs"] for q in p["qas"]]
+answers = {qid: "the" for qid in ids}
+answers["padding"] = [0] * 1_000_000  # 2 MB of text, some 30 MB once parsed
+json.dump(answers, open(sys.argv[2], "w"))
+"""
+WORDY = FIRST_WORD.replace('p["context"].split()[0]', '", ".join(p["context"].split()[:30])')
+
 
 @pytest.fixture
 def registry(tmp_path, small_dev, monkeypatch, workspace):
@@ -86,3 +95,15 @@ def test_a_60_mb_answer_is_scored_wrong_with_a_warning(registry):
     log = store.get_object(stored["log_sha256"]).decode()
     assert f"longer than {MAX_ANSWER_CHARS:,} characters scored as wrong" in log
     assert json.loads(stored["run_record"])["details"]["oversize_answers"] == 1
+
+
+def test_predictions_of_many_tiny_values_are_refused_before_parsing(registry):
+    """Parsed JSON costs memory per value, not per byte: the number of values is capped for
+    the set's size, far above what long answers full of commas need."""
+    write_command_bundle(registry["subs"], "many", MANY_VALUES)
+    write_command_bundle(registry["subs"], "wordy", WORDY)
+    doc = run_all()
+    assert sorted(r["bundle"] for r in doc["results"]) == ["honest", "wordy"]
+    [failed] = doc["failed"]
+    assert failed["bundle"] == "many" and failed["failure_class"] == "malformed-predictions"
+    assert "JSON values, over the" in failed["message"] and "questions" in failed["message"]
