@@ -3,9 +3,11 @@
 A folder that a container wrote (a trained system's weights, its checkpoints), that another
 store hands over (an imported model) or that names a submission (a bundle folder) is walked
 once, with `lstat` and directory file descriptors, never following a link: links, hard links,
-FIFOs, sockets, devices, sparse or oversized files and too many files are refused with one
-line naming the path. The same walk hashes each file and, when a target is given, copies the
-very bytes it hashed, so what is stored is exactly what the digest names.
+FIFOs, sockets, devices, sparse or oversized files, names that are not UTF-8, files that change
+while they are read and too many files and folders are refused with one line naming the path.
+The same walk hashes each file and, when a target is given, copies the very bytes it hashed
+(a folder only as the parent of a copied file), so what is stored is exactly what the digest
+names.
 
 A file the controller reads that a container or a submission wrote (progress, predictions, a
 run record, a log) goes through `read_bounded`: a regular file, opened without following a
@@ -37,11 +39,14 @@ class Refused(RunFailure):
     """Something handed in did not pass the gate or the bounded reader (one line why)."""
 
     def __init__(self, message: str):
-        super().__init__("refused-files", message)
+        super().__init__("refused-files", _shown(message))
 
 
 @dataclass(frozen=True)
 class Limits:
+    """What one walk takes in. `files` bounds the entries walked, files and folders alike:
+    an empty folder costs a listing and a copy as a file does."""
+
     files: int = 20_000
     file_bytes: int = 4 << 30
     total_bytes: int = 16 << 30
@@ -68,7 +73,8 @@ def walk(folder: Path, *, target: Path | None = None, limits: Limits = Limits(),
          skip: Callable[[str, bool], bool] = lambda _name, _is_dir: False,
          label: str = "", links_within: Path | None = None) -> Walked:
     """Walk `folder` through the gate: its digest and files, and with `target` (a folder that
-    must not exist yet) a copy of exactly the walked bytes, files 0444.
+    must not exist yet) a copy of exactly the walked bytes, files 0444. The copy holds a
+    sub-folder only as the parent of a copied file: the digest does not cover empty folders.
 
     The digest is sha256 over (relative path, [executable bits,] content sha256) in path
     order. `flat` takes the files directly in `folder` only; `skip(name, is_dir)` leaves an
@@ -129,9 +135,22 @@ class _Walker:
         self.digest = hashlib.sha256()
         self.files: list[tuple[str, str, int]] = []
         self.total = 0
+        self.entries = 0
 
     def refuse(self, rel: str, why: str) -> None:
         raise Refused(f"{self.label}: {rel} {why}; refused at the gate")
+
+    def admit(self, rel: str, kind: str) -> None:
+        """Count one more file or folder against the limit; its path must be UTF-8, as the
+        digest hashes it so."""
+        try:
+            rel.encode()
+        except UnicodeEncodeError:
+            self.refuse(rel, "has a name that is not valid UTF-8")
+        if self.entries >= self.limits.files:
+            self.refuse(rel, f"is one {kind} more than the {self.limits.files:,} files and "
+                             f"folders allowed")
+        self.entries += 1
 
     def visit(self, dir_fd: int, parts: tuple[str, ...], target: Path | None) -> None:
         if len(parts) > self.limits.depth:
@@ -155,10 +174,9 @@ class _Walker:
             if stat.S_ISDIR(mode):
                 if self.flat or self.skip(name, True):
                     continue
+                self.admit(rel, "folder")
                 sub = _open_dir(name, dir_fd, f"{self.label}: {rel}")
                 try:
-                    if target is not None:
-                        (target / name).mkdir()
                     self.visit(sub, (*parts, name), None if target is None else target / name)
                 finally:
                     os.close(sub)
@@ -185,8 +203,7 @@ class _Walker:
     def file(self, dir_fd: int, name: str, rel: str, info: os.stat_result,
              target: Path | None) -> None:
         limits = self.limits
-        if len(self.files) >= limits.files:
-            self.refuse(rel, f"is one file more than the {limits.files:,} allowed")
+        self.admit(rel, "file")
         if info.st_nlink > 1:
             self.refuse(rel, f"is a hard link ({info.st_nlink} names for one file)")
         if info.st_size > limits.file_bytes:
@@ -197,7 +214,7 @@ class _Walker:
         if self.total + info.st_size > limits.total_bytes:
             self.refuse(rel, f"brings the folder over its {limits.total_bytes:,} bytes")
         sha, size = _copy_hashing(dir_fd, name, info, None if target is None else target / name,
-                                  limits.file_bytes, lambda why: self.refuse(rel, why))
+                                  lambda why: self.refuse(rel, why))
         self.total += size
         if self.with_mode:
             self.digest.update(f"{rel}\0{info.st_mode & 0o111:o}\0".encode())
@@ -213,20 +230,24 @@ SETTLED_NS = 2_000_000_000  # file times tick coarsely: a file changed this rece
 
 
 def _copy_hashing(dir_fd: int, name: str, info: os.stat_result, target: Path | None,
-                  cap: int, refuse: Callable[[str], None]) -> tuple[str, int]:
-    """(sha256, size) of the regular file `name`, copied to `target` as it is read."""
+                  refuse: Callable[[str], None]) -> tuple[str, int]:
+    """(sha256, size) of the regular file `name`, copied to `target` as it is read; the size
+    is always the one `info` gave, which the caps were checked against."""
     key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
     settled = time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) >= SETTLED_NS
     if target is None and settled and key in _SEEN:
         return _SEEN[key], info.st_size
-    sha, size = _copy_once(dir_fd, name, info, target, cap, refuse)
-    if settled and size == info.st_size:
+    sha, size = _copy_once(dir_fd, name, info, target, refuse)
+    if settled:
         _SEEN[key] = sha
     return sha, size
 
 
 def _copy_once(dir_fd: int, name: str, info: os.stat_result, target: Path | None,
-               cap: int, refuse: Callable[[str], None]) -> tuple[str, int]:
+               refuse: Callable[[str], None]) -> tuple[str, int]:
+    """Read at most the size `info` gave and one byte more, so that a file another process
+    writes to while it is read can neither take the walk past its caps nor be half stored:
+    one that grows, shrinks or is written to is refused."""
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
     except OSError as error:
@@ -236,27 +257,35 @@ def _copy_once(dir_fd: int, name: str, info: os.stat_result, target: Path | None
         if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (info.st_dev,
                                                                            info.st_ino):
             refuse("was replaced while it was read")
-        digest, size = hashlib.sha256(), 0
+        expected, digest, size = info.st_size, hashlib.sha256(), 0
+        if target is not None:
+            target.parent.mkdir(parents=True, exist_ok=True)
         out = open(target, "xb") if target is not None else None
         try:
-            while chunk := _read(fd, refuse):
+            while chunk := _read(fd, min(CHUNK, expected + 1 - size), refuse):
                 size += len(chunk)
-                if size > cap:
-                    refuse(f"grew over the {cap:,} bytes allowed per file while it was read")
+                if size > expected:
+                    refuse(f"changed while it was read (grew past the {expected:,} bytes it "
+                           f"held when listed)")
                 digest.update(chunk)
                 if out is not None:
                     out.write(chunk)
         finally:
             if out is not None:
                 out.close()
+        if size < expected:
+            refuse(f"changed while it was read (shrank from {expected:,} to {size:,} bytes)")
+        after = os.fstat(fd)
+        if (after.st_size, after.st_mtime_ns) != (info.st_size, info.st_mtime_ns):
+            refuse("changed while it was read (its size or time changed)")
         return digest.hexdigest(), size
     finally:
         os.close(fd)
 
 
-def _read(fd: int, refuse: Callable[[str], None]) -> bytes:
+def _read(fd: int, count: int, refuse: Callable[[str], None]) -> bytes:
     try:
-        return os.read(fd, CHUNK)
+        return os.read(fd, count)
     except OSError as error:
         refuse(f"cannot be read ({error.strerror})")
         raise
@@ -275,6 +304,18 @@ def _seal(folder: Path) -> None:
     for path in sorted(folder.rglob("*"), reverse=True):
         path.chmod(0o555 if path.is_dir() else 0o444)
     folder.chmod(0o555)
+
+
+def _shown(text: str) -> str:
+    """`text` on one printable line: bytes of a name that are not UTF-8 as `\\xff`, control
+    characters (a newline in a file name) as escapes, so a refusal names its entry."""
+    try:
+        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode()
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else ascii(char)[1:-1] for char in text)
 
 
 def _link_target(name: str, dir_fd: int) -> str:

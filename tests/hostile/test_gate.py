@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from evaluator.core import gate
 from evaluator.core.gate import (
     Limits,
     Refused,
@@ -108,7 +109,11 @@ def test_sizes_counts_depth_and_sparse_files_are_bounded(tmp_path):
     refused(folder, r"reader.safetensors holds 1,000 bytes, over the 999 allowed",
             limits=Limits(file_bytes=999))
     refused(folder, r"over its 1,010 bytes", limits=Limits(total_bytes=1010))
-    refused(folder, r"one file more than the 2 allowed", limits=Limits(files=2))
+    refused(folder, r"sub is one folder more than the 2 files and folders allowed",
+            limits=Limits(files=2))
+    refused(folder, r"sub/vocab.txt is one file more than the 3 files and folders allowed",
+            limits=Limits(files=3))
+    assert walk(folder, limits=Limits(files=4)).digest == digest_by_the_definition(folder)
     deep = tmp_path / "deep"
     (deep / "a" / "b" / "c").mkdir(parents=True)
     (deep / "a" / "b" / "c" / "f").write_text("x")
@@ -127,6 +132,113 @@ def test_a_refused_copy_leaves_nothing_that_looks_stored(tmp_path):
         walk(folder, target=tmp_path / "copy")
     # the caller removes the partial target; the walk never sealed it as a finished copy
     assert not (tmp_path / "copy" / "sub" / "z-pipe").exists()
+
+
+def test_a_name_that_is_not_utf8_is_refused_in_one_line_naming_it(tmp_path):
+    """The digest hashes paths as UTF-8: a name that is not is a refusal like any other,
+    never an encoding error that escapes the callers' handling of refusals."""
+    folder = weights(tmp_path / "w")
+    with open(os.path.join(os.fsencode(folder), b"w\xff.json"), "wb") as handle:
+        handle.write(b"{}")
+    message = refused(folder, r"w\\xff\.json has a name that is not valid UTF-8",
+                      target=tmp_path / "copy")
+    message.encode()  # printable as it is, no lone surrogate left in it
+    nested = weights(tmp_path / "nested")
+    os.mkdir(os.path.join(os.fsencode(nested), b"d\xfe"))
+    refused(nested, r"d\\xfe has a name that is not valid UTF-8")
+
+
+def test_a_refusal_names_an_entry_with_a_newline_on_one_line(tmp_path):
+    folder = weights(tmp_path / "w")
+    os.mkfifo(folder / "a\npipe")
+    assert "a\\npipe is a FIFO" in refused(folder, r"is a FIFO")
+
+
+def test_empty_folders_count_toward_the_limit_and_are_not_copied(tmp_path):
+    """Folders are not in the digest, so a copy holds a folder only as the parent of a copied
+    file, and each one counts against the limit as a file does."""
+    many = weights(tmp_path / "many")
+    for index in range(50):
+        (many / f"empty-{index:02}").mkdir()
+    refused(many, r"empty-05 is one folder more than the 5 files and folders allowed",
+            limits=Limits(files=5), target=tmp_path / "refused")
+
+    folder = weights(tmp_path / "w")
+    (folder / "empty" / "deeper").mkdir(parents=True)
+    (folder / "a" / "b" / "c").mkdir(parents=True)
+    (folder / "a" / "b" / "c" / "f.txt").write_text("x")
+    (folder / "code" / "__pycache__").mkdir(parents=True)
+    (folder / "code" / "__pycache__" / "m.pyc").write_bytes(b"\0")
+    walked = walk(folder, target=tmp_path / "copy", skip=gate.no_byte_code)
+    copied = sorted(p.relative_to(tmp_path / "copy").as_posix()
+                    for p in (tmp_path / "copy").rglob("*"))
+    assert copied == ["a", "a/b", "a/b/c", "a/b/c/f.txt", "reader.json", "reader.safetensors",
+                      "sub", "sub/vocab.txt"]
+    assert walked.digest == digest_by_the_definition(tmp_path / "copy")
+    assert stat.S_IMODE(os.stat(tmp_path / "copy" / "a" / "b").st_mode) == 0o555
+
+
+def while_read(monkeypatch, path: Path, when, change) -> None:
+    """Run `change` once, inside the gate's read of `path`, at its first read of `when(count)`
+    bytes: the file changes between its lstat and the end of its read, every time."""
+    original, inode, done = gate._read, path.stat().st_ino, []
+
+    def read(fd: int, count: int, refuse):
+        if not done and os.fstat(fd).st_ino == inode and when(count):
+            done.append(change())
+        return original(fd, count, refuse)
+
+    monkeypatch.setattr(gate, "_read", read)
+
+
+def append(path: Path, data: bytes):
+    return lambda: path.open("ab").write(data)
+
+
+def test_a_file_that_grows_while_it_is_read_is_refused(tmp_path, monkeypatch):
+    folder = weights(tmp_path / "w")
+    grown = folder / "reader.safetensors"
+    while_read(monkeypatch, grown, lambda count: True, append(grown, b"A" * (8 << 20)))
+    message = refused(folder, r"reader.safetensors changed while it was read",
+                      target=tmp_path / "copy", limits=Limits(total_bytes=2000))
+    assert "1,000 bytes" in message
+    copy = tmp_path / "copy" / "reader.safetensors"
+    assert not copy.exists() or copy.stat().st_size <= 1000  # the cap held on bytes written
+
+
+def test_a_file_that_grows_after_its_last_byte_was_read_is_refused(tmp_path, monkeypatch):
+    """The read asks for one byte past the size lstat gave: growth just at the end shows."""
+    folder = tmp_path / "w"
+    folder.mkdir()
+    big = folder / "big.bin"
+    big.write_bytes(b"\1" * (3 * gate.CHUNK))
+    while_read(monkeypatch, big, lambda count: count == 1, append(big, b"A"))
+    refused(folder, r"big.bin changed while it was read \(grew past the 3,145,728 bytes",
+            target=tmp_path / "copy")
+    assert (tmp_path / "copy" / "big.bin").stat().st_size == 3 * gate.CHUNK
+
+
+def test_a_file_that_shrinks_while_it_is_read_is_refused(tmp_path, monkeypatch):
+    folder = weights(tmp_path / "w")
+    shrunk = folder / "reader.safetensors"
+    while_read(monkeypatch, shrunk, lambda count: True, lambda: os.truncate(shrunk, 10))
+    refused(folder, r"reader.safetensors changed while it was read \(shrank from 1,000 to 10")
+
+
+def test_a_file_written_to_in_place_while_it_is_read_is_refused(tmp_path, monkeypatch):
+    """Same size, new time: the file was written to between its lstat and the end of its
+    read, so what was hashed may be half of one version and half of another."""
+    folder = weights(tmp_path / "w")
+    target = folder / "reader.safetensors"
+    listed = target.stat()
+
+    def rewrite():
+        with target.open("r+b") as handle:
+            handle.write(b"\2" * 1000)
+        os.utime(target, ns=(listed.st_atime_ns, listed.st_mtime_ns + 1_000_000_000))
+
+    while_read(monkeypatch, target, lambda count: count == 1, rewrite)
+    refused(folder, r"reader.safetensors changed while it was read \(its size or time changed")
 
 
 # -- the bounded reader --------------------------------------------------------------------
