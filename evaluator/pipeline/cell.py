@@ -182,7 +182,9 @@ def _run_and_score(job: Job, runner: Runner, store: Store, level: float, cluster
             request = RunRequest(job.bundle, input_path, output_dir, job.testset.id, device,
                                  cpus, prepared)
             record = runner.run(request)
-            predictions = load_predictions(request.output_path, len(dataset.questions))
+            # a --limit sample's predictions may still cover the whole set (stored files)
+            predictions = load_predictions(request.output_path, max(
+                len(dataset.questions), job.testset.questions))
             predictions_bytes = request.output_path.read_bytes()
             generations = _generations(output_dir / GENERATIONS_FILE, job.label)
     except RunFailure as failure:

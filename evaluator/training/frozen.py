@@ -16,24 +16,28 @@ A file that xz shrinks to three quarters or less (a sparse array, a vocabulary; 
 weights do not shrink) is kept packed, as `NAME.xz`, its sha256 under `packed` in the
 manifest. `files` and the weights digest stay those of the files the approach wrote: a
 system with packed files runs from an unpacked copy in the store's `models/<digest>/`, made
-once and checked byte for byte against the manifest, so packing changes no score.
+once and checked byte for byte against the manifest, so packing changes no score. A packed
+file may declare no more bytes unpacked than the gate allows a file (nor all of them more than
+it allows a folder); it is unpacked in a stream to a partial file on disk, hashed as it goes,
+refused as soon as it passes its declared size, and moved into place only whole and right.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import lzma
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from evaluator.core import settings
 from evaluator.core.errors import UserError
-from evaluator.core.files import remove_tree, write_atomic
-from evaluator.core.gate import Refused, is_digest, read_bounded, read_json, walk
+from evaluator.core.files import atomic_file, remove_tree, write_atomic
+from evaluator.core.gate import CHUNK, Limits, Refused, is_digest, read_json, walk
 from evaluator.core.hashing import sha256_bytes
 from evaluator.store.store import SYSTEM_FIELDS, Store
 from evaluator.training.job import TrainJob
@@ -46,6 +50,9 @@ MANIFEST_CAP = 4 << 20
 PACKED = ".xz"  # the suffix of a packed file: NAME.xz unpacks to NAME
 PACK_MIN_BYTES = 256 << 10  # smaller files are left as they are
 PACK_RATIO = 0.75  # packed when xz makes a file at most this share of its size
+FILE_CAP = Limits.file_bytes  # a packed file unpacks to at most the gate's bytes per file,
+FOLDER_CAP = Limits.total_bytes  # and all of an artifact's to at most its bytes per folder
+UNPACK_MEMORY = 256 << 20  # xz's own presets need at most 65 MiB to unpack
 
 
 def root() -> Path:
@@ -80,7 +87,23 @@ def _manifest(path: Path) -> dict:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or \
             not isinstance(doc.get("system"), dict) or not _packed_entries(doc.get("packed", {})):
         raise UserError(f"{path} is not a frozen-system manifest of format {FORMAT}")
+    _refuse_oversized(path.parent, doc.get("packed") or {})
     return {**doc, "folder": str(path.parent)}
+
+
+def _refuse_oversized(folder: Path, packed: dict[str, dict]) -> None:
+    """Refuse a manifest whose packed files declare more bytes than the gate lets a weights
+    file (or folder) hold: the declared size bounds what unpacking writes, so it must be one
+    the store would take; a one-line error naming the first such file."""
+    for rel, entry in sorted(packed.items()):
+        if entry["size"] > FILE_CAP:
+            raise UserError(f"frozen system {folder}: {WEIGHTS}/{rel}{PACKED} declares "
+                            f"{entry['size']:,} bytes unpacked, over the {FILE_CAP:,} allowed "
+                            f"per file; refused")
+    total = sum(entry["size"] for entry in packed.values())
+    if total > FOLDER_CAP:
+        raise UserError(f"frozen system {folder}: its packed files declare {total:,} bytes "
+                        f"unpacked, over the {FOLDER_CAP:,} allowed in all; refused")
 
 
 def _packed_entries(packed: object) -> bool:
@@ -172,27 +195,81 @@ def _unpack(manifest: dict, out: Path) -> None:
     packed = manifest.get("packed") or {}
     for rel, sha in sorted(manifest["files"].items()):
         entry = packed.get(rel)
-        source = folder / WEIGHTS / (rel + PACKED if entry else rel)
-        label = f"frozen system {folder}: {WEIGHTS}/{source.name}"
+        stored = rel + PACKED if entry else rel
+        label = f"frozen system {folder}: {WEIGHTS}/{stored}"
         try:
-            data = read_bounded(source, entry["bytes"] if entry else 4 << 30, label)
-            if entry:
-                data = _decompressed(data, entry["size"])
+            _unpack_file(folder / WEIGHTS / stored, out / rel, sha, entry)
+        except _OtherBytes:
+            raise UserError(f"{label} does not unpack to the sha256 in its manifest; "
+                            f"refused") from None
         except (Refused, lzma.LZMAError, ValueError) as exc:
             raise UserError(f"{label} cannot be unpacked ({exc}); refused") from None
-        if sha256_bytes(data) != sha:
-            raise UserError(f"{label} does not unpack to the sha256 in its manifest; refused")
-        (out / rel).parent.mkdir(parents=True, exist_ok=True)
-        (out / rel).write_bytes(data)
+        except OSError as exc:
+            raise UserError(f"{label} cannot be unpacked ({exc.strerror or exc}); "
+                            f"refused") from None
 
 
-def _decompressed(data: bytes, size: int) -> bytes:
-    """xz data that must unpack to exactly `size` bytes (never more are produced)."""
-    unpacker = lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
-    out = unpacker.decompress(data, max_length=size + 1)
-    if len(out) != size or not unpacker.eof or unpacker.unused_data:
-        raise ValueError(f"it does not unpack to its {size:,} bytes")
-    return out
+class _OtherBytes(Exception):
+    """A stored file unpacked to bytes other than its sha256 in the manifest."""
+
+
+def _unpack_file(source: Path, target: Path, sha: str, entry: dict | None) -> None:
+    """One stored file (xz-packed where `entry` says so) to `target`, in a stream: written to
+    a partial file beside it and hashed piece by piece, so memory never holds the file; the
+    partial file goes on any refusal and is moved into place only once its sha256 is right."""
+    with _reader(source, entry["bytes"] if entry else FILE_CAP) as read, \
+            atomic_file(target) as (handle, _):
+        digest = hashlib.sha256()
+        for piece in _unpacked(read, entry["size"]) if entry else iter(read, b""):
+            digest.update(piece)
+            handle.write(piece)
+        if digest.hexdigest() != sha:
+            raise _OtherBytes
+
+
+@contextlib.contextmanager
+def _reader(path: Path, cap: int) -> Iterator[Callable[[], bytes]]:
+    """Reads of up to CHUNK bytes of the regular file `path` (never through a link, never
+    blocking on a FIFO), refused past `cap` bytes; b"" at its end."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise Refused(f"it cannot be opened: {exc.strerror}") from None
+    read = 0
+
+    def piece() -> bytes:
+        nonlocal read
+        data = os.read(fd, CHUNK)
+        read += len(data)
+        if read > cap:
+            raise Refused(f"it holds more than the {cap:,} bytes allowed")
+        return data
+
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise Refused("it is not a regular file")
+        yield piece
+    finally:
+        os.close(fd)
+
+
+def _unpacked(read: Callable[[], bytes], size: int) -> Iterator[bytes]:
+    """The bytes of the one xz stream `read` gives, in pieces of at most CHUNK: exactly `size`
+    of them, refused as soon as there are more (or at its end, fewer, or bytes after it)."""
+    unpacker = lzma.LZMADecompressor(format=lzma.FORMAT_XZ, memlimit=UNPACK_MEMORY)
+    wrong = f"it does not unpack to its {size:,} bytes"
+    done = 0
+    while not unpacker.eof:
+        data = read() if unpacker.needs_input else b""
+        if unpacker.needs_input and not data:
+            raise ValueError(wrong)  # the file ends before its stream does
+        piece = unpacker.decompress(data, max_length=CHUNK)
+        done += len(piece)
+        if done > size:
+            raise ValueError(wrong)
+        yield piece
+    if done != size or unpacker.unused_data or read():
+        raise ValueError(wrong)
 
 
 def _pack(weights: Path, files: dict[str, str], packed: dict[str, dict]) -> dict[str, dict]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evaluator.bundles.spec import Bundle
+from evaluator.core import console
 from evaluator.core.errors import RunFailure, UserError, failure_class_of
 from evaluator.core.files import write_atomic, write_json_atomic
 from evaluator.core.gate import Limits, Refused, read_json, walk
@@ -82,14 +83,33 @@ def weights_folder(row: dict, store: Store) -> Path:
 
 
 def stored(job: TrainJob, store: Store) -> TrainedSystem | None:
-    """The trained system of `job`: the store's, else the repository's frozen artifact
-    (verified file by file); None when neither holds it."""
+    """The trained system of `job`: the repository's frozen artifact of its train key where
+    there is one (verified file by file), else the store's; None when neither holds it. A
+    frozen system is the reviewed one, so a store row of its key naming other weights (an
+    import from another store, a training since) never stands in for it: it is ignored, with
+    a warning naming both digests."""
     row = store.get_system(job.key) if store.exists() else None
-    if row is None or not store.model_path(row["weights_digest"]).is_dir():
-        row = frozen.find(job)
-    if row is None:
+    pinned = frozen.find(job)
+    if pinned is not None:
+        if row is not None and row["weights_digest"] != pinned["weights_digest"]:
+            _warn_once(f"{job.system_id}: this store's system of its train key has weights "
+                       f"{row['weights_digest']}, not the {pinned['weights_digest']} of the "
+                       f"repository's frozen system {pinned['frozen']}; the frozen system is "
+                       f"used and the store's ignored")
+        row = pinned
+    elif row is None or not store.model_path(row["weights_digest"]).is_dir():
         return None
     return TrainedSystem(row, True, system_bundle(job, row, store))
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """A warning shown once per process (a study looks its systems up many times)."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        console.warn(message)
 
 
 class TrainingBusy(UserError):

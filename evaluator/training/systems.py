@@ -40,12 +40,13 @@ def job_for(system_id: str, store: Store | None = None) -> TrainJob:
 
 
 def trained_rows(store: Store) -> list[dict]:
-    """Every trained system this machine can run: the store's, and the repository's frozen
-    artifacts the store does not hold (a row with `frozen` naming its folder)."""
-    rows = store.systems() if store.exists() else []
-    keys = {r["key"] for r in rows}
-    rows += [frozen.row_of(m) for m in frozen.manifests() if m["system"].get("key") not in keys]
-    return sorted(rows, key=lambda r: (r["system"], r["created_at"] or 0))
+    """Every trained system this machine can run: the repository's frozen artifacts (a row
+    with `frozen` naming its folder), and the store's systems of other train keys; a frozen
+    system is what runs for its key (`run.stored`), whatever the store holds."""
+    pinned = [frozen.row_of(m) for m in frozen.manifests()]
+    keys = {r["key"] for r in pinned}
+    rows = [r for r in (store.systems() if store.exists() else []) if r["key"] not in keys]
+    return sorted(rows + pinned, key=lambda r: (r["system"], r["created_at"] or 0))
 
 
 def resolve(system_id: str, store: Store) -> Bundle:
