@@ -13,6 +13,7 @@ import click
 from evaluator.bundles import spec as bundles
 from evaluator.bundles.schema import BundleFile
 from evaluator.core.errors import ConfigError, DataError, UserError
+from evaluator.core.folders import unknown_name
 from evaluator.data import checks, testsets
 from evaluator.data.fetch import cached_path
 from evaluator.data.schema import TestSetFile
@@ -73,11 +74,24 @@ def _pin(folder: Path, version: str | None) -> str:
     return f"pinned {folder.name}: sha256 {sha[:12]}" + (f", version {version}" if version else "")
 
 
+def _reference_problem(testset: TestSet, known: set[str]) -> str | None:
+    """A reference that names no test set here: the set's trend would have nothing to be
+    plotted against, silently."""
+    if testset.reference is None or testset.reference in known:
+        return None
+    hint = str(unknown_name("test set", testset.reference, known)).split(": ", 1)[1]
+    return (f"{testset.folder / 'testset.yaml'}: reference {testset.reference!r} is not a "
+            f"test set here ({hint})")
+
+
 def _check_folder(folder: Path) -> tuple[str, str | None]:
     """(what the folder is, its problem or None)."""
     try:
         if (folder / "testset.yaml").is_file():
-            found = _data_problems(testsets.from_folder(folder))
+            testset = testsets.from_folder(folder)
+            found = _data_problems(testset)
+            reference = _reference_problem(testset, {*testsets.available(), folder.name})
+            found += [reference] if reference else []
             return f"test set {folder.name}", "; ".join(found) if found else None
         if (folder / "bundle.yaml").is_file():
             bundles.from_folder(folder)
@@ -131,6 +145,9 @@ def validate_command(paths, schema, pin, version) -> None:
         problems += [f"test set {n}: {p}" for n, p in sorted(broken_sets.items())]
         problems += [f"test set {t.id}: {p}" for t in good_sets.values()
                      for p in _data_problems(t)]
+        known = {*good_sets, *broken_sets}
+        problems += [f"test set {t.id}: {p}" for t in good_sets.values()
+                     if (p := _reference_problem(t, known))]
         problems += [f"bundle {n}: {p}" for n, p in sorted(broken_bundles.items())]
         checked = len(good_sets) + len(broken_sets) + len(good_bundles) + len(broken_bundles)
     for line in problems:

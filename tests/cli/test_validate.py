@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from evaluator.cli.main import main
 from tests.conftest import REPO, write_command_bundle, write_testset
 
-# (folder, file, text replaced, replacement): ten ways to break a folder
+# (folder, file, text replaced, replacement): eleven ways to break a folder
 BREAKS = [
     ("set-typo", "testset.yaml", "reference:", "referense:"),
     ("set-type", "testset.yaml", "questions: ", "questions: many"),
@@ -23,6 +23,7 @@ BREAKS = [
     ("set-sha", "testset.yaml", "file: data.json",
      "source: {file: data.json, sha256: xyz, url: 'https://example.org/d.json'}"),
     ("set-yaml", "testset.yaml", "name: set-yaml", "name: [unclosed"),
+    ("set-reference", "testset.yaml", "reference: good-set", "reference: good-sett"),
     ("bundle-typo", "bundle.yaml", "command:", "comand:"),
     ("bundle-kind", "bundle.yaml", "kind: command", "kind: magic"),
     ("bundle-approach", "bundle.yaml", "kind: command", "kind: approach"),
@@ -32,11 +33,11 @@ BREAKS = [
 @pytest.fixture
 def broken(tmp_path, small_dev, monkeypatch):
     subs, sets = tmp_path / "subs", tmp_path / "sets"
-    write_testset(sets, "good-set", small_dev)
+    write_testset(sets, "good-set", small_dev, reference="good-set")
     write_command_bundle(subs, "good-bundle", "print()")
     for name, filename, old, new in BREAKS:
-        folder = write_testset(sets, name, small_dev) if filename == "testset.yaml" else \
-            write_command_bundle(subs, name, "print()")
+        folder = write_testset(sets, name, small_dev, reference="good-set") \
+            if filename == "testset.yaml" else write_command_bundle(subs, name, "print()")
         text = (folder / filename).read_text()
         assert old in text, (name, old)
         (folder / filename).write_text(text.replace(old, new, 1))
@@ -45,15 +46,17 @@ def broken(tmp_path, small_dev, monkeypatch):
     return {"subs": subs, "sets": sets}
 
 
-def test_ten_broken_folders_are_ten_lines_and_the_good_ones_still_list(broken):
+def test_eleven_broken_folders_are_eleven_lines_and_the_good_ones_still_list(broken):
     result = CliRunner().invoke(main, ["validate"])
     assert result.exit_code == 1
     lines = result.stdout.strip().splitlines()
     assert len(lines) == len(BREAKS), result.stdout
     for name, *_ in BREAKS:
         assert sum(f" {name}: " in line for line in lines) == 1, name
-    assert "12 folders checked, 10 with a problem" in result.stderr
+    assert "13 folders checked, 11 with a problem" in result.stderr
     assert "did you mean 'reference'" in result.stdout
+    assert "reference 'good-sett' is not a test set here (did you mean 'good-set'?" in \
+        result.stdout
     listed = CliRunner().invoke(main, ["testsets", "list"])
     assert listed.exit_code == 0 and "good-set" in listed.output
     assert "set-typo" in listed.output and "BROKEN" in listed.output
