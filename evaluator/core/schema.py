@@ -46,10 +46,13 @@ def validate(model: type[M], data: object, where: Path | str) -> M:
 
 
 def describe(exc: ValidationError, model: type[BaseModel]) -> str:
-    """The first problem, and how many other keys have one (a union's members count once)."""
-    errors = exc.errors()
-    keys = {_where(e["loc"]) for e in errors}
-    more = f" (and {len(keys) - 1} more)" if len(keys) > 1 else ""
+    """The first problem, and which other keys have one (a union's members count once). An
+    unknown key comes first: a misspelt key is also a required one missing, and the typo is
+    the mistake to name."""
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    first = _where(errors[0]["loc"])
+    others = list(dict.fromkeys(_where(e["loc"]) for e in errors if _where(e["loc"]) != first))
+    more = f" (and {len(others)} more: {', '.join(others)})" if others else ""
     return _line(errors[0], model) + more
 
 
