@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import figures
-from analysis.sources.tidy import METRICS, new_testsets, paired
+from analysis.sources.tidy import METRICS, NO_PAIRS, new_testsets, paired
 from analysis.stats import concurrence, fits, gaps
 
 FLOAT_FORMAT = "%.6g"  # the precision of every published table
@@ -60,9 +60,7 @@ def write(df: pd.DataFrame, out: Path | str, tables_dir: Path | str | None = Non
     by_key = {(f.testset, f.metric, f.scale): f for f in all_fits}
     testsets = new_testsets(df)
     if not testsets:
-        raise ValueError("nothing to plot: no test set in these results has scores for models "
-                         "that also have a reference (original) score; evaluate the same "
-                         "bundles on a shifted set and on its reference set")
+        raise ValueError(f"nothing to plot: {NO_PAIRS}")
     out.mkdir(parents=True, exist_ok=True)
     # a (set, metric) without paired scores is not drawn: AddOneSent's table has EM only
     present = {(t, m) for t in testsets for m in metrics if not paired(df, t, m).empty}

@@ -300,6 +300,11 @@ def select_models(df: pd.DataFrame, exclude: Mapping[str, object] | None = None)
     return out
 
 
+NO_PAIRS = ("no test set in these results has scores for models that also have a reference "
+            "(original) score; evaluate the same bundles on a shifted set and on its "
+            "reference set")  # why a frame without new_testsets gives no figure and no fit
+
+
 def new_testsets(df: pd.DataFrame) -> list[str]:
     """Test sets that are compared against a reference, in a stable, familiar order."""
     sets = set(df.loc[df["reference"] != "", "testset"])

@@ -1,8 +1,11 @@
 """Analysis commands: `qashift figures`, `fit` and `report`. Thin: parse, call `analysis`,
-print. The analysis modules load inside the commands, so `qashift --help` stays fast."""
+print. The analysis modules load inside the commands, so `qashift --help` stays fast.
+Default paths (the tables and plans that ship with the repository, and the figures/ folders
+the docs point at) are in the project root (`project_root`), not the current directory."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -10,11 +13,26 @@ from pathlib import Path
 import click
 
 from evaluator.cli.base import Command
-from evaluator.core import console
+from evaluator.core import console, settings
+from evaluator.core.errors import UserError
 from evaluator.data import testsets
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
 from evaluator.training import study, table
+
+
+def project_root() -> Path:
+    """The checkout whose results/, studies/ and figures/ the commands' default paths name:
+    $QASHIFT_ROOT, else this source tree (as evaluator.core.settings takes testsets/ and
+    submissions/ from), whatever the current directory."""
+    return Path(os.environ.get(settings.ENV["root"]) or settings.REPO_ROOT)
+
+
+def in_root(relative: str) -> dict:
+    """A path option's default: `relative` inside the project root, read when the command
+    runs (so that QASHIFT_ROOT applies), not in the current directory."""
+    return {"default": lambda: project_root() / relative,
+            "show_default": f"{relative} in the project root"}
 
 
 def _common(fn):
@@ -39,7 +57,7 @@ def _load(source, data_dir, exclude_extra_data, reference="squad-test", metrics=
 
     df = load_source(source, data_dir, reference=reference, metrics=metrics)
     if df.empty:
-        raise click.ClickException(f"no results to analyse in source {source!r}")
+        raise UserError(f"no results to analyse in source {source!r}")
     if exclude_extra_data:
         if "extra_data" not in df or df["extra_data"].isna().all():
             console.warn("no extra_data metadata in this source; no model excluded")
@@ -50,8 +68,8 @@ def _load(source, data_dir, exclude_extra_data, reference="squad-test", metrics=
 
 @click.command("figures", cls=Command)
 @_common
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("figures"),
-              show_default=True, help="Output folder.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), **in_root("figures"),
+              help="Output folder.")
 @click.option("--bootstrap", type=int, default=1000, show_default=True,
               help="Bootstrap resamples for bands and concurrence intervals.")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -69,7 +87,7 @@ def figures_command(source, data_dir, exclude_extra_data, reference, metrics, ou
         written = report.regenerate(df, out, n_boot=bootstrap, seed=seed,
                                     metrics=metrics or None)
     except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise UserError(str(exc)) from None
     for note in fits.fit_notes(df, fits.fit_all(df, metrics=metrics or fits.METRICS, n_boot=0),
                                metrics=metrics or fits.METRICS):
         console.warn(note)
@@ -79,7 +97,7 @@ def figures_command(source, data_dir, exclude_extra_data, reference, metrics, ou
             drawn, skipped = report.comparisons(df, source, other, compare, out, bootstrap,
                                                 seed)
         except ValueError as exc:
-            raise click.ClickException(str(exc)) from None
+            raise UserError(str(exc)) from None
         if skipped:
             console.warn(f"no comparison drawn for {', '.join(skipped)}: one source has "
                          f"fewer than 3 models with scores on both axes there")
@@ -96,14 +114,23 @@ def figures_command(source, data_dir, exclude_extra_data, reference, metrics, ou
 @click.option("--seed", type=int, default=0, show_default=True)
 def fit_command(source, data_dir, exclude_extra_data, reference, metrics, bootstrap, seed):
     """Print the trend-fit table (slope, intercept, R², slope 95% interval, n models)."""
+    from analysis.sources.tidy import NO_PAIRS, new_testsets  # lazy: pandas; fast --help
     from analysis.stats import fits  # lazy: pandas; fast --help
 
     df = _load(source, data_dir, exclude_extra_data, reference, metrics)
+    if not new_testsets(df):  # as `figures` says it
+        raise UserError(f"nothing to fit: {NO_PAIRS}")
     found = fits.fit_all(df, metrics=metrics or fits.METRICS, n_boot=bootstrap, seed=seed)
+    notes = fits.fit_notes(df, found, metrics=metrics or fits.METRICS)
+    if not found:  # every panel too small: the notes say why, not an empty table
+        for note in notes:
+            console.warn(note)
+        raise UserError("nothing to fit: no test set has the 3 or more models with scores on "
+                        "it and on its reference that a fit needs")
     table = fits.fit_table(found)
     click.echo(table.drop(columns=["n_boot", "seed"]).to_string(index=False,
                                                                   float_format="%.4f"))
-    for note in fits.fit_notes(df, found, metrics=metrics or fits.METRICS):
+    for note in notes:
         console.warn(note)
 
 
@@ -139,7 +166,7 @@ def report_command(source, out, data_dir, bootstrap, seed, concurrence_scores,
             approach_level = ac.site_page(ac.read_scores(concurrence_scores),
                                           concurrence_reference, bootstrap, seed)
         except ValueError as exc:
-            raise click.ClickException(f"--concurrence {concurrence_scores}: {exc}") from None
+            raise UserError(f"--concurrence {concurrence_scores}: {exc}") from None
 
     runs, labels = None, {}
     if source == "store":
@@ -151,13 +178,13 @@ def report_command(source, out, data_dir, bootstrap, seed, concurrence_scores,
         label = ("SQuADShifts published results (Miller et al. 2020) joined to the SQuAD "
                  "v1.1 leaderboard" if source == "squadshifts-published" else f"{source}")
     if df.empty and not (runs and runs.failures):
-        raise click.ClickException(f"no results in source {source!r}: run `evaluate` first, "
-                                   "or use --source squadshifts-published")
+        raise UserError(f"no results in source {source!r}: run `evaluate` first, "
+                        "or use --source squadshifts-published")
     try:
         index = site.build(df, out, source=label, runs=runs, labels=labels, n_boot=bootstrap,
                            seed=seed, approach_level=approach_level)
     except site.SiteError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise UserError(str(exc)) from None
     models = sum(1 for _ in (out / "models").glob("*.html"))
     click.echo(f"wrote the site to {out}: {models} submission pages; open {index}")
 
@@ -195,13 +222,13 @@ def reproduce_command(data_dir, joins, out):
 
 @click.command("population", cls=Command)
 @click.option("--table", "table_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=Path("results/population.csv"), show_default=True,
+              **in_root("results/population.csv"),
               help="The own population's results table (qashift study run --table).")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Local data mirror with results.json and the leaderboard export (default: "
               "$QASHIFT_DATA_DIR, else ../shared/data).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("figures/population"), show_default=True, help="Output folder.")
+              **in_root("figures/population"), help="Output folder.")
 @click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True,
               help="Bootstrap resamples for the figures' bands (0: none).")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -211,7 +238,7 @@ def reproduce_command(data_dir, joins, out):
                    "(repeatable; nothing is trained), add it to --table, and fit and draw "
                    "its trend against squad-dev-heldout.")
 @click.option("--plan", type=click.Path(dir_okay=False, exists=True, path_type=Path),
-              default=Path("studies/population.yaml"), show_default=True,
+              **in_root("studies/population.yaml"),
               help="The population's plan (with --score).")
 @click.option("--jobs", "-j", "parallel", type=click.IntRange(1, 64), default=2,
               show_default=True, help="Cells scored at once (with --score).")
@@ -231,12 +258,12 @@ def population_command(table_path, data_dir, out, bootstrap, seed, markdown, new
         _score_population(plan, list(new_sets), table_path, parallel, runner)
 
     if not table_path.is_file():
-        raise click.ClickException(f"{table_path}: no such table (write it with `qashift "
-                                   f"study run studies/population.yaml --table {table_path}`)")
+        raise UserError(f"{table_path}: no such table (write it with `qashift "
+                        f"study run studies/population.yaml --table {table_path}`)")
     published_files = population.published_inputs(data_dir or default_data_dir())
     missing = [str(p) for p in published_files if not p.is_file()]
     if missing:
-        raise click.ClickException(f"missing published data: {', '.join(missing)}")
+        raise UserError(f"missing published data: {', '.join(missing)}")
     key = population.inputs_key([table_path, *published_files],
                                 {"bootstrap": bootstrap, "seed": seed})
     table = population.cached(out, key)
@@ -344,16 +371,16 @@ def concurrence_command(reference, subsets, variant, versus, threshold, bootstra
     try:
         m = ac.read_scores(scores_path) if scores_path else ac.published()
     except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise UserError(str(exc)) from None
     reference = reference or (m.scores.columns[0] if scores_path else ac.SQUAD)
     try:
         ac.require_benchmarks(m, (reference, *versus, *(knee or ())))
     except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise UserError(str(exc)) from None
     try:
         chosen = ac.subsets(m, subsets)
     except ValueError as exc:
-        raise click.ClickException(f"--subset {exc}") from None
+        raise UserError(f"--subset {exc}") from None
     source = scores_path or "Liu et al.'s tables"
     click.echo(f"mode: {m.mode} ({source}); Kendall tau-{variant}; concurrence: tau > "
                f"{threshold:g}")
@@ -371,13 +398,13 @@ def concurrence_command(reference, subsets, variant, versus, threshold, bootstra
     paper_of = None
     if plan is not None:
         if not scores_path:
-            raise click.ClickException("--paper compares a score table (--scores) with the "
-                                       "paper's; give both")
+            raise UserError("--paper compares a score table (--scores) with the "
+                            "paper's; give both")
         paper_of = ac.paper_columns(plan)
         try:
             sides = ac.side_by_side(m, paper_of, reference, variant)
         except ValueError as exc:
-            raise click.ClickException(f"{plan}: {exc}") from None
+            raise UserError(f"{plan}: {exc}") from None
         click.echo(f"\nbeside Liu et al. (theirs vs {ac.SQUAD}, 20 approaches)\n"
                    + sides.to_string(index=False, float_format="%.2f", na_rep="n/a"))
     if knee:
@@ -402,7 +429,7 @@ def concurrence_command(reference, subsets, variant, versus, threshold, bootstra
 
 @click.command("strata", cls=Command)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("figures/strata"), show_default=True, help="Output folder.")
+              **in_root("figures/strata"), help="Output folder.")
 @click.option("--testset", "-t", "testset_names", multiple=True,
               help="Only these new test sets (default: every set a system was evaluated on "
                    "together with its reference).")
@@ -436,8 +463,8 @@ def strata_command(out, testset_names, table_path, plans, parallel, runner):
         systems = per_question_scores(store) if store.exists() else []
         if not systems and not kept:
             where = f" and no rows in {table_path}" if table_path else ""
-            raise click.ClickException(f"no per-question results in the store at "
-                                       f"{store.db_path}{where}: run `evaluate` first")
+            raise UserError(f"no per-question results in the store at "
+                            f"{store.db_path}{where}: run `evaluate` first")
         have = {(s.system, t) for s in systems for t in s.scores} | \
             {(r["system"], r["testset"]) for r in kept}
         references = stratified.references(have, testset_names)
@@ -464,7 +491,7 @@ def strata_command(out, testset_names, table_path, plans, parallel, runner):
     try:
         written, summary = stratified.write(scores, features, references, out)
     except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise UserError(str(exc)) from None
     click.echo("Mean drop over systems: observed vs predicted by each stratification\n"
                + summary.to_string(index=False, float_format="%.2f"))
     click.echo(f"wrote {len(written)} files to {out}")
@@ -479,8 +506,8 @@ def _score_strata(plan: Path, only: tuple[str, ...], held: set[tuple[str, str]],
     new = [t for t in found.testsets
            if t.reference and (t.id in only if only else t.kind != "derived")]
     if not new:
-        raise click.ClickException(f"{plan}: no test set with a reference to score"
-                                   + (f" among {', '.join(only)}" if only else ""))
+        raise UserError(f"{plan}: no test set with a reference to score"
+                        + (f" among {', '.join(only)}" if only else ""))
     sets = list({t.id: t for t in [*(testsets.get(t.reference) for t in new), *new]}.values())
     whole = replace(found, trainings=tuple(j for j in found.trainings if j.size is None))
     console.say(f"{plan}: {len(whole.trainings)} systems trained on a whole split, on "
@@ -497,17 +524,17 @@ def _score_strata(plan: Path, only: tuple[str, ...], held: set[tuple[str, str]],
 
 @click.command("families", cls=Command)
 @click.option("--table", type=click.Path(dir_okay=False, exists=True, path_type=Path),
-              default=Path("results/awadalla-2022.csv"), show_default=True,
+              **in_root("results/awadalla-2022.csv"),
               help="Published systems with a family column (Awadalla et al. 2022's release).")
 @click.option("--population", type=click.Path(dir_okay=False, exists=True, path_type=Path),
-              default=Path("results/population.csv"), show_default=True,
+              **in_root("results/population.csv"),
               help="The own population's table, drawn beside them.")
 @click.option("--baseline", default="fine-tuned", show_default=True,
               help="The published family whose trend the others are measured against.")
 @click.option("--population-baseline", default="non-pretrained", show_default=True,
               help="The own population's family that makes its trend.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("figures/families"), show_default=True, help="Output folder.")
+              **in_root("figures/families"), help="Output folder.")
 @click.option("--bootstrap", type=int, default=200, show_default=True,
               help="Bootstrap resamples for the figures' trend bands.")
 def families_command(table, population, baseline, population_baseline, out, bootstrap):
@@ -526,7 +553,7 @@ def families_command(table, population, baseline, population_baseline, out, boot
         ours = families.family_robustness(
             own, [o for _, o in families.SHIFTS], population_baseline)
     except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise UserError(str(exc)) from None
     out.mkdir(parents=True, exist_ok=True)
     for label, frame in ((f"{table} (against {baseline})", theirs),
                          (f"{population} (against {population_baseline})", ours)):
@@ -570,8 +597,8 @@ def extra_data_command(base, metric, csv_path, table_paths, reference, show_all)
         scores = load_source("store", store_records=records)
     found = extra_data.table(scores, base, metric)
     if found.empty:
-        raise click.ClickException(f"no new test set has 3 or more systems trained on {base} "
-                                   f"with a reference score: train and evaluate them first")
+        raise UserError(f"no new test set has 3 or more systems trained on {base} "
+                        f"with a reference score: train and evaluate them first")
     shown = found if show_all else extra_data.with_counterparts(found, base)
     shown = shown.drop(columns=["approach", "reference"])
     click.echo(shown.to_string(index=False, float_format="%.2f"))

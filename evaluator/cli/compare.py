@@ -17,10 +17,16 @@ import click
 from evaluator.core.errors import UserError
 from evaluator.core.files import write_csv_atomic
 from evaluator.data import testsets
+from evaluator.stats.intervals import check_level
 from evaluator.store.queries import cell_result
 from evaluator.store.store import Store
 from evaluator.store.units import load_units
 from evaluator.training import systems
+
+# What a scorer scores one by one (evaluator/scoring/squad_v1.py's Unit): a question, or, for
+# adversarial-min, a group of questions (the ids before the first '-'), which then makes n.
+SCORED_UNITS = {"adversarial-min": "question groups"}
+LEVEL_HELP = "confidence level of the intervals (strictly between 0 and 1, as for evaluate)"
 
 
 def _paired_units(store: Store, a: str, b: str, testset: str) -> tuple[dict, dict, list[str]]:
@@ -54,7 +60,7 @@ def _scores(units: dict, name: str, ids: list[str], metric: str) -> list[float]:
               help="an original set both were scored on: also compare their drops to -t")
 @click.option("--bootstrap", type=click.IntRange(min=100), default=10_000, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--level", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True)
+@click.option("--level", type=float, default=0.95, show_default=True, help=LEVEL_HELP)
 @click.option("--diff", "diff_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="write the questions where the answers differ (CSV)")
 @click.option("--json", "as_json", is_flag=True)
@@ -64,6 +70,10 @@ def compare_command(names, testset, against, bootstrap, seed, level, diff_path,
     if len(names) != 2:
         raise UserError(f"compare takes two systems (-b A -b B), got {len(names)}")
     a, b = names
+    try:
+        check_level(level)  # the check `evaluate` makes of its --level
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
     from evaluator.stats import paired as paired_stats  # lazy: numpy, scipy; fast start
 
     store = Store.open_default()
@@ -90,12 +100,13 @@ def compare_command(names, testset, against, bootstrap, seed, level, diff_path,
     if as_json:
         click.echo(json.dumps(out, indent=1))
         return
-    pct = f"{int(level * 100)}%"
-    click.echo(f"{a} vs {b} on {testset}: {len(ids)} questions scored for both")
+    pct = f"{100 * level:.4g}%"  # 95%, 99.9%
+    units_of = SCORED_UNITS.get(rows[a]["scorer"], "questions")
+    click.echo(f"{a} vs {b} on {testset}: {len(ids)} {units_of} scored for both")
     for p in out["paired"]:
         line = (f"  {p['metric'].upper():<3} {p['a']:7.3f} vs {p['b']:7.3f}: difference "
                 f"{p['diff']:+.3f} [{p['lo']:+.3f}, {p['hi']:+.3f}] ({pct} paired bootstrap; "
-                f"unpaired it would be +-{p['unpaired_half_width']:.3f}), "
+                f"unpaired it would be ±{p['unpaired_half_width']:.3f}), "
                 f"paired t p = {p['t_p']:.3g}")
         if p["metric"] == "em":
             line += (f", McNemar exact p = {p['mcnemar_p']:.3g} ({p['a_only']} right only "

@@ -1,4 +1,4 @@
-"""`evaluate` (the main job), `qashift run` (a study file) and `qashift check` (a bundle on a
+"""`evaluate` (the main job), `qashift run` (a config file) and `qashift check` (a bundle on a
 few questions): all three assemble an EvaluationConfig and call training.evaluation.
 
 Only what a cached `evaluate` needs is imported here; the analysis (pandas, matplotlib) only
@@ -78,7 +78,7 @@ def _print_table(results: list[dict]) -> None:
                    f"a clustered interval needs two or more)")
 
 
-# A study file (`--config`, `qashift run`) uses the flags' names: key -> parameter.
+# A config file (`--config`, `qashift run`) uses the flags' names: key -> parameter.
 CONFIG_KEYS = {"bundles": "bundle_names", "testsets": "testset_names", "level": "level",
                "model_args": "model_args",
                "cluster": "cluster", "rerun": "rerun", "runner": "runner",
@@ -91,7 +91,7 @@ LISTS = ("bundle_names", "testset_names", "data_dir", "templates")
 
 
 def _read_config(ctx: click.Context, param: click.Parameter, value: str | None):
-    """Load a study file into the command's defaults; flags given still win."""
+    """Load a config file into the command's defaults; flags given still win."""
     if value is None:
         return None
     path = Path(value)
@@ -108,7 +108,7 @@ def _read_config(ctx: click.Context, param: click.Parameter, value: str | None):
         if name in LISTS and not isinstance(value_, list):
             value_ = [value_]
         if name in ("data_dir", "workspace", "samples_dir", "output_path") and value_:
-            # paths in a study file are relative to the file, not to where it is run from
+            # paths in a config file are relative to the file, not to where it is run from
             value_ = ([str((path.parent / v).resolve()) for v in value_] if name in LISTS
                       else str((path.parent / value_).resolve()))
         defaults[name] = value_
@@ -120,7 +120,7 @@ def _read_config(ctx: click.Context, param: click.Parameter, value: str | None):
 @click.version_option(__version__, prog_name="qashift")
 @click.option("--config", type=click.Path(exists=True, dir_okay=False), is_eager=True,
               expose_value=False, callback=_read_config,
-              help="a study file (YAML): the same keys as the flags (bundles, testsets, "
+              help="a config file (YAML): the same keys as the flags (bundles, testsets, "
                    "runner, level, limit, log_samples, output_path, ...); flags given win")
 @click.option("--bundle", "-b", "bundle_names", multiple=True, required=True,
               help="submission id (repeatable; 'all' for every bundle)")
@@ -132,12 +132,14 @@ def _read_config(ctx: click.Context, param: click.Parameter, value: str | None):
 @click.option("--rerun", is_flag=True, help="recompute even if a stored result exists")
 @click.option("--runner", default="auto", show_default=True,
               type=click.Choice(["auto", "local", "docker", "slurm"]),
-              help="how command bundles run; auto = docker when a daemon answers; slurm = "
-                   "one Slurm job per cell (docs/slurm.md)")
+              help="how command and hf-qa bundles run; auto = docker when a daemon answers; "
+                   "slurm = one Slurm job per cell (docs/slurm.md)")
 @click.option("--partition", default=None, help="Slurm partition (--runner slurm)")
 @click.option("--account", default=None, help="Slurm account (--runner slurm)")
 @click.option("--device", default="auto", show_default=True,
-              type=click.Choice(["auto", "cpu", "gpu"]))
+              type=click.Choice(["auto", "cpu", "gpu"]),
+              help="auto = a GPU where the bundle asks for one (resources.gpus; hf-qa: where "
+                   "CUDA is visible); cpu = none; gpu = at least one")
 @click.option("--data-dir", multiple=True, type=click.Path(file_okay=False),
               help="local mirror of the public data files, tried before any URL")
 @click.option("--workspace", type=click.Path(file_okay=False),
@@ -253,14 +255,18 @@ def _write_study(out: Path, document: dict, store: Store, level: float) -> None:
         console.warn(f"no figures for this study: {exc}")
 
 
-
 @click.command("run", context_settings={"ignore_unknown_options": True})
 @click.argument("config", type=click.Path(exists=True, dir_okay=False))
 @click.argument("flags", nargs=-1, type=click.UNPROCESSED)
-def run_command(config, flags) -> None:
-    """Run a study file: `evaluate --config CONFIG [FLAGS...]` (flags given win over the
+@click.pass_context
+def run_command(ctx: click.Context, config, flags) -> None:
+    """Run a config file: `evaluate --config CONFIG [FLAGS...]` (flags given win over the
     file). The one command that reproduces a study."""
-    sys.exit(evaluate_cmd.main(args=["--config", config, *flags], prog_name="qashift run"))
+    # `evaluate` runs in the group's context, in place of this command, not afresh: it then
+    # keeps the group's console settings (`qashift -q/-v/--log-file run ...`, in ctx.meta)
+    with evaluate_cmd.make_context(ctx.info_name, ["--config", config, *flags],
+                                   parent=ctx.parent) as sub:
+        evaluate_cmd.invoke(sub)
 
 
 @click.command("check")

@@ -10,6 +10,7 @@ import click
 from analysis.studies.approach_matrix import approach_matrix
 from evaluator.cli.base import Group, configure, settings_options
 from evaluator.core import console
+from evaluator.core.errors import UserError
 from evaluator.core.files import write_csv_atomic
 from evaluator.core.hashing import canonical_json
 from evaluator.runners.dispatch import Dispatcher
@@ -190,14 +191,13 @@ def matrix_command(plan, out, runs_path, table_path, ledgers, keep, data_dir,
     if keep == "benchmarks":
         complete, kept = list(made.groups), made.complete_benchmarks()
         if len(kept) < 2:
-            raise click.ClickException(f"{plan}: fewer than two benchmarks have a score for "
-                                       f"every approach yet (qashift study status {plan}); "
-                                       f"nothing written")
+            raise UserError(f"{plan}: fewer than two benchmarks have a score for every "
+                            f"approach yet (qashift study status {plan}); nothing written")
     else:
         complete, kept = made.complete(), list(made.benchmarks)
         if not complete:
-            raise click.ClickException(f"{plan}: no approach has a score on every benchmark "
-                                       f"yet (qashift study status {plan}); nothing written")
+            raise UserError(f"{plan}: no approach has a score on every benchmark yet "
+                            f"(qashift study status {plan}); nothing written")
     columns = ("approach", "group", "mode", *kept)
     write_csv_atomic(out, columns, [
         {"approach": a, "group": made.groups[a], "mode": "approach-level",

@@ -9,7 +9,15 @@ import pytest
 from click.testing import CliRunner
 
 from analysis.sources import load_source
-from evaluator.cli.analysis import figures_command, fit_command
+from evaluator.cli.analysis import (
+    families_command,
+    figures_command,
+    fit_command,
+    population_command,
+    strata_command,
+)
+from evaluator.cli.main import main
+from tests.conftest import REPO
 
 NEW_SETS = ("new-wiki", "nyt", "reddit", "amazon")
 
@@ -115,3 +123,74 @@ def test_figures_compare_skips_a_set_one_source_cannot_fit_with_a_warning(tmp_pa
     assert result.exit_code == 0, result.output
     assert "no comparison drawn for addonesent f1" in result.output
     assert (tmp_path / "figs" / "compare-addonesent-em.png").is_file()
+
+
+def test_fit_on_a_store_without_pairs_says_what_figures_says(workspace, tmp_path):
+    """A store with scores on an original set only: no trend to fit, one line, exit 1, as
+    `figures` (not an empty pandas table)."""
+    ran = CliRunner().invoke(main, ["evaluate", "-b", "bert-ensemble", "-t", "squad-dev"])
+    assert ran.exit_code == 0, ran.output
+    fit = CliRunner().invoke(main, ["fit", "--source", "store"])
+    drawn = CliRunner().invoke(main, ["figures", "--source", "store", "--out",
+                                      str(tmp_path / "figs")])
+    assert fit.exit_code == drawn.exit_code == 1
+    assert fit.stdout == ""
+    [line] = fit.stderr.splitlines()
+    assert line == drawn.stderr.splitlines()[0].replace("nothing to plot", "nothing to fit")
+    assert line.startswith("error: nothing to fit: no test set in these results has scores")
+
+
+def test_fit_with_too_few_models_everywhere_says_why_instead_of_an_empty_table(tmp_path):
+    table = trend_table(tmp_path / "two.csv", "reddit", [(60, 50), (70, 62)])
+    result = CliRunner().invoke(fit_command, ["--source", str(table)])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert "2 models on reddit (f1): at least 3 are needed for a fit" in result.stderr
+    assert result.stderr.splitlines()[-1].startswith("error: nothing to fit: ")
+
+
+@pytest.mark.parametrize("command, defaults", [
+    (families_command, {"table": "results/awadalla-2022.csv",
+                        "population": "results/population.csv", "out": "figures/families"}),
+    (population_command, {"table_path": "results/population.csv",
+                          "plan": "studies/population.yaml", "out": "figures/population"}),
+    (strata_command, {"out": "figures/strata"}),
+    (figures_command, {"out": "figures"}),
+])
+def test_default_paths_are_in_the_project_root_wherever_a_command_runs(
+        command, defaults, tmp_path, monkeypatch):
+    """The tables and plans that ship with the repository are found from any directory, and
+    the figures go to the checkout's figures/ (as the docs have them); QASHIFT_ROOT names
+    another checkout."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("QASHIFT_ROOT", raising=False)
+    params = command.make_context(command.name, []).params
+    assert {k: params[k] for k in defaults} == {k: REPO / v for k, v in defaults.items()}
+    other = tmp_path / "checkout"
+    for relative in defaults.values():
+        if relative.endswith((".csv", ".yaml")):
+            (other / relative).parent.mkdir(parents=True, exist_ok=True)
+            (other / relative).write_bytes((REPO / relative).read_bytes())
+    monkeypatch.setenv("QASHIFT_ROOT", str(other))
+    params = command.make_context(command.name, []).params
+    assert {k: params[k] for k in defaults} == {k: other / v for k, v in defaults.items()}
+
+
+@pytest.mark.slow
+def test_families_runs_from_outside_the_checkout(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("QASHIFT_ROOT", raising=False)
+    result = CliRunner().invoke(main, ["families", "--out", "out", "--bootstrap", "0"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out" / "families.csv").is_file()
+
+
+def test_analysis_errors_are_one_line_in_the_style_of_every_command(workspace):
+    """`error: ...` on stderr and exit status 1, as a UserError anywhere (not click's
+    `Error: ...`)."""
+    for args in (["extra-data", "--table", str(REPO / "results" / "population.csv"),
+                  "--base", "no-such-split"],
+                 ["strata", "--out", str(workspace.parent / "strata")]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 1, args
+        [line] = result.stderr.splitlines()
+        assert line.startswith("error: no "), line

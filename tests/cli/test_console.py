@@ -39,6 +39,23 @@ def test_verbose_and_log_file_on_the_evaluate_entry_point(two_cells, tmp_path):
     assert re.search(r"INFO .*first-word x tiny", text)
 
 
+def test_the_group_options_hold_for_a_study_file_run_too(two_cells, tmp_path):
+    """`qashift -q/-v/--log-file run STUDY` as `qashift ... evaluate`: the options work on
+    `qashift` before any subcommand."""
+    study = tmp_path / "study.yaml"
+    study.write_text("bundles: [first-word, first-word-too]\ntestsets: [tiny]\nrunner: local\n")
+    quiet = CliRunner().invoke(main, ["-q", "run", str(study)])
+    assert quiet.exit_code == 0, quiet.output
+    assert quiet.stderr == "" and "first-word-too" in quiet.stdout
+    log = tmp_path / "logs" / "run.log"
+    loud = CliRunner().invoke(main, ["-v", "--log-file", str(log), "run", str(study), "--rerun"])
+    assert loud.exit_code == 0, loud.output
+    assert "2 cells planned" in loud.stderr
+    text = log.read_text()
+    assert "DEBUG 2 cells planned" in text
+    assert re.search(r"INFO .*first-word x tiny", text)
+
+
 def test_errors_still_show_with_quiet(workspace):
     result = CliRunner().invoke(main, ["-q", "evaluate", "-b", "no-such-bundle", "-t",
                                        "squad-dev"])

@@ -15,7 +15,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 
 from evaluator.cli.main import evaluate_cmd, main
 from evaluator.stats.paired import drop_difference, mcnemar_exact, paired
-from tests.conftest import FIRST_WORD, tiny_registry
+from tests.conftest import FIRST_WORD, tiny_registry, write_testset
 
 
 @pytest.mark.parametrize("a_only, b_only", [(0, 0), (3, 0), (12, 5), (40, 61)])
@@ -100,6 +100,39 @@ def test_compare_reads_both_stored_cells_and_writes_their_differences(
     missing = CliRunner().invoke(main, ["compare", "-b", "first", "-b", "nobody", "-t",
                                         "other"])
     assert missing.exit_code != 0 and "no stored result for nobody x other" in missing.output
+
+
+def adversarial(raw: dict) -> dict:
+    """Every question twice, as asked and again as ID-high-conf: one group of two each, as
+    AddSent's ids make them for the adversarial-min scorer."""
+    out = json.loads(json.dumps(raw))
+    for article in out["data"]:
+        for paragraph in article["paragraphs"]:
+            paragraph["qas"] += [{**q, "id": f"{q['id']}-high-conf"} for q in paragraph["qas"]]
+    return out
+
+
+def test_compare_counts_groups_on_a_grouped_set_and_takes_the_levels_evaluate_takes(
+        tmp_path, small_dev, monkeypatch, workspace):
+    sets, _ = tiny_registry(tmp_path, monkeypatch, {}, {"first": FIRST_WORD,
+                                                         "second": SECOND_WORD})
+    write_testset(sets, "adv", adversarial(small_dev), scorer="adversarial-min")
+    for bundle in ("first", "second"):
+        assert CliRunner().invoke(evaluate_cmd, ["-b", bundle, "-t", "adv", "--runner",
+                                                 "local"]).exit_code == 0
+    groups = sum(len(p["qas"]) for a in small_dev["data"] for p in a["paragraphs"])
+    compare = ["compare", "-b", "first", "-b", "second", "-t", "adv", "--bootstrap", "200"]
+    done = CliRunner().invoke(main, [*compare, "--level", "0.3"])
+    assert done.exit_code == 0, done.output
+    assert f"first vs second on adv: {groups} question groups scored for both" in done.stdout
+    assert "(30% paired bootstrap; unpaired it would be ±" in done.stdout
+    for level in ("0", "1", "1.5"):  # strictly between 0 and 1, in the same words
+        evaluated = CliRunner().invoke(main, ["evaluate", "-b", "first", "-t", "adv",
+                                              "--level", level])
+        compared = CliRunner().invoke(main, [*compare, "--level", level])
+        assert compared.exit_code == evaluated.exit_code == 1, compared.output
+        assert compared.stderr == evaluated.stderr
+        assert compared.stderr.startswith("error: confidence level must be strictly between")
 
 
 def test_pairing_narrows_the_interval_on_real_stored_predictions(workspace, shared_data):
