@@ -13,6 +13,8 @@ from evaluator.cli.base import Group
 from evaluator.core import settings
 from evaluator.core.errors import UserError
 from evaluator.core.folders import unknown_name
+from evaluator.store.store import Store
+from evaluator.training import systems
 
 
 @click.group("bundles", cls=Group, lazy={"export-onnx": "evaluator.cli.hfqa:export_onnx"})
@@ -98,9 +100,20 @@ def bundles_complete(name, program_dir, command, image, dockerfile, requirements
 @bundles_group.command("show")
 @click.argument("name")
 def bundles_show(name: str) -> None:
-    b = bundles.get(name)
+    """A bundle's or a trained system's facts: kind, digest, command, resources, metadata,
+    and a system's approach, weights and frozen folder (a broken folder: what is wrong)."""
+    if name == "all":
+        raise UserError("bundles show takes one id; `qashift bundles list` lists them all")
+    store = Store.open_default()
+    [b] = systems.resolve_bundles([name], store)  # a folder or a trained system, as evaluate
     click.echo(f"{'id':>16}: {b.id}\n{'name':>16}: {b.name}\n{'kind':>16}: {b.kind}\n"
                f"{'digest':>16}: {b.digest}")
+    if b.weights_digest:  # a trained system: its weights, and the artifact that holds them
+        kept = [r for r in systems.trained_rows(store) if r["key"] == b.system_key]
+        frozen = kept[-1].get("frozen") if kept else None
+        click.echo(f"{'weights_digest':>16}: {b.weights_digest}\n"
+                   f"{'weights':>16}: {b.model['path']}\n"
+                   f"{'frozen':>16}: {frozen or 'no: trained in this store, kept in it'}")
     if b.command:
         click.echo(f"{'command':>16}: {b.command}")
     click.echo(f"{'resources':>16}: {b.resources}")

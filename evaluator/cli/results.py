@@ -4,6 +4,7 @@ questions where two systems differ."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -12,10 +13,10 @@ from evaluator.cli import compare
 from evaluator.cli.base import cut
 from evaluator.core import console
 from evaluator.core.errors import UserError
-from evaluator.core.files import write_csv_atomic
+from evaluator.core.files import READABLE, write_atomic, write_csv_atomic
 from evaluator.data import testsets
-from evaluator.pipeline.samples import write_samples
-from evaluator.store.queries import cell_result, is_sample, latest
+from evaluator.pipeline.samples import file_stem, write_samples
+from evaluator.store.queries import cell_result, is_sample, latest, sample_size
 from evaluator.store.store import Store
 from evaluator.store.units import load_units
 from evaluator.training import systems
@@ -27,9 +28,10 @@ def results_group() -> None:
 
 
 @results_group.command("list")
-@click.option("--bundle", default=None)
-@click.option("--testset", default=None)
-@click.option("--failures", is_flag=True, help="list failed runs instead")
+@click.option("--bundle", "-b", default=None, help="only this bundle or trained system")
+@click.option("--testset", "-t", default=None, help="only this test set")
+@click.option("--failures", is_flag=True,
+              help="list failed runs instead (a sample's labelled with its n)")
 @click.option("--include-samples", is_flag=True,
               help="also the runs on a sample of questions (--limit, check), labelled")
 def results_list(bundle, testset, failures, include_samples) -> None:
@@ -39,12 +41,14 @@ def results_list(bundle, testset, failures, include_samples) -> None:
     if not store.exists():
         raise UserError(f"no results store at {store.db_path}; run evaluate first")
     if failures:
-        rows = store.failures()
+        rows = [f for f in store.failures() if (not bundle or f["bundle"] == bundle)
+                and (not testset or f["testset"] == testset)]
         wb = max([len("bundle"), *(len(r["bundle"]) for r in rows)])
         wt = max([len("testset"), *(len(r["testset"]) for r in rows)])
         for f in rows:
+            kind = f"(sample of {sample_size(f)}) " if is_sample(f) else ""
             click.echo(f"{f['bundle']:<{wb}} {f['testset']:<{wt}} {f['failure_class']:<22} "
-                       f"{f['message']}")
+                       f"{kind}{f['message']}")
         return
     stored = store.results(bundle, testset)
     rows = sorted(latest(stored, digest_today=systems.digest_today(store)).values(),
@@ -73,7 +77,9 @@ def results_list(bundle, testset, failures, include_samples) -> None:
 @click.argument("testset")
 @click.option("--out", type=click.Path(file_okay=False), default=".", show_default=True)
 def results_export(bundle, testset, out) -> None:
-    """Write a cell's predictions.json and per-question scores.csv to --out."""
+    """Write a cell's predictions and per-question scores to --out, as
+    BUNDLE.TESTSET.predictions.json and BUNDLE.TESTSET.scores.csv (a trained system's `/`
+    written `_`, as `results samples` names its logs)."""
     store = Store.open_default()
     row = _cell(store, bundle, testset)
     out_dir = Path(out)
@@ -81,8 +87,8 @@ def results_export(bundle, testset, out) -> None:
     predictions = store.get_object(row["predictions_sha256"])
     if predictions is None:
         raise UserError("stored predictions are missing or corrupt; re-run with --rerun")
-    prefix = f"{bundle}.{testset}"
-    (out_dir / f"{prefix}.predictions.json").write_bytes(predictions)
+    prefix = file_stem(bundle, testset)  # a trained system's `/` as `_`, as the logs name it
+    write_atomic(out_dir / f"{prefix}.predictions.json", predictions, READABLE)
     write_csv_atomic(out_dir / f"{prefix}.scores.csv",
                      ["id", "em", "f1", "paragraph", "article", "missing"],
                      ({"id": u.id, "em": u.em, "f1": u.f1, "paragraph": u.paragraph,
@@ -149,24 +155,37 @@ def _cell(store: Store, bundle: str, testset: str) -> dict:
 @click.argument("bundle")
 @click.argument("testset")
 def results_show(bundle, testset) -> None:
-    """A cell's latest stored result with its provenance (tool, commit, software, host)."""
+    """A cell's latest stored result with its provenance (tool, commit, software, host): each
+    field once, EM and F1 with their interval, times in ISO-8601 UTC."""
     store = Store.open_default()
     row = _cell(store, bundle, testset)
     record = json.loads(row["run_record"])
-    for key in ("bundle", "testset", "n", "missing", "em", "f1", "scorer_version", "runner",
-                "device", "wall_s", "key", "bundle_digest", "testset_sha256"):
-        click.echo(f"{key:>16}: {row[key]}")
     cpu = record.get("cpu_s", "not recorded (stored by an older version)")
-    click.echo(f"{'cpu_s':>16}: "
-               f"{'not counted by its runner' if cpu is None else cpu}")
+    fields = {**{k: row[k] for k in ("bundle", "testset", "n", "missing")},
+              "em": _with_interval(row, "em"), "f1": _with_interval(row, "f1"),
+              **{k: row[k] for k in ("scorer_version", "runner", "device", "wall_s")},
+              "cpu_s": "not counted by its runner" if cpu is None else cpu,
+              **{k: row[k] for k in ("key", "bundle_digest", "testset_sha256")},
+              "stored_at": row["created_at"]}
     prov = record.get("details", {}).get("provenance")
     if not prov:
-        click.echo(f"{'provenance':>16}: not recorded (stored by an older version)")
-        return
-    for key, value in prov.items():
+        fields["provenance"] = "not recorded (stored by an older version)"
+    for key, value in (prov or {}).items():
         if key == "packages":
             value = ", ".join(f"{k} {v}" for k, v in value.items() if v)
+        fields.setdefault(key, value)  # the run's device is the row's: said once
+    for key, value in fields.items():
+        if key.endswith("_at") and isinstance(value, int | float):
+            value = datetime.fromtimestamp(value, UTC).isoformat(timespec="seconds")
         click.echo(f"{key:>16}: {value}")
+
+
+def _with_interval(row: dict, metric: str) -> str:
+    """`71.2345 [70.345, 72.123] (95% interval)`: a stored score, exactly as stored, with its
+    interval's bounds (`-` for a bound there is none of: one question, one cluster)."""
+    bounds = [row[f"{metric}_{end}"] for end in ("lo", "hi")]
+    shown = ", ".join("-" if b is None else f"{b:.3f}" for b in bounds)
+    return f"{row[metric]} [{shown}] ({row['level'] * 100:g}% interval)"
 
 
 @results_group.command("log")

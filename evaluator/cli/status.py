@@ -6,27 +6,28 @@ from collections import Counter
 
 import click
 
-from evaluator.bundles import spec as bundles
 from evaluator.cli.base import COLUMNS, NAME_WIDTH, cut
 from evaluator.core import console
 from evaluator.data import testsets
 from evaluator.pipeline.status import CellStatus, matrix_status
 from evaluator.store.store import Store
+from evaluator.training import systems
 from evaluator.training.run import read_progress
 
 
 @click.command("status")
 @click.option("--bundle", "-b", "bundle_names", multiple=True, default=("all",),
-              show_default=True)
+              show_default=True, help="bundle or trained-system id (repeatable; 'all')")
 @click.option("--testset", "-t", "testset_names", multiple=True, default=("all",),
-              show_default=True)
+              show_default=True, help="test-set id (repeatable; 'all')")
 @click.option("--include-waiting", is_flag=True,
               help="also show bundles still waiting for their program files")
 @click.option("--wide", is_flag=True, help="the full matrix, however wide")
 def status_cmd(bundle_names, testset_names, include_waiting, wide) -> None:
     """The matrix from the store: done (F1), running, failed (class), pending, n/a."""
     store = Store.open_default()
-    chosen_bundles = [b for b in bundles.resolve(list(bundle_names))
+    named = systems.resolve_bundles(list(bundle_names), store)  # folders, trained systems
+    chosen_bundles = [b for b in named
                       if include_waiting or b.status == "ready" or "all" not in bundle_names]
     chosen_sets = testsets.resolve(list(testset_names))
     cells = matrix_status(store, chosen_bundles, chosen_sets)

@@ -6,6 +6,7 @@ import fnmatch
 import json
 import sys
 from pathlib import Path
+from typing import get_args
 
 import click
 
@@ -13,8 +14,12 @@ from evaluator.cli.base import COLUMNS, NAME_WIDTH, Group, cut
 from evaluator.core import console, settings
 from evaluator.core.errors import UserError
 from evaluator.core.files import write_csv_atomic
+from evaluator.core.folders import unknown_name
 from evaluator.data import stats, testsets
 from evaluator.data.fetch import cached_path
+from evaluator.data.schema import TestSetFile
+
+KINDS = get_args(TestSetFile.model_fields["kind"].annotation)  # what testset.yaml allows
 
 
 @click.group("testsets", cls=Group, lazy={"derive": "evaluator.cli.derive:testsets_derive"})
@@ -24,12 +29,15 @@ def testsets_group() -> None:
 
 @testsets_group.command("list")
 @click.option("--kind", "kinds", multiple=True, metavar="KIND",
-              help="only sets of this kind (repeatable): original, replication, natural-shift, "
-                   "adversarial, derived, synthetic, training")
+              help=f"only sets of this kind (repeatable): {', '.join(KINDS)}")
 @click.option("--match", "pattern", default=None, metavar="GLOB", help="only ids matching this")
-@click.option("--json", "as_json", is_flag=True, help="one JSON object per set")
+@click.option("--json", "as_json", is_flag=True,
+              help="print the listed sets as one JSON array (an object per set)")
 def testsets_list(kinds, pattern, as_json) -> None:
     """Every test set; a broken folder is listed with its problem, the others still are."""
+    for kind in kinds:
+        if kind not in KINDS:
+            raise unknown_name("kind", kind, KINDS)
     good, broken = testsets.scan()
     names = sorted(n for n in [*good, *broken] if not pattern or fnmatch.fnmatch(n, pattern))
     if kinds:
@@ -69,6 +77,8 @@ def testsets_list(kinds, pattern, as_json) -> None:
 @testsets_group.command("show")
 @click.argument("name")
 def testsets_show(name: str) -> None:
+    """A test set's facts (kind, reference, questions, scorer, license, sha256) and where its
+    data file is: cached, in a mirror, or still to fetch."""
     ts = testsets.get(name)
     for key in ("id", "name", "version", "kind", "reference", "questions", "scorer",
                 "cluster", "license", "citation", "sha256"):

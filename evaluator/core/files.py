@@ -3,6 +3,9 @@ never a torn one. And the one reader of the CSV tables they write.
 
 Data goes to a temporary file beside the target (`.partial-*`, same file system), is flushed
 and fsync'ed, then renamed over the target; on any error the temporary file is removed.
+The temporary file is private (0600) and the target keeps that mode unless the writer gives
+another: a file written for people (a CSV table, an export) is `READABLE` (0644), as files a
+user writes are; the store's objects and caches stay private.
 """
 
 from __future__ import annotations
@@ -24,11 +27,13 @@ from evaluator.core.errors import UserError
 from evaluator.core.owner import pid_alive
 
 PARTIAL_PREFIX = ".partial-"
+READABLE = 0o644  # a file written for people: theirs to change, everyone's to read
 
 
 @contextmanager
-def atomic_file(target: Path) -> Iterator[tuple[BinaryIO, Path]]:
-    """(open binary handle, its temporary path): write, and the target appears on success."""
+def atomic_file(target: Path, mode: int | None = None) -> Iterator[tuple[BinaryIO, Path]]:
+    """(open binary handle, its temporary path): write, and the target appears on success,
+    with `mode` where given (else private: 0600)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=PARTIAL_PREFIX)
@@ -36,6 +41,8 @@ def atomic_file(target: Path) -> Iterator[tuple[BinaryIO, Path]]:
         with os.fdopen(fd, "wb") as handle:
             yield handle, Path(tmp)
             handle.flush()
+            if mode is not None:
+                os.fchmod(handle.fileno(), mode)
             os.fsync(handle.fileno())
         os.replace(tmp, target)
     except BaseException:
@@ -43,8 +50,9 @@ def atomic_file(target: Path) -> Iterator[tuple[BinaryIO, Path]]:
         raise
 
 
-def write_atomic(target: Path, data: bytes) -> None:
-    with atomic_file(target) as (handle, _):
+def write_atomic(target: Path, data: bytes, mode: int | None = None) -> None:
+    """`data` to `target` atomically, with `mode` where given (else private: 0600)."""
+    with atomic_file(target, mode) as (handle, _):
         handle.write(data)
 
 
@@ -53,13 +61,15 @@ def write_json_atomic(target: Path, obj: object) -> None:
     write_atomic(target, json.dumps(obj, sort_keys=True).encode())
 
 
-def write_csv_atomic(target: Path, columns: Sequence[str], rows: Iterable[Mapping]) -> None:
-    """A CSV table: the header, then one line per row ("\\n" line ends), written atomically."""
+def write_csv_atomic(target: Path, columns: Sequence[str], rows: Iterable[Mapping],
+                     mode: int = READABLE) -> None:
+    """A CSV table: the header, then one line per row ("\\n" line ends), written atomically;
+    a table is for people to read: READABLE unless `mode` says otherwise."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    write_atomic(target, buffer.getvalue().encode())
+    write_atomic(target, buffer.getvalue().encode(), mode)
 
 
 def read_csv_table(path: Path, columns: Sequence[str], what: str) -> list[dict]:

@@ -158,7 +158,8 @@ def evaluate(job: Job, runner: Runner, store: Store, *, level: float = intervals
                 failure = RunFailure("internal-error", f"{job.label}: {type(exc).__name__}: "
                                      f"{str(exc)[:300]}", traceback.format_exc())
                 store.record_failure(job.key, job.bundle.id, job.testset.id, "internal-error",
-                                     str(failure), failure.log, getattr(runner, "name", None))
+                                     str(failure), failure.log, getattr(runner, "name", None),
+                                     job.options)
                 raise failure from None
     finally:
         store.release(job.key)  # a no-op after success: put() released it with the row
@@ -189,7 +190,8 @@ def _run_and_score(job: Job, runner: Runner, store: Store, level: float, cluster
             generations = _generations(output_dir / GENERATIONS_FILE, job.label)
     except RunFailure as failure:
         store.record_failure(job.key, job.bundle.id, job.testset.id, failure.failure_class,
-                             str(failure), failure.log, getattr(runner, "name", None))
+                             str(failure), failure.log, getattr(runner, "name", None),
+                             job.options)
         raise
     if predictions.oversize:
         warning = (f"warning: {len(predictions.oversize)} answer(s) longer than "

@@ -33,12 +33,19 @@ def sample_rows(dataset: Dataset, predictions: Mapping[str, str],
                        **((features or {}).get(str(qa["id"])) or {})}
 
 
+def file_stem(bundle: str, testset: str) -> str:
+    """`BUNDLE.TESTSET` as a file name: every file of a cell written for a user (these logs,
+    `results export`) is named by it, a trained system's `/` (any character a name should
+    not hold) written `_`."""
+    return re.sub(r"[^A-Za-z0-9_.@~-]", "_", f"{bundle}.{testset}")
+
+
 def write_samples(dataset: Dataset, predictions: Mapping[str, str], out_dir: Path,
                   bundle: str, testset: str, features: Mapping[str, dict] | None = None
                   ) -> list[Path]:
     """`<out_dir>/<bundle>.<testset>.jsonl` (and `.parquet` with pyarrow); the paths.
     `features`: per question id, extra columns (the strata)."""
-    stem = re.sub(r"[^A-Za-z0-9_.@~-]", "_", f"{bundle}.{testset}")
+    stem = file_stem(bundle, testset)
     rows = list(sample_rows(dataset, predictions, features))
     target = out_dir / f"{stem}.jsonl"
     with atomic_file(target) as (handle, _):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from evaluator.bundles.spec import Bundle
 from evaluator.data.testsets import TestSet
-from evaluator.store.queries import latest
+from evaluator.store.queries import latest, latest_failures
 from evaluator.store.store import Store
 
 STATES = ("done", "running", "failed", "pending", "n/a")
@@ -30,8 +30,8 @@ def matrix_status(store: Store, bundles: list[Bundle], testsets: list[TestSet]
     done = latest(store.results() if have else [], digest_today=digests.get)
     running = {(lease["bundle"], lease["testset"]) for lease in store.live_leases()} \
         if have else set()
-    failures = {(f["bundle"], f["testset"]): f["failure_class"]
-                for f in (store.failures() if have else [])}
+    failures = {cell: f["failure_class"]  # a failed --limit sample is not the cell's state
+                for cell, f in latest_failures(store.failures() if have else []).items()}
     out = []
     for bundle in bundles:
         for testset in testsets:

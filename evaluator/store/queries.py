@@ -9,6 +9,7 @@ of the id's newest run stands. Runs of any other digest are superseded: they des
 something else.
 
 `latest` is the one function that picks the newest row; `cell_result` asks it for one cell.
+Failures follow the same rule: a failed sample is never its cell's state (`latest_failures`).
 """
 
 from __future__ import annotations
@@ -26,9 +27,22 @@ def _none(_: str) -> None:
     return None
 
 
+def _options(row: dict) -> dict:
+    """A result's or a failure's job options (a failure recorded before failures kept them,
+    or a train cell's: none, a full run)."""
+    return json.loads(row.get("options") or "{}")
+
+
 def is_sample(row: dict) -> bool:
-    """A run on a seeded sample of the test set (`--limit`, `qashift check`)."""
-    return "limit" in json.loads(row["options"])
+    """A run, finished or failed, on a seeded sample of the test set (`--limit`, `qashift
+    check`)."""
+    return "limit" in _options(row)
+
+
+def sample_size(row: dict) -> int | None:
+    """The questions a sample's run was asked for (its `--limit`); None for a full run."""
+    limit = _options(row).get("limit")
+    return None if limit is None else int(limit)
 
 
 def latest(rows: Iterable[dict], *, digest_today: Today = _none, sha_today: Today = _none,
@@ -62,3 +76,10 @@ def cell_result(store: Store, bundle: str, testset: str, *, digest_today: Today 
     rows = store.results(bundle, testset) if store.exists() else []
     return latest(rows, digest_today=digest_today, sha_today=sha_today,
                   samples=samples).get((bundle, testset))
+
+
+def latest_failures(rows: Iterable[dict]) -> dict[Cell, dict]:
+    """{(bundle, testset): its newest failure} over failure rows (oldest first, as
+    `Store.failures` gives them); a sample's failure is never its cell's, as a sample's
+    result is never its result."""
+    return {(f["bundle"], f["testset"]): f for f in rows if not is_sample(f)}

@@ -56,9 +56,14 @@ CREATE TABLE IF NOT EXISTS failures (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     key TEXT NOT NULL, bundle TEXT NOT NULL, testset TEXT NOT NULL,
     failure_class TEXT NOT NULL, message TEXT NOT NULL, log_sha256 TEXT,
-    runner TEXT, created_at REAL NOT NULL
+    runner TEXT, created_at REAL NOT NULL, options TEXT
 );
 """
+# Columns added to a table after stores were first made with it: (table, column, type),
+# added when an older store is opened. Each is nullable: older rows read NULL, and older code,
+# which names the columns it writes, ignores it. failures.options: the failed job's options
+# as JSON (NULL: a train cell's, or recorded before failures kept them).
+ADDED_COLUMNS = (("failures", "options", "TEXT"),)
 
 RESULT_FIELDS = ("key", "bundle", "bundle_digest", "testset", "testset_sha256", "scorer",
                  "scorer_version", "options", "n", "questions", "missing", "extra", "em", "f1",
@@ -311,12 +316,16 @@ class Store:
 
     @_one_line_errors
     def record_failure(self, key: str, bundle: str, testset: str, failure_class: str,
-                       message: str, log: str, runner: str | None) -> None:
+                       message: str, log: str, runner: str | None,
+                       options: dict | None = None) -> None:
+        """A failed run; `options` are its job's (a `--limit` sample's say so: the views
+        never take a sample's failure for its cell's state)."""
         log_sha = self.put_object(log.encode("utf-8", errors="replace")) if log else None
         self.conn.execute(
             "INSERT INTO failures (key, bundle, testset, failure_class, message, log_sha256, "
-            "runner, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (key, bundle, testset, failure_class, message, log_sha, runner, time.time()))
+            "runner, created_at, options) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (key, bundle, testset, failure_class, message, log_sha, runner, time.time(),
+             None if options is None else canonical_json(options).decode()))
 
     @_one_line_errors
     def failures(self) -> list[dict]:
@@ -352,6 +361,13 @@ def _setup(conn: sqlite3.Connection) -> None:
         conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.executescript(SCHEMA)
+    for table, column, declaration in ADDED_COLUMNS:
+        if column not in {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}:
+            try:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+            except sqlite3.OperationalError as exc:
+                if "duplicate column" not in str(exc):
+                    raise  # (another controller opening the same older store added it first)
 
 
 def _retry_locked(action, seconds: float = 60.0) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +19,7 @@ from click.testing import CliRunner
 
 import evaluator.cli.main as cli_main
 from evaluator.cli.main import evaluate_cmd, main
+from evaluator.store.store import Store
 from tests.conftest import (
     FIRST_WORD,
     REPO,
@@ -498,3 +501,173 @@ def test_testsets_list_fits_120_columns_and_filters_by_kind_and_glob(workspace):
     assert {"reddit", "amazon", "nyt"} <= {r["id"] for r in rows}
     babi = CliRunner().invoke(main, ["testsets", "list", "--match", "babi-1-*", "--json"])
     assert all(r["id"].startswith("babi-1-") for r in json.loads(babi.stdout))
+
+
+def test_testsets_list_help_says_what_json_prints_and_a_bad_kind_names_the_kind_meant(
+        workspace):
+    helped = CliRunner().invoke(main, ["testsets", "list", "--help"])
+    assert "--json print the listed sets as one JSON array" in " ".join(helped.stdout.split())
+    listed = CliRunner().invoke(main, ["testsets", "list", "--kind", "adversarial", "--json"])
+    rows = json.loads(listed.stdout)
+    assert isinstance(rows, list) and {r["kind"] for r in rows} == {"adversarial"}
+    bad = CliRunner().invoke(main, ["testsets", "list", "--kind", "advers"])
+    assert bad.exit_code == 1 and bad.stdout == ""
+    [line] = bad.stderr.splitlines()
+    assert line.startswith("error: unknown kind 'advers': did you mean 'adversarial'? "
+                           "choices: adversarial, derived, natural-shift, original,")
+
+
+def fields_of(shown: str) -> dict[str, str]:
+    """The `key: value` lines of a `show` command."""
+    return {key.strip(): value for key, value in
+            (line.split(": ", 1) for line in shown.splitlines())}
+
+
+SYSTEM = "words@tiny-train/s0"  # a trained system of the `words` registry: its id holds `/`
+
+
+def test_a_trained_systems_cell_exports_to_files_named_as_its_logs_and_readable_by_all(
+        words, tmp_path):
+    """`results export` names a cell's files as `--log-samples` and `results samples` name
+    its logs (a trained system's `/` written `_`), and writes both files as a user's own:
+    0644, not the store's private 0600."""
+    runner = CliRunner()
+    trained = runner.invoke(main, ["train", "-a", "words", "-t", "tiny-train", "--runner",
+                                   "local"])
+    assert trained.exit_code == 0, trained.output
+    scored = runner.invoke(evaluate_cmd, ["-b", SYSTEM, "-t", "tiny-test", "--runner",
+                                          "local", "--log-samples", str(tmp_path / "logs")])
+    assert scored.exit_code == 0, scored.output
+    [log] = (tmp_path / "logs").glob("*.jsonl")
+    stem = log.name.removesuffix(".jsonl")
+    assert stem == "words@tiny-train_s0.tiny-test"
+    exported = runner.invoke(main, ["results", "export", SYSTEM, "tiny-test", "--out",
+                                    str(tmp_path / "out")])
+    assert exported.exit_code == 0, exported.output
+    files = sorted((tmp_path / "out").iterdir())
+    assert [f.name for f in files] == [f"{stem}.predictions.json", f"{stem}.scores.csv"]
+    assert [stat.S_IMODE(f.stat().st_mode) for f in files] == [0o644, 0o644]
+    rows = (tmp_path / "out" / f"{stem}.scores.csv").read_text().splitlines()
+    assert len(rows) - 1 == len(log.read_text().splitlines())  # a line per question
+
+
+def test_a_trained_system_id_names_it_to_status_and_bundles_show_as_to_evaluate(words):
+    """`status -b` and `bundles show` take the ids `evaluate -b` takes: a trained system's
+    too (here one of this store's; a frozen one of the repository below)."""
+    runner = CliRunner()
+    assert runner.invoke(main, ["train", "-a", "words", "-t", "tiny-train", "--runner",
+                                "local"]).exit_code == 0
+    assert runner.invoke(evaluate_cmd, ["-b", SYSTEM, "-t", "tiny-test", "--runner",
+                                        "local"]).exit_code == 0
+    status = runner.invoke(main, ["status", "-b", SYSTEM, "-t", "tiny-test"])
+    assert status.exit_code == 0, status.output
+    assert status.stdout.splitlines()[-1].startswith("done 1  ")
+    shown = runner.invoke(main, ["bundles", "show", SYSTEM])
+    assert shown.exit_code == 0, shown.output
+    fields = fields_of(shown.stdout)
+    [system] = Store.open_default().systems(SYSTEM)
+    assert (fields["id"], fields["approach"], fields["trained_on"]) == (
+        SYSTEM, "words", "tiny-train")
+    assert fields["weights_digest"] == system["weights_digest"]
+    assert fields["frozen"].startswith("no: trained in this store")
+
+
+FROZEN = "logreg-rajpurkar@squad-dev-train~500/s0/hf3fe2195"  # a cheap frozen system
+
+
+def test_bundles_show_gives_a_frozen_systems_approach_weights_and_folder(workspace):
+    folder = REPO / "frozen" / "logreg-rajpurkar" / "squad-dev-train~500" / "s0-hf3fe2195"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    shown = CliRunner().invoke(main, ["bundles", "show", FROZEN])
+    assert shown.exit_code == 0, shown.output
+    fields = fields_of(shown.stdout)
+    assert fields["approach"] == "logreg-rajpurkar" and fields["train_size"] == "500"
+    assert fields["weights_digest"] == manifest["system"]["weights_digest"]
+    assert fields["frozen"] == str(folder)
+    status = CliRunner().invoke(main, ["status", "-b", FROZEN, "-t", "squad-dev"])
+    assert status.exit_code == 0, status.output
+    assert status.stdout.splitlines()[-1].startswith("pending 1  ")
+
+
+def test_results_show_gives_each_field_once_times_in_utc_and_the_intervals(
+        tmp_path, monkeypatch, workspace, small_dev):
+    tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev}, {"first": FIRST_WORD})
+    ran = CliRunner().invoke(evaluate_cmd, ["-b", "first", "-t", "tiny", "--runner", "local",
+                                            "--json"])
+    assert ran.exit_code == 0, ran.output
+    [cell] = json.loads(ran.stdout)["results"]
+    shown = CliRunner().invoke(main, ["results", "show", "first", "tiny"])
+    assert shown.exit_code == 0, shown.output
+    keys = [line.split(":", 1)[0].strip() for line in shown.stdout.splitlines()]
+    assert len(keys) == len(set(keys)) and "device" in keys
+    fields = fields_of(shown.stdout)
+    for metric in ("em", "f1"):
+        interval = cell[metric]
+        assert fields[metric] == (f"{interval['value']} [{interval['lo']:.3f}, "
+                                  f"{interval['hi']:.3f}] (95% interval)")
+    for key in ("started_at", "finished_at", "stored_at"):
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", fields[key]), key
+    listed = CliRunner().invoke(main, ["results", "list", "-b", "first", "-t", "tiny"])
+    assert listed.exit_code == 0, listed.output
+    [header, row] = listed.stdout.splitlines()
+    assert header.startswith("bundle ") and row.startswith("first ")
+
+
+def test_a_failed_sample_is_never_its_cells_state_and_is_listed_as_a_sample(
+        tmp_path, monkeypatch, workspace, small_dev):
+    """A failed `--limit` run no more stands in for its cell than a finished one: `status`
+    leaves the cell pending, and `results list --failures` labels the failure a sample; the
+    failure of a full run is the cell's state."""
+    tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev}, {"crasher": CRASH})
+    argv = ["-b", "crasher", "-t", "tiny", "--runner", "local"]
+    assert CliRunner().invoke(evaluate_cmd, [*argv, "--limit", "5"]).exit_code == 1
+    status = CliRunner().invoke(main, ["status", "-b", "crasher", "-t", "tiny"])
+    assert status.stdout.splitlines()[-1].startswith("pending 1  ")
+    [sample] = CliRunner().invoke(main, ["results", "list", "--failures", "-b", "crasher",
+                                         "-t", "tiny"]).stdout.splitlines()
+    assert "nonzero-exit" in sample and "(sample of 5) " in sample
+    assert CliRunner().invoke(evaluate_cmd, argv).exit_code == 1
+    status = CliRunner().invoke(main, ["status", "-b", "crasher", "-t", "tiny"])
+    assert "nonzero-exit" in status.stdout
+    assert status.stdout.splitlines()[-1].startswith("failed 1  ")
+    failures = CliRunner().invoke(main, ["results", "list", "--failures"]).stdout.splitlines()
+    assert ["sample of 5" in line for line in failures] == [True, False]
+
+
+OLD_FAILURES = """CREATE TABLE failures (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL, bundle TEXT NOT NULL, testset TEXT NOT NULL,
+    failure_class TEXT NOT NULL, message TEXT NOT NULL, log_sha256 TEXT,
+    runner TEXT, created_at REAL NOT NULL
+)"""  # the table as stores made before failures kept their job's options have it
+
+
+def test_a_store_made_before_failures_kept_options_reads_its_failures_as_full_runs(
+        tmp_path, monkeypatch, workspace, small_dev):
+    tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev}, {"crasher": CRASH})
+    workspace.mkdir(parents=True)
+    with sqlite3.connect(workspace / "results.sqlite") as conn:
+        conn.execute(OLD_FAILURES)
+        conn.execute("INSERT INTO failures (key, bundle, testset, failure_class, message, "
+                     "created_at) VALUES ('k', 'crasher', 'tiny', 'timeout', 'old', 1.0)")
+    conn.close()
+    status = CliRunner().invoke(main, ["status", "-b", "crasher", "-t", "tiny"])
+    assert status.exit_code == 0, status.output
+    assert "timeout" in status.stdout  # an older failure: a full run's, as it was
+    assert CliRunner().invoke(evaluate_cmd, ["-b", "crasher", "-t", "tiny", "--runner",
+                                             "local", "--limit", "5"]).exit_code == 1
+    failures = CliRunner().invoke(main, ["results", "list", "--failures"]).stdout.splitlines()
+    assert ["sample of 5" in line for line in failures] == [False, True]
+    assert "timeout" in CliRunner().invoke(main, ["status", "-b", "crasher", "-t",
+                                                  "tiny"]).stdout
+
+
+def test_the_show_commands_and_evaluates_device_say_what_they_do():
+    for argv in (["testsets", "show", "--help"], ["bundles", "show", "--help"]):
+        shown = CliRunner().invoke(main, argv)
+        assert shown.exit_code == 0
+        description = shown.stdout.split("\n\n")[1]
+        assert not description.startswith("Options:") and len(description.split()) > 5, argv
+    options = {p.name: p for p in evaluate_cmd.params}
+    assert options["device"].help and "GPU" in options["device"].help
+    assert options["runner"].help.startswith("how command and hf-qa bundles run")
