@@ -14,8 +14,12 @@ Output folder::
     static/               site.css, site.js
 
 Only relative links and local assets, so the folder works from ``file://`` and from any
-static server. No clock and no unordered iteration reaches the output: the same input gives
-byte-identical files. Pages carry numbers for reading; the data files carry full precision.
+static server. Every page path is made from a safe name: a model's page from its slug, a test
+set's from its id, which must be a plain file name (a test-set folder's name always is); an id
+that is a path is refused before anything is written, since its page and its figures would
+land outside the folder, and no page is written anywhere that resolves outside it. No clock
+and no unordered iteration reaches the output: the same input gives byte-identical files.
+Pages carry numbers for reading; the data files carry full precision.
 
 The analysis tables (fits, gaps, concurrence, ...) are those ``analysis.report.write`` hands
 over as it writes them into data/, at the precision of their CSV files; the site reads no
@@ -59,7 +63,31 @@ FAILURE_COLUMNS = ["model", "bundle", "testset", "failure_class", "message", "ru
 
 
 class SiteError(ValueError):
-    """The site cannot be written where asked (a folder with other people's files)."""
+    """The site cannot be written where asked (a folder with other people's files), or a name
+    in its input would make it write outside its folder."""
+
+
+# A file name: no separator, no control character (the same rule as a test-set folder's
+# name, which is a test set's id); "." and ".." are refused on their own.
+PLAIN_NAME = re.compile(r"[^/\\\x00-\x1f\x7f]{1,200}")
+
+
+def testset_page(testset: str) -> str:
+    """The page of a test set, `testsets/<id>.html`: the id is the page's name (every link to
+    the page is made from it), so an id that is not a plain file name is refused."""
+    if not PLAIN_NAME.fullmatch(testset) or testset in (".", ".."):
+        raise SiteError(f"test set id {testset[:80]!r} is not a plain file name, so it "
+                        f"cannot name a page; refused (in a results store, `qashift store "
+                        f"check` reports its row and `qashift store repair` drops it)")
+    return f"testsets/{testset}.html"
+
+
+def _inside(out: Path, relative: str) -> Path:
+    """`out / relative`, or SiteError when that resolves outside `out`."""
+    path = out / relative
+    if not path.resolve().is_relative_to(out.resolve()):
+        raise SiteError(f"{relative[:120]!r} would be written outside {out}; refused")
+    return path
 
 
 def build(df: pd.DataFrame, out: Path | str, *, source: str, runs: RunInfo | None = None,
@@ -73,6 +101,7 @@ def build(df: pd.DataFrame, out: Path | str, *, source: str, runs: RunInfo | Non
     approach-level concurrence page.
     """
     out = Path(out)
+    testset_pages = {t: testset_page(str(t)) for t in sorted(set(df["testset"]), key=str)}
     _prepare(out)
     labels = {**{t: facts.label(t) for t in set(df["testset"])}, **(labels or {})}
     figures_dir, data_dir = out / "figures", out / "data"
@@ -129,7 +158,7 @@ def build(df: pd.DataFrame, out: Path | str, *, source: str, runs: RunInfo | Non
             **ctx, root="", page="concurrence",
             **_approach_level(approach_level, figures_dir, data_dir))
     for t in testsets:
-        pages[f"testsets/{t}.html"] = env.get_template("testset.html.j2").render(
+        pages[testset_pages[t]] = env.get_template("testset.html.j2").render(
             **ctx, root="../", page="testset", testset=t,
             reference=_reference_of(df, t), summary=summaries[testsets.index(t)],
             tabs=[_tab(df, t, m, boards[(t, m)], figures_dir, fits_table, labels)
@@ -142,7 +171,7 @@ def build(df: pd.DataFrame, out: Path | str, *, source: str, runs: RunInfo | Non
             failures=[f for f in _failure_rows(runs, models) if f["model"] == name]
             if runs else [])
     for rel, html in pages.items():
-        path = out / rel
+        path = _inside(out, rel)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(html, encoding="utf-8")
     (out / MARKER).write_text("written by qashift report; the whole folder is regenerated\n")

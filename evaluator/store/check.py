@@ -2,15 +2,24 @@
 
 `check` verifies the SQLite index (integrity check), every object against the sha256 that is
 its name, that every result row's objects exist and are intact, that every row has the
-schema's types and ranges (`store.rows`), and that its EM, F1 and n are what its per-question
-scores give (a fabricated row is found, whatever its numbers). `repair` fixes what can
-be fixed without guessing: leftover partial writes are removed, corrupt objects are moved to
-`quarantine/`, rows whose objects are gone or that fail the schema or their scores are
-dropped (their cells are simply recomputed),
+schema's types and ranges (`store.rows`) and the job key its own fields give, and that its
+EM, F1 and n are what its per-question scores give (a fabricated row is found, whatever its
+numbers). `repair` fixes what can be fixed without guessing: leftover partial writes are
+removed, corrupt objects are moved to `quarantine/`, rows whose objects are gone or that fail
+the schema, their key or their scores are dropped (their cells are simply recomputed),
 and a corrupt or missing index is rebuilt from the row objects that every stored result and
 every trained system also writes (`ROW_MARK`; a system only while its weights are still
 under `models/`). Failure records and leases live only in the index: a rebuilt index starts
 without them.
+
+A row object is a file in this store's own `objects/`, and a run's log is one too, written by
+whatever the bundle printed: the rebuild trusts no row object further than it can check it.
+A rebuilt result row must pass what `store import` asks of a row (schema, its key, a
+created_at not in the future, its objects present, its EM/F1/n what its per-question scores
+give, and its predictions scoring as stated on this machine's gold where the test set is
+here); where the test set is not here, the rebuild trusts that the row object is one this
+store wrote. Of several row objects of one key, the newest that passes is kept, and a row
+already in the index (a controller that stored a cell meanwhile) is never replaced.
 """
 
 from __future__ import annotations
@@ -24,11 +33,12 @@ from pathlib import Path
 
 from evaluator.core.files import PARTIAL_PREFIX
 from evaluator.core.hashing import sha256_of
-from evaluator.store.rows import result_problem, system_problem
+from evaluator.store.rows import future_problem, key_problem, result_problem, system_problem
 from evaluator.store.store import RESULT_FIELDS, ROW_MARK, SYSTEM_FIELDS, Store
-from evaluator.store.units import scores_problem
+from evaluator.store.units import UNCHECKED, Gold, scores_problem
 
 OBJECT_FIELDS = ("predictions_sha256", "scores_sha256", "log_sha256")
+ROW_OBJECT_CAP = 64 << 10  # a row object is small; a larger object is never read as one
 
 
 @dataclass
@@ -66,12 +76,18 @@ def _objects(store: Store) -> list[Path]:
     return sorted(p for p in root.glob("*/*") if p.is_file()) if root.is_dir() else []
 
 
+def read_only_uri(db: Path) -> str:
+    """A SQLite URI that opens `db` read-only, whatever its folder is named: the path is
+    percent-encoded, so a '#', '?' or '%' in it is part of the name and never ends it."""
+    return f"{db.absolute().as_uri()}?mode=ro"
+
+
 def _index_rows(store: Store) -> tuple[list[dict] | None, str]:
     """The index's result rows, or (None, why) when the index cannot be read."""
     if not store.db_path.exists():
         return None, "missing"
     try:
-        conn = sqlite3.connect(f"file:{store.db_path}?mode=ro", uri=True)
+        conn = sqlite3.connect(read_only_uri(store.db_path), uri=True)
         try:
             verdict = conn.execute("PRAGMA integrity_check").fetchone()[0]
             if verdict != "ok":
@@ -101,7 +117,7 @@ def check(store: Store) -> Report:
         return report
     report.rows = len(rows)
     for row in rows:
-        if why := result_problem(row):
+        if why := result_problem(row) or key_problem(row):
             report.rows_invalid[row["key"]] = why
             continue
         if any(row.get(name) and (row[name] in bad or not store.object_path(row[name]).is_file())
@@ -153,38 +169,59 @@ def _rebuild_index(store: Store, problem: str) -> list[str]:
             if extra.exists():
                 extra.rename(aside.with_name(aside.name + suffix))
         done.append(f"moved the {problem or 'unreadable'} index aside to {aside.name}")
-    newest: dict[str, dict[str, dict]] = {"row": {}, "system": {}}
+    found: dict[str, dict[str, list[dict]]] = {"row": {}, "system": {}}
     for path in _objects(store):
-        found = _row_object(path)
-        if found is None:
-            continue
-        kind, row = found
-        seen = newest[kind].get(row["key"])
-        if not isinstance(row["created_at"], int | float) or not isinstance(row["key"], str):
-            continue  # not a row this store wrote; the schema check refuses it anyway
-        if seen is None or row["created_at"] > seen["created_at"]:
-            newest[kind][row["key"]] = row
-    for row in newest["row"].values():
-        if not result_problem(row) and all(not row.get(f) or store.object_path(row[f]).is_file()
-                                           for f in OBJECT_FIELDS):
-            store.put(row, owner="repair")
-    systems = [row for row in newest["system"].values()
-               if not system_problem(row) and store.model_path(row["weights_digest"]).is_dir()]
-    for row in systems:
-        store.put_system(row, owner="repair")
-    done.append(f"rebuilt the index from {len(newest['row'])} stored result rows and "
-                f"{len(systems)} trained systems")
+        if (record := _row_object(path)) is not None:
+            kind, row = record
+            if isinstance(row["key"], str):
+                found[kind].setdefault(row["key"], []).append(row)
+    gold = Gold()
+    results = _newest_passing(found["row"], lambda row: _rebuilt_result_problem(store, row,
+                                                                                gold))
+    systems = _newest_passing(found["system"], lambda row: system_problem(row) or future_problem(
+        row) or ("" if store.model_path(row["weights_digest"]).is_dir() else "no weights"))
+    store.put_many(systems, results)  # INSERT OR IGNORE: a row already indexed stays
+    left = sum(map(len, found["row"].values())) - len(results)
+    done.append(f"rebuilt the index from {len(results)} stored result rows and "
+                f"{len(systems)} trained systems" +
+                (f" ({left} row objects left out: superseded or failing a check)"
+                 if left else ""))
     return done
 
 
-def _row_object(path: Path) -> tuple[str, dict] | None:
-    """("row", a result row) or ("system", a trained system's row) if the object is a row
-    object (they are small); None for any other object."""
-    if path.stat().st_size > 64 << 10:
+def _newest_passing(by_key: dict[str, list[dict]], problem) -> list[dict]:
+    """Of each key's rows, the newest for which `problem` says nothing."""
+    kept = []
+    for rows in by_key.values():
+        dated = [r for r in rows if isinstance(r.get("created_at"), int | float)
+                 and not isinstance(r.get("created_at"), bool)]
+        for row in sorted(dated, key=lambda r: r["created_at"], reverse=True):
+            if not problem(row):
+                kept.append(row)
+                break
+    return kept
+
+
+def _rebuilt_result_problem(store: Store, row: dict, gold: Gold) -> str:
+    """What `store import` asks of a result row, asked of a row object found in objects/;
+    a test set that is not here is no reason (the store's own row, trusted)."""
+    if why := result_problem(row) or key_problem(row) or future_problem(row):
+        return why
+    if not all(not row.get(f) or store.object_path(row[f]).is_file() for f in OBJECT_FIELDS):
+        return "an object is missing"
+    scores = store.get_object(row["scores_sha256"])
+    why = gold.problem(row, store.object_path(row["predictions_sha256"]), scores)
+    return scores_problem(row, scores) if why.startswith(UNCHECKED) else why
+
+
+def row_record(data: bytes) -> tuple[str, dict] | None:
+    """("row", a result row) or ("system", a trained system's row) if these bytes are a row
+    object, as the rebuild reads one; None for anything else."""
+    if len(data) > ROW_OBJECT_CAP:
         return None
     try:
-        doc = json.loads(path.read_bytes())
-    except (ValueError, UnicodeDecodeError):
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     if not isinstance(doc, dict) or doc.get(ROW_MARK) != 1:
         return None
@@ -193,3 +230,10 @@ def _row_object(path: Path) -> tuple[str, dict] | None:
         if isinstance(row, dict) and all(f in row for f in fields if f != "log_sha256"):
             return kind, row
     return None
+
+
+def _row_object(path: Path) -> tuple[str, dict] | None:
+    """The row object at `path` (row_record), read only when it is small enough to be one."""
+    if path.stat().st_size > ROW_OBJECT_CAP:
+        return None
+    return row_record(path.read_bytes())

@@ -2,8 +2,11 @@
 
 A row that comes from elsewhere (another store being imported, an index being rebuilt) is
 admitted only when every field has its type and range: digests are 64 hex characters, counts
-are non-negative integers, scores lie in [0, 100], JSON columns parse to objects. The check
-says why a row is refused, in one line.
+are non-negative integers, scores lie in [0, 100], JSON columns parse to objects, names are
+never paths out of a folder (a report writes a page per test set, a figure per name). A result
+row's key must be the job key its own fields give (`result_key`), and no row may be dated in
+the future (`future_problem`): the newest row of a cell is its result. The check says why a
+row is refused, in one line.
 """
 
 from __future__ import annotations
@@ -11,11 +14,19 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 
 from evaluator.core.gate import is_digest
+from evaluator.core.hashing import canonical_json, sha256_bytes
 
+# A bundle or system id: `bidaf-plus-plus@squad-dev-train/s0/h051f5a65`; '/' separates its
+# parts, never a '..' or empty one (`_text`).
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@~/+:-]{0,199}")
+# A test-set id is its folder's name (evaluator/data/schema.py: TestSetFile.id, which
+# data/testsets.py requires to equal the folder's name), so never a '/'.
+TESTSET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@~+:-]{0,199}")
 JSON_CAP = 1 << 20
+FUTURE_ALLOWANCE_S = 86_400.0  # clocks of two machines disagree, never by a day
 
 
 def _text(row: dict, field: str, pattern: re.Pattern | None = None,
@@ -25,7 +36,8 @@ def _text(row: dict, field: str, pattern: re.Pattern | None = None,
         return ""
     if not isinstance(value, str) or not value:
         return f"{field} is not a non-empty text"
-    if pattern is not None and not pattern.fullmatch(value):
+    if pattern is not None and (not pattern.fullmatch(value) or
+                                any(part in ("", ".", "..") for part in value.split("/"))):
         return f"{field} {value[:40]!r} is not a valid name"
     return ""
 
@@ -66,7 +78,7 @@ def result_problem(row: dict) -> str:
     big = float(1 << 40)
     checks = [
         _digest(row, "key"), _text(row, "bundle", NAME), _digest(row, "bundle_digest"),
-        _text(row, "testset", NAME), _digest(row, "testset_sha256"), _text(row, "scorer"),
+        _text(row, "testset", TESTSET_NAME), _digest(row, "testset_sha256"), _text(row, "scorer"),
         _text(row, "scorer_version"), _json_object(row, "options"),
         _number(row, "n", 1, big, integer=True), _number(row, "questions", 1, big, True),
         _number(row, "missing", 0, big, True), _number(row, "extra", 0, big, True),
@@ -88,7 +100,7 @@ def system_problem(row: dict) -> str:
     big = float(1 << 40)
     checks = [
         _digest(row, "key"), _text(row, "system", NAME), _text(row, "approach", NAME),
-        _digest(row, "approach_digest"), _text(row, "split", NAME),
+        _digest(row, "approach_digest"), _text(row, "split", TESTSET_NAME),
         _digest(row, "split_sha256"), _number(row, "train_size", 1, big, True, optional=True),
         _number(row, "seed", -big, big, integer=True), _json_object(row, "hyperparameters"),
         _digest(row, "weights_digest"), _text(row, "runner", NAME),
@@ -97,3 +109,29 @@ def system_problem(row: dict) -> str:
         _number(row, "created_at", 0, 1e11),
     ]
     return next((c for c in checks if c), "")
+
+
+def result_key(row: dict) -> str:
+    """The job key of the cell a schema-checked result row describes, from its own fields, as
+    evaluator/jobs/job.py computes it: bundle digest, test-set sha256, scorer version and
+    options."""
+    spec = {"bundle_digest": row["bundle_digest"], "testset_sha256": row["testset_sha256"],
+            "scorer_version": row["scorer_version"], "options": json.loads(row["options"])}
+    return sha256_bytes(canonical_json(spec))
+
+
+def key_problem(row: dict) -> str:
+    """Why a schema-checked result row's key is not the cell its fields describe, or "": a row
+    under another cell's key would be served as that cell's stored result."""
+    if result_key(row) != row["key"]:
+        return "its key is not the job key its bundle digest, test set, scorer and options give"
+    return ""
+
+
+def future_problem(row: dict, now: float | None = None) -> str:
+    """Why a schema-checked row's created_at cannot be believed, or "": a row dated ahead
+    would stay its cell's newest result whatever ran after it."""
+    limit = (time.time() if now is None else now) + FUTURE_ALLOWANCE_S
+    if row["created_at"] > limit:
+        return f"created_at {row['created_at']:.0f} is in the future"
+    return ""

@@ -2,19 +2,31 @@
 
 A store made elsewhere (a GPU machine lent for a while, another workstation) holds systems
 and results that this one would otherwise train and score again. It is hostile input in every
-byte: its index is opened read-only, with SQLite's schema code distrusted and only the known
-columns of the two known tables read, row by row, up to a bound; every row is checked against
-the schema (`store.rows`); every object it names is read through the bounded reader and must
-hash to its name; every weights folder is walked through the gate and must hash to the digest
-its row names; a result row's scores must be what its per-question scores give.
+byte: its index is opened read-only (by a percent-encoded URI, so no character of its folder's
+name can open another file), with SQLite's schema code distrusted and only the known columns
+of the two known tables read, row by row, up to a bound; every row is checked against the
+schema (`store.rows`: names are never paths); every object it names is read through the
+bounded reader and must hash to its name, and none may be a row object (which `store repair`
+would read as a row); every weights folder is walked through the gate and must hash to the
+digest its row names; no row may be dated more than a day ahead. A result row's key must be
+the job key its own fields give, and its predictions are scored again against this machine's
+gold (`units.Gold`: the test set registered here under its id with the row's sha256): its n,
+missing, EM/F1 and per-question scores must be what they give. A row whose test set is not
+here cannot be checked and is left out.
 
-Everything is verified and staged first, then moved in, and the rows are inserted in one
-transaction: an import that is refused or cannot finish leaves this store's rows as they
-were. Rows this store already holds are kept as they are, so importing twice changes
-nothing. A system that a controller here is training right now is left out too (its training
-would replace the imported row on finishing); importing again once it finished brings the
-rest. A row that fails a check is left out and counted, with its reason, never half imported;
-the results of a left-out system stay out with it.
+What that proves, and what it does not: an imported result is consistent, and its predictions
+score as it states on this machine's gold. Nothing in a store can prove that the bundle it
+names (by digest) produced those predictions: whoever wrote the other store could have
+written any predictions under any bundle's name. Import only stores whose runs you trust.
+
+Everything is verified and staged first; only the objects and weights that accepted rows name
+are then moved in, and the rows are inserted in one transaction: an import that is refused
+or cannot finish leaves this store's rows as they were. Rows this store already holds are
+kept as they are, so importing twice changes nothing. A system that a controller here is
+training right now is left out too (its training would replace the imported row on
+finishing); importing again once it finished brings the rest. A row that fails a check is
+left out and counted, with its reason, never half imported; the results of a left-out system
+stay out with it.
 """
 
 from __future__ import annotations
@@ -23,23 +35,26 @@ import os
 import sqlite3
 import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evaluator.core import console
 from evaluator.core.errors import UserError
 from evaluator.core.files import PARTIAL_PREFIX, remove_tree, write_atomic
 from evaluator.core.gate import Refused, read_bounded, walk
 from evaluator.core.hashing import sha256_bytes
 from evaluator.core.owner import owner_id
-from evaluator.store.check import OBJECT_FIELDS
-from evaluator.store.rows import result_problem, system_problem
+from evaluator.store.check import OBJECT_FIELDS, read_only_uri, row_record
+from evaluator.store.rows import future_problem, key_problem, result_problem, system_problem
 from evaluator.store.store import RESULT_FIELDS, SYSTEM_FIELDS, Store
-from evaluator.store.units import scores_problem
+from evaluator.store.units import Gold, scores_cap
 
 MAX_ROWS = 500_000  # per table
 OBJECT_CAP = 1 << 30
 TEXT_CAP = 2 << 20  # a longer text value is cut, and its row then fails the schema
+PROGRESS_S = 2.0  # seconds between progress lines while results are checked
 
 
 @dataclass
@@ -59,7 +74,7 @@ class ImportReport:
                          f"{', '.join(self.busy)}")
         if self.refused:
             lines.append(f"left out {len(self.refused)} rows that failed a check (schema, "
-                         f"objects, weights or scores):")
+                         f"key, date, objects, weights, scores or their re-scoring here):")
             lines += [f"  {why}" for why in self.refused]
         return lines
 
@@ -70,12 +85,13 @@ def import_store(store: Store, source: Path) -> ImportReport:
     staging = Path(tempfile.mkdtemp(prefix=f"{PARTIAL_PREFIX}import-{owner_id()}-",
                                     dir=_made(store.workspace)))
     try:
-        batch = _Batch(store, other, staging)
+        batch = _Batch(store, other, staging, Gold())
         report = batch.verify(_rows(other, "systems", SYSTEM_FIELDS),
                               _rows(other, "results", RESULT_FIELDS))
         batch.commit()
         return report
     finally:
+        console.finish()
         remove_tree(staging)
 
 
@@ -85,12 +101,15 @@ def _made(folder: Path) -> Path:
 
 
 class _Batch:
-    """What an import verified and staged, moved into the store only when all is checked."""
+    """What an import verified and staged, moved into the store only when all is checked, and
+    then only what an accepted row names."""
 
-    def __init__(self, store: Store, other: Store, staging: Path):
-        self.store, self.other, self.staging = store, other, staging
-        self.objects: dict[str, Path] = {}  # sha -> staged file
-        self.models: dict[str, Path] = {}  # weights digest -> staged folder
+    def __init__(self, store: Store, other: Store, staging: Path, gold: Gold):
+        self.store, self.other, self.staging, self.gold = store, other, staging, gold
+        self.verified: dict[str, Path] = {}  # sha -> staged file that hashes to its name
+        self.verified_models: dict[str, Path] = {}  # weights digest -> staged folder
+        self.objects: dict[str, Path] = {}  # what accepted rows name: moved in on commit
+        self.models: dict[str, Path] = {}
         self.systems: list[dict] = []
         self.results: list[dict] = []
 
@@ -100,7 +119,7 @@ class _Batch:
         training = {lease["key"] for lease in self.store.live_leases()}
         for row in systems:
             label = f"{str(row.get('system'))[:80]} ({str(row.get('key'))[:12]})"
-            if (why := system_problem(row)):
+            if (why := system_problem(row) or future_problem(row)):
                 report.refused.append(f"{label}: {why}")
                 left_out.add(str(row.get("system")))
             elif self.store.get_system(row["key"]):
@@ -112,49 +131,68 @@ class _Batch:
                 report.refused.append(f"{label}: {why}")
                 left_out.add(row["system"])
             else:
+                self._accept(row, ("log_sha256",), row["weights_digest"])
                 self.systems.append(row)
                 report.systems += 1
-        for row in results:
+        results = list(results)
+        shown = time.monotonic()
+        for done, row in enumerate(results):
+            if time.monotonic() - shown > PROGRESS_S:
+                console.progress(f"import: checked {done:,} of {len(results):,} results")
+                shown = time.monotonic()
             label = (f"{str(row.get('bundle'))[:80]} on {str(row.get('testset'))[:80]} "
                      f"({str(row.get('key'))[:12]})")
-            if (why := result_problem(row)):
+            if (why := result_problem(row) or key_problem(row) or future_problem(row)):
                 report.refused.append(f"{label}: {why}")
             elif self.store.get(row["key"]):
                 report.present += 1
             elif row["bundle"] in left_out:
                 if row["bundle"] not in report.busy:
                     report.refused.append(f"{label}: its system was left out")
-            elif why := self._objects(row, OBJECT_FIELDS) or self._scores(row):
+            elif why := self._objects(row, OBJECT_FIELDS) or self._rescored(row):
                 report.refused.append(f"{label}: {why}")
             else:
+                self._accept(row, OBJECT_FIELDS)
                 self.results.append(row)
                 report.results += 1
         return report
 
+    def _accept(self, row: dict, fields: tuple[str, ...], weights: str | None = None) -> None:
+        """Mark what the accepted row names to be moved in."""
+        for name in fields:
+            if (sha := row.get(name)) and sha in self.verified:
+                self.objects[sha] = self.verified[sha]
+        if weights is not None and weights in self.verified_models:
+            self.models[weights] = self.verified_models[weights]
+
     def _objects(self, row: dict, fields: tuple[str, ...]) -> str:
-        """Stage the row's objects; why not, or "" when all are verified."""
+        """Verify and stage the row's objects; why not, or "" when all are verified."""
         for name in fields:
             sha = row.get(name)
-            if not sha or sha in self.objects or self.store.get_object(sha) is not None:
+            if not sha or sha in self.verified or self.store.get_object(sha) is not None:
                 continue
             path = self.other.object_path(sha)
             if not os.path.lexists(path):
                 return f"{name} {sha[:12]} is missing"
+            cap = min(OBJECT_CAP, scores_cap(row["n"])) if name == "scores_sha256" else OBJECT_CAP
             try:
-                data = read_bounded(path, OBJECT_CAP, f"{name} {sha[:12]}")
+                data = read_bounded(path, cap, f"{name} {sha[:12]}")
             except Refused as exc:
                 return str(exc)
             if sha256_bytes(data) != sha:
                 return f"{name} {sha[:12]} does not match its hash"
+            if row_record(data) is not None:
+                return f"{name} {sha[:12]} is a row object, which `store repair` would read " \
+                       f"as a row"
             staged = self.staging / "objects" / sha
             write_atomic(staged, data)
-            self.objects[sha] = staged
+            self.verified[sha] = staged
         return ""
 
     def _weights(self, row: dict) -> str:
         """Stage the system's weights through the gate; why not, or "" when verified."""
         digest = row["weights_digest"]
-        if digest in self.models or self.store.model_path(digest).is_dir():
+        if digest in self.verified_models or self.store.model_path(digest).is_dir():
             return ""
         folder = self.other.model_path(digest)
         if not os.path.lexists(folder):
@@ -169,20 +207,25 @@ class _Batch:
         if found != digest:
             remove_tree(staged)
             return f"its weights {digest[:12]} do not match their digest"
-        self.models[digest] = staged
+        self.verified_models[digest] = staged
         return ""
 
-    def _scores(self, row: dict) -> str:
-        data = self._object_bytes(row["scores_sha256"])
-        return scores_problem(row, data)
+    def _rescored(self, row: dict) -> str:
+        """Why the row's predictions do not score as it states on this machine's gold."""
+        return self.gold.problem(row, self._object_path(row["predictions_sha256"]),
+                                 self._object_bytes(row["scores_sha256"]))
+
+    def _object_path(self, sha: str) -> Path:
+        return self.verified.get(sha) or self.store.object_path(sha)
 
     def _object_bytes(self, sha: str) -> bytes | None:
-        if sha in self.objects:
-            return self.objects[sha].read_bytes()
+        if sha in self.verified:
+            return self.verified[sha].read_bytes()
         return self.store.get_object(sha)
 
     def commit(self) -> None:
-        """Move the staged objects and weights in, then insert every row in one transaction."""
+        """Move the accepted rows' objects and weights in, then insert every row in one
+        transaction."""
         for sha, staged in self.objects.items():
             target = self.store.object_path(sha)
             if not target.exists():
@@ -209,7 +252,7 @@ def _rows(other: Store, table: str, fields: tuple[str, ...]) -> Iterator[dict]:
         raise UserError(f"{db} is not a regular file; refused")
     rows: list[dict] = []
     try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        conn = sqlite3.connect(read_only_uri(db), uri=True)
         try:
             conn.execute("PRAGMA trusted_schema = OFF")
             conn.execute("PRAGMA query_only = ON")

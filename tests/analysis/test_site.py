@@ -15,6 +15,8 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from analysis import site as site_mod
+from analysis.sources.tidy import from_records
 from analysis.studies import approach_concurrence as ac
 from evaluator.cli.analysis import report_command
 from tests.conftest import REPO
@@ -249,3 +251,28 @@ def test_a_population_site_names_systems_readably_with_approach_family_and_prove
     for stem in ("approach-level-tau", "approach-level-matrix"):
         assert (out / "figures" / f"{stem}.png").stat().st_size > 10_000
         assert f"figures/{stem}.png" in (out / "concurrence.html").read_text()
+
+
+def test_a_test_set_id_that_is_a_path_writes_nothing_outside_the_site(tmp_path):
+    """An id such as a hostile store's row could carry: its page and its figures would be
+    written beside the site, so the site refuses it before it writes anything."""
+    escape = "x/../../../escape"
+    df = from_records([{"name": f"m{i}", "bundle": f"m{i}", "testset": t, "n": 100,
+                        "em": 60.0 - 3 * i - j, "f1": 70.0 - 3 * i - j}
+                       for i in range(4) for j, t in enumerate(("squad-dev", escape))],
+                      references={escape: "squad-dev"})
+    with pytest.raises(site_mod.SiteError, match="not a plain file name"):
+        site_mod.build(df, tmp_path / "a" / "b" / "site", source="test", n_boot=10)
+    assert list(tmp_path.rglob("*")) == []
+
+
+@pytest.mark.parametrize("testset", ["new-wiki", "squad-dev-heldout-sentence-order-shuffled",
+                                     "tiny set 1.0"])
+def test_a_test_sets_page_is_named_by_its_id_inside_the_testsets_folder(testset):
+    assert site_mod.testset_page(testset) == f"testsets/{testset}.html"
+
+
+@pytest.mark.parametrize("testset", ["x/../../../tmp/PWNED", "..", ".", "a\\b", "a\x00b", ""])
+def test_a_test_set_id_that_is_no_plain_file_name_names_no_page(testset):
+    with pytest.raises(site_mod.SiteError):
+        site_mod.testset_page(testset)

@@ -1,7 +1,10 @@
 """`store import` from a hostile workspace: a digest that is a path, a weights folder with a
-link inside, fabricated or ill-typed result rows, an index that is not a plain file. Nothing
-that cannot be verified comes in, a refused import leaves this store as it was, and `store
-check` finds a fabricated row whatever its numbers."""
+link inside, fabricated or ill-typed result rows, invented results that agree with their own
+per-question scores, rows under another cell's key or dated ahead, objects smuggled beside a
+refused row, an index that is not a plain file or sits in a folder whose name is no plain
+URI. Nothing that cannot be verified comes in (a result's predictions are scored again on this
+machine's gold), a refused import leaves this store as it was, and `store check` finds a
+fabricated row whatever its numbers."""
 
 from __future__ import annotations
 
@@ -15,11 +18,18 @@ from pathlib import Path
 import pytest
 
 from evaluator.core.errors import UserError
+from evaluator.core.hashing import canonical_json, sha256_bytes
+from evaluator.data import testsets
+from evaluator.jobs.job import Job
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store import check as store_check
-from evaluator.store.store import Store
+from evaluator.store import transfer
+from evaluator.store import units as store_units
+from evaluator.store.rows import result_key
+from evaluator.store.store import ROW_MARK, Store
 from evaluator.store.transfer import import_store
 from evaluator.training.run import train
+from evaluator.training.systems import resolve_bundles
 from tests.support.approaches import train_job
 
 
@@ -55,10 +65,182 @@ def listing(folder: Path) -> list[str]:
         else []
 
 
+def forged_units(other: Store, row: dict) -> str:
+    """A per-question scores object like the row's, with every question right."""
+    doc = json.loads(other.get_object(row["scores_sha256"]))
+    doc["units"] = [[u[0], 1, 1.0, u[3], u[4], 0] for u in doc["units"]]
+    return other.put_object(canonical_json(doc))
+
+
+def replace_result(workspace: Path, row: dict) -> None:
+    """The other store's one result row replaced by `row` (its row object written too)."""
+    sql(workspace, "DELETE FROM results")
+    other = Store(workspace)
+    other.put(row, owner="forger")
+    other.close()
+
+
 def test_an_honest_store_imports_whole(elsewhere):
     report = import_store(Store(elsewhere["here"]), elsewhere["other"])
     assert (report.systems, report.results, report.refused) == (1, 1, [])
     assert store_check.check(Store(elsewhere["here"])).ok
+
+
+def test_a_rows_key_is_recomputed_as_a_job_computes_it(elsewhere):
+    [row] = Store(elsewhere["other"]).results()
+    [system] = resolve_bundles(["words@tiny-train/s0"], Store(elsewhere["other"]))
+    job = Job(system, testsets.get("tiny-test"))
+    assert result_key(row) == job.key == row["key"]
+
+
+def test_a_sampled_result_is_scored_again_on_its_sample_and_comes_in(elsewhere, monkeypatch):
+    there = {**os.environ, "QASHIFT_WORKSPACE": str(elsewhere["other"])}
+    done = subprocess.run(["evaluate", "-b", "words@tiny-train/s0", "-t", "tiny-test",
+                           "--runner", "local", "--limit", "5", "--seed", "2"],
+                          capture_output=True, text=True, env=there, timeout=600)
+    assert done.returncode == 0, done.stderr
+    said: list[str] = []
+    monkeypatch.setattr(transfer, "PROGRESS_S", -1.0)
+    monkeypatch.setattr(transfer.console, "progress", said.append)
+    report = import_store(Store(elsewhere["here"]), elsewhere["other"])
+    assert (report.systems, report.results, report.refused) == (1, 2, [])
+    assert sorted(r["n"] for r in Store(elsewhere["here"]).results())[0] == 5
+    assert said == ["import: checked 0 of 2 results", "import: checked 1 of 2 results"]
+
+
+def test_an_imported_result_whose_predictions_do_not_score_as_stated_is_left_out(elsewhere):
+    """Every question claimed right, in the per-question scores and the totals alike, under
+    the cell's real key: consistent, but not what its predictions score on the gold here."""
+    other = Store(elsewhere["other"])
+    [row] = other.results()
+    replace_result(elsewhere["other"], dict(row, em=100.0, f1=100.0, em_lo=100.0, em_hi=100.0,
+                                            f1_lo=100.0, f1_hi=100.0,
+                                            scores_sha256=forged_units(other, row)))
+    report = import_store(Store(elsewhere["here"]), elsewhere["other"])
+    assert (report.systems, report.results) == (1, 0)
+    [why] = report.refused
+    assert "are not the" in why and "its predictions score on this machine's gold" in why
+    assert Store(elsewhere["here"]).results() == []
+    done = run("evaluate", "-b", "words@tiny-train/s0", "-t", "tiny-test", "--runner",
+               "local", "--json")
+    assert done.returncode == 0, done.stderr
+    [cell] = json.loads(done.stdout)["results"]
+    assert not cell["cached"] and cell["em"]["value"] == row["em"]
+
+
+def test_an_imported_result_with_other_predictions_than_its_scores_is_left_out(elsewhere):
+    """The honest per-question scores and totals, beside predictions that answer nothing."""
+    other = Store(elsewhere["other"])
+    [row] = other.results()
+    replace_result(elsewhere["other"], dict(row, predictions_sha256=other.put_object(b"{}")))
+    report = import_store(Store(elsewhere["here"]), elsewhere["other"])
+    assert report.results == 0
+    assert any("its predictions give on this machine's gold" in why for why in report.refused)
+
+
+def test_a_result_whose_test_set_is_not_here_is_left_out_unchecked(elsewhere, tmp_path,
+                                                                     monkeypatch):
+    nothing = tmp_path / "no-sets"
+    nothing.mkdir()
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(nothing))
+    report = import_store(Store(elsewhere["here"]), elsewhere["other"])
+    assert (report.systems, report.results) == (1, 0)
+    [why] = report.refused
+    assert "cannot check: test set tiny-test (sha256" in why and "is not here" in why
+
+
+def test_a_result_scored_otherwise_than_its_test_set_here_is_left_out_unchecked(elsewhere):
+    [row] = Store(elsewhere["other"]).results()
+    row = dict(row, scorer="adversarial-min", scorer_version="adversarial-min/1")
+    replace_result(elsewhere["other"], dict(row, key=result_key(row)))
+    report = import_store(Store(elsewhere["here"]), elsewhere["other"])
+    assert report.results == 0
+    assert any("cannot check: it was scored by 'adversarial-min/1'" in why
+               for why in report.refused), report.refused
+
+
+def test_a_result_under_another_cells_key_is_left_out(elsewhere):
+    sql(elsewhere["other"], "UPDATE results SET key = ?", sha256_bytes(b"another cell"))
+    report = import_store(Store(elsewhere["here"]), elsewhere["other"])
+    assert report.results == 0
+    assert any("its key is not the job key" in why for why in report.refused)
+    found = store_check.check(Store(elsewhere["other"]))
+    assert any("its key is not the job key" in why for why in found.rows_invalid.values())
+
+
+@pytest.mark.parametrize("table", ["results", "systems"])
+def test_a_row_dated_in_the_future_is_left_out(elsewhere, table):
+    sql(elsewhere["other"], f"UPDATE {table} SET created_at = 9.9e10")
+    report = import_store(Store(elsewhere["here"]), elsewhere["other"])
+    assert report.results == 0
+    assert any("is in the future" in why for why in report.refused), report.refused
+    assert Store(elsewhere["here"]).results() == []
+
+
+def test_a_refused_rows_objects_stay_out_and_repair_makes_no_result_of_them(elsewhere):
+    """A row refused for its EM carries a forged row object (the cell's key, every question
+    right) as its log: nothing of it is moved in, so a rebuilt index finds no such row."""
+    other = Store(elsewhere["other"])
+    [row] = other.results()
+    forged = dict(row, em=100.0, f1=100.0, scores_sha256=forged_units(other, row),
+                  log_sha256=None, created_at=row["created_at"] + 60)
+    record = other.put_object(canonical_json({ROW_MARK: 1, "row": forged}))
+    sql(elsewhere["other"], "UPDATE results SET em = 99, log_sha256 = ?", record)
+    report = import_store(Store(elsewhere["here"]), elsewhere["other"])
+    assert (report.systems, report.results) == (1, 0)
+    here = Store(elsewhere["here"])
+    for sha in (record, forged["scores_sha256"], row["predictions_sha256"]):
+        assert not here.object_path(sha).exists()
+    here.close()
+    for name in ("results.sqlite", "results.sqlite-wal", "results.sqlite-shm"):
+        (elsewhere["here"] / name).unlink(missing_ok=True)
+    assert any("rebuilt the index" in line for line in store_check.repair(here))
+    assert here.results() == [] and len(here.systems()) == 1
+
+
+def test_an_object_that_is_a_row_object_is_refused(elsewhere):
+    """An otherwise honest row whose log is a row object, which `store repair` would read as
+    a result row once it is in this store."""
+    other = Store(elsewhere["other"])
+    [row] = other.results()
+    record = other.put_object(canonical_json({ROW_MARK: 1, "row": dict(row, em=100.0)}))
+    sql(elsewhere["other"], "UPDATE results SET log_sha256 = ?", record)
+    report = import_store(Store(elsewhere["here"]), elsewhere["other"])
+    assert report.results == 0
+    assert any("is a row object" in why for why in report.refused), report.refused
+    assert not Store(elsewhere["here"]).object_path(record).exists()
+
+
+def test_a_scores_object_larger_than_its_n_allows_is_refused_unparsed(elsewhere, monkeypatch):
+    """6 KiB of `{},` a unit: parsing such JSON costs ~27 times its size."""
+    other = Store(elsewhere["other"])
+    [row] = other.results()
+    bomb = b'{"scorer":"x","units":[' + b"{}," * (row["n"] * 2048) + b"{}]}"
+    sql(elsewhere["other"], "UPDATE results SET scores_sha256 = ?", other.put_object(bomb))
+    loads = json.loads
+
+    def small_only(data, *args, **kwargs):
+        assert len(data) < store_units.scores_cap(row["n"]), "a capped object was parsed"
+        return loads(data, *args, **kwargs)
+
+    monkeypatch.setattr(store_units.json, "loads", small_only)
+    report = import_store(Store(elsewhere["here"]), elsewhere["other"])
+    assert report.results == 0
+    assert any(f"over the {store_units.scores_cap(row['n']):,} allowed" in why
+               for why in report.refused), report.refused
+    found = store_check.check(Store(elsewhere["other"]))
+    assert any("allowed for n" in why for why in found.rows_invalid.values())
+
+
+def test_a_store_in_a_folder_named_with_uri_characters_is_read_as_itself(elsewhere):
+    """A URI pasted from the path would end at the '#' and open `evil` read-write instead."""
+    odd = elsewhere["other"].parent / "evil#?x=1%41"
+    elsewhere["other"].rename(odd)
+    report = import_store(Store(elsewhere["here"]), odd)
+    assert (report.systems, report.results, report.refused) == (1, 1, [])
+    checked = store_check.check(Store(odd))
+    assert checked.index_ok and checked.rows == 1
+    assert [p.name for p in odd.parent.iterdir() if p.name.startswith("evil")] == [odd.name]
 
 
 def test_a_weights_digest_that_is_a_path_is_refused_and_never_mounted(elsewhere):
@@ -92,6 +274,9 @@ def test_a_weights_folder_with_a_linked_sub_folder_is_refused(elsewhere):
     ("UPDATE results SET n = -3", "n -3 is outside"),
     ("UPDATE results SET options = '[[[['", "options is not valid JSON"),
     ("UPDATE results SET testset = '../../etc'", "is not a valid name"),
+    ("UPDATE results SET testset = 'x/../../../../tmp/PWNED'", "is not a valid name"),
+    ("UPDATE results SET testset = 'tiny-test/x'", "is not a valid name"),
+    ("UPDATE results SET bundle = 'words@tiny-train/../../../x'", "is not a valid name"),
 ])
 def test_fabricated_and_ill_typed_result_rows_are_refused_and_found_by_check(
         elsewhere, change, why):

@@ -1,6 +1,7 @@
 """A results store that is corrupt, read-only or full: one line saying what is wrong and how
 to recover, a non-zero exit, nothing half-written left behind; `qashift store check` finds
-the damage and `qashift store repair` rebuilds what it can from the store's own objects."""
+the damage and `qashift store repair` rebuilds what it can from the store's own objects,
+believing no row object further than it can check it."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from evaluator.cli.main import evaluate_cmd, main
-from evaluator.store.store import Store
+from evaluator.core.hashing import canonical_json
+from evaluator.store import check as store_check
+from evaluator.store.store import ROW_MARK, Store
 from tests.conftest import FIRST_WORD, tiny_registry
 
 needs_mounts = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
@@ -76,6 +79,51 @@ def test_a_corrupt_index_is_one_line_and_repair_rebuilds_it(registry):
     again = evaluate("honest", "second")
     assert again.exit_code == 0
     assert all(r["cached"] for r in json.loads(again.stdout)["results"])
+
+
+def corrupt_index(ws: Path) -> None:
+    (ws / "results.sqlite").write_bytes(b"this is not a database" * 100)
+    for extra in ("results.sqlite-wal", "results.sqlite-shm"):
+        (ws / extra).unlink(missing_ok=True)
+
+
+def test_repair_rebuilds_no_row_object_whose_predictions_do_not_score_as_stated(registry):
+    """A newer row object of the cell's key (as a run's log could be one), every question
+    claimed right in its per-question scores and its totals alike: the rebuild scores its
+    predictions on the gold here and keeps the row that was stored."""
+    ws = registry["workspace"]
+    assert evaluate("honest").exit_code == 0
+    store = Store(ws)
+    [row] = store.results()
+    doc = json.loads(store.get_object(row["scores_sha256"]))
+    doc["units"] = [[u[0], 1, 1.0, u[3], u[4], 0] for u in doc["units"]]
+    forged = dict(row, em=100.0, f1=100.0, scores_sha256=store.put_object(canonical_json(doc)),
+                  created_at=row["created_at"] + 60)
+    store.put_object(canonical_json({ROW_MARK: 1, "row": forged}))
+    store.close()
+    corrupt_index(ws)
+    done = store_check.repair(store)
+    assert any("rebuilt the index from 1 stored result rows" in line and
+               "1 row objects left out" in line for line in done), done
+    assert store.results() == [row]
+
+
+def test_a_row_stored_while_the_index_is_rebuilt_is_never_replaced(registry, monkeypatch):
+    ws = registry["workspace"]
+    assert evaluate("honest").exit_code == 0
+    [row] = Store(ws).results()
+    corrupt_index(ws)
+    meanwhile = dict(row, run_record=json.dumps({"stored": "meanwhile"}))
+    read = store_check._row_object
+
+    def while_rebuilding(path):  # a controller stores the cell into the new index
+        if not Store(ws).get(row["key"]):
+            Store(ws).put(meanwhile)
+        return read(path)
+
+    monkeypatch.setattr(store_check, "_row_object", while_rebuilding)
+    store_check.repair(Store(ws))
+    assert Store(ws).get(row["key"]) == meanwhile
 
 
 def test_a_corrupt_object_is_found_quarantined_and_its_cell_recomputed(registry):
