@@ -191,7 +191,7 @@ STEPS = [
     Step("qashift validate"),
     Step("qashift validate --pin testsets/my-new-set", covers=("qashift validate --pin FOLDER",)),
     Step("qashift validate --schema bundle > bundle.schema.json"),
-    Step("qashift bundles list", covers=("qashift bundles list | show ID",)),
+    Step("qashift bundles list", covers=("qashift bundles list | show ID|SYSTEM",)),
     Step("qashift bundles show sliding-window"),
     Step("qashift bundles list --awaiting"),
     Step("qashift families"),

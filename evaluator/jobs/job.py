@@ -1,8 +1,11 @@
 """A job is one cell of the matrix: (bundle, test set, options), with a content-addressed key.
 
 The key changes when anything that can change the score changes: the bundle's files, the
-test set's bytes, the scorer's version or a relevant option. It does not depend on names,
-paths, the runner or the confidence level (intervals are recomputed from stored scores).
+test set's bytes, the scorer's version or a relevant option; and with the test set's id, since
+a stored result answers for one named cell (two folders of the same bytes, such as the test
+parts of `babi-1` and `babi-1-9k`, are two cells; the bundle's id is in its files). It does
+not depend on paths, the runner or the confidence level (intervals are recomputed from
+stored scores).
 """
 
 from __future__ import annotations
@@ -28,9 +31,8 @@ class Job:
 
     @property
     def key(self) -> str:
-        spec = {"bundle_digest": self.bundle.digest, "testset_sha256": self.testset.sha256,
-                "scorer_version": self.scorer_version, "options": self.options}
-        return sha256_bytes(canonical_json(spec))
+        return cell_key(self.bundle.digest, self.testset.id, self.testset.sha256,
+                        self.scorer_version, self.options)
 
     def dataset(self, mirrors: list[Path] | None = None) -> Dataset:
         """The questions this job is scored on: the test set, or its --limit sample."""
@@ -42,3 +44,20 @@ class Job:
     @property
     def label(self) -> str:
         return f"{self.bundle.id} x {self.testset.id}"
+
+
+def cell_key(bundle_digest: str, testset_id: str, testset_sha256: str, scorer_version: str,
+             options: dict) -> str:
+    """The key of a cell's stored result (see the module docstring)."""
+    return sha256_bytes(canonical_json({
+        "bundle_digest": bundle_digest, "testset": testset_id, "testset_sha256": testset_sha256,
+        "scorer_version": scorer_version, "options": options}))
+
+
+def name_free_key(bundle_digest: str, testset_sha256: str, scorer_version: str,
+                  options: dict) -> str:
+    """The key stores gave a cell before the test set's id was part of it: only to find
+    such rows and give them their key (`store.rows.current_key`)."""
+    return sha256_bytes(canonical_json({
+        "bundle_digest": bundle_digest, "testset_sha256": testset_sha256,
+        "scorer_version": scorer_version, "options": options}))

@@ -33,7 +33,13 @@ from pathlib import Path
 
 from evaluator.core.files import PARTIAL_PREFIX
 from evaluator.core.hashing import sha256_of
-from evaluator.store.rows import future_problem, key_problem, result_problem, system_problem
+from evaluator.store.rows import (
+    future_problem,
+    key_problem,
+    result_problem,
+    system_problem,
+    with_current_key,
+)
 from evaluator.store.store import RESULT_FIELDS, ROW_MARK, SYSTEM_FIELDS, Store
 from evaluator.store.units import UNCHECKED, Gold, scores_problem
 
@@ -116,7 +122,7 @@ def check(store: Store) -> Report:
         report.index_ok, report.index_problem = False, problem
         return report
     report.rows = len(rows)
-    for row in rows:
+    for row in map(with_current_key, rows):  # an index not yet rekeyed is rekeyed on opening
         if why := result_problem(row) or key_problem(row):
             report.rows_invalid[row["key"]] = why
             continue
@@ -173,6 +179,7 @@ def _rebuild_index(store: Store, problem: str) -> list[str]:
     for path in _objects(store):
         if (record := _row_object(path)) is not None:
             kind, row = record
+            row = with_current_key(row) if kind == "row" else row
             if isinstance(row["key"], str):
                 found[kind].setdefault(row["key"], []).append(row)
     gold = Gold()

@@ -17,7 +17,7 @@ import re
 import time
 
 from evaluator.core.gate import is_digest
-from evaluator.core.hashing import canonical_json, sha256_bytes
+from evaluator.jobs.job import cell_key, name_free_key
 
 # A bundle or system id: `bidaf-plus-plus@squad-dev-train/s0/h051f5a65`; '/' separates its
 # parts, never a '..' or empty one (`_text`).
@@ -112,12 +112,31 @@ def system_problem(row: dict) -> str:
 
 
 def result_key(row: dict) -> str:
-    """The job key of the cell a schema-checked result row describes, from its own fields, as
-    evaluator/jobs/job.py computes it: bundle digest, test-set sha256, scorer version and
-    options."""
-    spec = {"bundle_digest": row["bundle_digest"], "testset_sha256": row["testset_sha256"],
-            "scorer_version": row["scorer_version"], "options": json.loads(row["options"])}
-    return sha256_bytes(canonical_json(spec))
+    """The job key of the cell a schema-checked result row describes, from its own fields
+    (`jobs.job.cell_key`, as every cell computes it)."""
+    return cell_key(row["bundle_digest"], row["testset"], row["testset_sha256"],
+                    row["scorer_version"], json.loads(row["options"]))
+
+
+def current_key(row: dict) -> str:
+    """A result row's key under the current scheme: its own, or, for a row stored before the
+    test set's id was part of keys (its key the name-free one of its fields), the key its
+    fields give now. Stores are moved to the current scheme when opened (`store._rekey`),
+    rows of another store when imported or rebuilt."""
+    options = json.loads(row["options"])
+    if row["key"] == name_free_key(row["bundle_digest"], row["testset_sha256"],
+                                   row["scorer_version"], options):
+        return cell_key(row["bundle_digest"], row["testset"], row["testset_sha256"],
+                        row["scorer_version"], options)
+    return row["key"]
+
+
+def with_current_key(row: dict) -> dict:
+    """A row from elsewhere under its current key (`current_key`); as it is when it is no
+    well-formed result row, for the checks to refuse."""
+    if result_problem(row):
+        return row
+    return {**row, "key": current_key(row)}
 
 
 def key_problem(row: dict) -> str:

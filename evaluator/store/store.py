@@ -24,6 +24,7 @@ from evaluator.core.files import PARTIAL_PREFIX, remove_tree, write_atomic
 from evaluator.core.gate import Limits, is_digest, walk
 from evaluator.core.hashing import canonical_json, sha256_bytes, sha256_of
 from evaluator.core.owner import owner_alive, owner_id
+from evaluator.store.rows import current_key
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
@@ -64,6 +65,9 @@ CREATE TABLE IF NOT EXISTS failures (
 # which names the columns it writes, ignores it. failures.options: the failed job's options
 # as JSON (NULL: a train cell's, or recorded before failures kept them).
 ADDED_COLUMNS = (("failures", "options", "TEXT"),)
+# The scheme of result keys, kept in the index's user_version: 2 puts the test set's id in
+# them (`jobs.job.cell_key`); an index of an earlier scheme is rekeyed when opened (`_rekey`).
+KEY_SCHEME = 2
 
 RESULT_FIELDS = ("key", "bundle", "bundle_digest", "testset", "testset_sha256", "scorer",
                  "scorer_version", "options", "n", "questions", "missing", "extra", "em", "f1",
@@ -368,6 +372,29 @@ def _setup(conn: sqlite3.Connection) -> None:
             except sqlite3.OperationalError as exc:
                 if "duplicate column" not in str(exc):
                     raise  # (another controller opening the same older store added it first)
+    if conn.execute("PRAGMA user_version").fetchone()[0] < KEY_SCHEME:
+        _rekey(conn)
+
+
+def _rekey(conn: sqlite3.Connection) -> None:
+    """Give the rows of a store made before the current key scheme their current keys (a
+    result's and its failures'), once, in one transaction: its results stay found as cached."""
+    conn.execute("BEGIN IMMEDIATE")  # a second controller opening it waits, then finds it done
+    try:
+        if conn.execute("PRAGMA user_version").fetchone()[0] < KEY_SCHEME:
+            fields = ("key", "bundle_digest", "testset", "testset_sha256", "scorer_version",
+                      "options")
+            for values in conn.execute(f"SELECT {', '.join(fields)} FROM results").fetchall():
+                row = dict(zip(fields, values, strict=True))
+                new = current_key(row)
+                if new != row["key"]:
+                    conn.execute("UPDATE results SET key = ? WHERE key = ?", (new, row["key"]))
+                    conn.execute("UPDATE failures SET key = ? WHERE key = ?", (new, row["key"]))
+            conn.execute(f"PRAGMA user_version = {KEY_SCHEME}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def _retry_locked(action, seconds: float = 60.0) -> None:

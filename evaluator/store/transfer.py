@@ -47,7 +47,13 @@ from evaluator.core.gate import Refused, read_bounded, walk
 from evaluator.core.hashing import sha256_bytes
 from evaluator.core.owner import owner_id
 from evaluator.store.check import OBJECT_FIELDS, read_only_uri, row_record
-from evaluator.store.rows import future_problem, key_problem, result_problem, system_problem
+from evaluator.store.rows import (
+    future_problem,
+    key_problem,
+    result_problem,
+    system_problem,
+    with_current_key,
+)
 from evaluator.store.store import RESULT_FIELDS, SYSTEM_FIELDS, Store
 from evaluator.store.units import Gold, scores_cap
 
@@ -136,7 +142,7 @@ class _Batch:
                 report.systems += 1
         results = list(results)
         shown = time.monotonic()
-        for done, row in enumerate(results):
+        for done, row in enumerate(map(with_current_key, results)):  # older stores' rows too
             if time.monotonic() - shown > PROGRESS_S:
                 console.progress(f"import: checked {done:,} of {len(results):,} results")
                 shown = time.monotonic()

@@ -15,12 +15,13 @@ from click.testing import CliRunner
 from evaluator.cli.main import evaluate_cmd, main
 from evaluator.core.errors import DataError
 from evaluator.data import testsets
-from tests.conftest import FIRST_WORD, tiny_registry
+from tests.conftest import FIRST_WORD, tiny_registry, write_testset
 
 
 @pytest.fixture
 def sets(tmp_path, small_dev, monkeypatch, workspace):
     sets, _ = tiny_registry(tmp_path, monkeypatch, {"toy": small_dev}, {"honest": FIRST_WORD})
+    write_testset(sets, "toy", small_dev, reference="toy")  # a reference validate finds
     return sets
 
 
