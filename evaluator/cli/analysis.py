@@ -5,7 +5,6 @@ the docs point at) are in the project root (`project_root`), not the current dir
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -21,17 +20,10 @@ from evaluator.store.store import Store
 from evaluator.training import study, table
 
 
-def project_root() -> Path:
-    """The checkout whose results/, studies/ and figures/ the commands' default paths name:
-    $QASHIFT_ROOT, else this source tree (as evaluator.core.settings takes testsets/ and
-    submissions/ from), whatever the current directory."""
-    return Path(os.environ.get(settings.ENV["root"]) or settings.REPO_ROOT)
-
-
 def in_root(relative: str) -> dict:
     """A path option's default: `relative` inside the project root, read when the command
     runs (so that QASHIFT_ROOT applies), not in the current directory."""
-    return {"default": lambda: project_root() / relative,
+    return {"default": lambda: settings.project_root() / relative,
             "show_default": f"{relative} in the project root"}
 
 

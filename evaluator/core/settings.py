@@ -22,6 +22,13 @@ ENV = {"root": "QASHIFT_ROOT", "workspace": "QASHIFT_WORKSPACE", "cache": "QASHI
        "model_stores": "QASHIFT_MODEL_STORE"}
 
 
+def project_root(environ: Mapping[str, str] = os.environ) -> Path:
+    """The checkout whose folders (testsets/, submissions/, frozen/, results/, studies/,
+    figures/) every default path names: $QASHIFT_ROOT, else this source tree, whatever the
+    current directory."""
+    return Path(environ.get(ENV["root"]) or REPO_ROOT)
+
+
 @dataclass(frozen=True)
 class Settings:
     workspace: Path  # the results store: $QASHIFT_WORKSPACE, default ./.qashift
@@ -37,7 +44,7 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
         home_cache = Path(environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "qashift"
-        root = Path(environ.get(ENV["root"], REPO_ROOT))
+        root = project_root(environ)
         return cls(
             workspace=Path(environ.get(ENV["workspace"], ".qashift")).resolve(),
             cache=Path(environ.get(ENV["cache"], home_cache)).resolve(),

@@ -1,10 +1,10 @@
 """The results store: one SQLite file plus content-addressed objects, under a workspace.
 
-A row per finished cell, keyed by the job key (bundle digest, test-set sha256, scorer
-version, options). Predictions, per-question scores and logs are kept as objects named by
-their sha256, written to a temporary file and renamed, so a killed process never leaves a
-half-written object that would be trusted. A failed run is recorded in `failures` and never
-produces a result row.
+A row per finished cell, keyed by the job key (bundle digest, test-set id and sha256, scorer
+version, options: `jobs.job.cell_key`). Predictions, per-question scores and logs are kept as
+objects named by their sha256, written to a temporary file and renamed, so a killed process
+never leaves a half-written object that would be trusted. A failed run is recorded in
+`failures` and never produces a result row.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from evaluator.core.files import PARTIAL_PREFIX, remove_tree, write_atomic
 from evaluator.core.gate import Limits, is_digest, walk
 from evaluator.core.hashing import canonical_json, sha256_bytes, sha256_of
 from evaluator.core.owner import owner_alive, owner_id
-from evaluator.store.rows import current_key
+from evaluator.store.rows import with_current_key
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
@@ -160,6 +160,14 @@ class Store:
 
     @_one_line_errors
     def put_object(self, data: bytes) -> str:
+        """Keep bytes as an object named by their sha256. Bytes a run produced (a log, a
+        generations file) that name the row mark are kept behind a `#`, which no JSON parser
+        reads: a run cannot write what a rebuilt index would take for a row of its own."""
+        if ROW_MARK.encode() in data:
+            data = b"#" + data
+        return self._put(data)
+
+    def _put(self, data: bytes) -> str:
         sha = sha256_bytes(data)
         target = self.object_path(sha)
         if target.exists() and sha256_of(target) == sha:
@@ -185,7 +193,7 @@ class Store:
     def put(self, row: dict, owner: str | None = None) -> None:
         """Insert a finished cell and release its lease, in one transaction. The row is also
         kept as an object, so `store repair` can rebuild a lost or corrupt index."""
-        self.put_object(canonical_json({ROW_MARK: 1, "row": row}))
+        self._put(canonical_json({ROW_MARK: 1, "row": row}))
         self._insert_and_release("results", RESULT_FIELDS, row, owner)
 
     @_one_line_errors
@@ -194,7 +202,7 @@ class Store:
         one transaction: all of them or none. Each row is kept as an object too."""
         for kind, rows in (("system", systems), ("row", results)):
             for row in rows:
-                self.put_object(canonical_json({ROW_MARK: 1, kind: row}))
+                self._put(canonical_json({ROW_MARK: 1, kind: row}))
         with self.conn:
             self.conn.execute("BEGIN IMMEDIATE")
             for table, fields, rows in (("systems", SYSTEM_FIELDS, systems),
@@ -252,7 +260,7 @@ class Store:
     def put_system(self, row: dict, owner: str | None = None) -> None:
         """Record a trained system (its weights already under model_path) and release the
         train cell's lease; the row is kept as an object too, like result rows."""
-        self.put_object(canonical_json({ROW_MARK: 1, "system": row}))
+        self._put(canonical_json({ROW_MARK: 1, "system": row}))
         self._insert_and_release("systems", SYSTEM_FIELDS, row, owner)
 
     @_one_line_errors
@@ -378,18 +386,20 @@ def _setup(conn: sqlite3.Connection) -> None:
 
 def _rekey(conn: sqlite3.Connection) -> None:
     """Give the rows of a store made before the current key scheme their current keys (a
-    result's and its failures'), once, in one transaction: its results stay found as cached."""
+    result's, and its cell's failures'), once, in one transaction: its results stay found as
+    cached. A failure of a cell without a result keeps its key (a failure holds no digest to
+    make the new one from): that cell shows as not run, not as failed."""
     conn.execute("BEGIN IMMEDIATE")  # a second controller opening it waits, then finds it done
     try:
         if conn.execute("PRAGMA user_version").fetchone()[0] < KEY_SCHEME:
-            fields = ("key", "bundle_digest", "testset", "testset_sha256", "scorer_version",
-                      "options")
-            for values in conn.execute(f"SELECT {', '.join(fields)} FROM results").fetchall():
-                row = dict(zip(fields, values, strict=True))
-                new = current_key(row)
+            cursor = conn.execute(f"SELECT {', '.join(RESULT_FIELDS)} FROM results")
+            for values in cursor.fetchall():
+                row = dict(zip(RESULT_FIELDS, values, strict=True))
+                new = with_current_key(row)["key"]  # a damaged row keeps its key, for check
                 if new != row["key"]:
                     conn.execute("UPDATE results SET key = ? WHERE key = ?", (new, row["key"]))
-                    conn.execute("UPDATE failures SET key = ? WHERE key = ?", (new, row["key"]))
+                    conn.execute("UPDATE failures SET key = ? WHERE key = ? AND testset = ?",
+                                 (new, row["key"], row["testset"]))
             conn.execute(f"PRAGMA user_version = {KEY_SCHEME}")
         conn.execute("COMMIT")
     except BaseException:

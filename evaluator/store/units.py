@@ -24,10 +24,10 @@ from evaluator.scoring.squad_v1 import SCORER_VERSIONS, Scores, Unit, score
 from evaluator.store.store import Store
 
 # Bytes a scores object may hold per scored unit, and in all besides. Stored objects hold 60
-# to 66 bytes a unit (/work/ws-whole, 106 rows); a unit of every test set in the data mirror
-# and the derived-set cache, with the longest f1 text, takes at most 123 (98.5 on average over
-# a set), so 1 KiB is eight times the longest unit. Parsing JSON costs up to ~27 times its
-# bytes, so the cap bounds what a forged object can cost.
+# to 66 bytes a unit (a whole population's store, 106 rows); a unit of every test set in the
+# data mirror and the derived-set cache, with the longest f1 text, takes at most 123 (98.5 on
+# average over a set), so 1 KiB is eight times the longest unit. Parsing JSON costs up to ~27
+# times its bytes, so the cap bounds what a forged object can cost.
 UNIT_BYTES = 1024
 SCORES_OVERHEAD = 4096
 UNCHECKED = "cannot check:"  # how a reason starts when the row could not be re-scored here
@@ -126,8 +126,9 @@ class Gold:
         if row["scorer"] != scorer or row["scorer_version"] != SCORER_VERSIONS[scorer]:
             return (f"{UNCHECKED} it was scored by {row['scorer_version'][:40]!r}; test set "
                     f"{row['testset']} is scored by {SCORER_VERSIONS[scorer]!r} here")
-        try:
-            answers = load_predictions(predictions)
+        whole = self._sets[(row["testset"], row["testset_sha256"])][1]  # a sample's file may
+        try:  # hold the whole set: the values it may hold are counted for the whole set
+            answers = load_predictions(predictions, len(whole.questions))
         except (RunFailure, Refused) as exc:
             return f"its predictions cannot be read: {str(exc).splitlines()[0][:200]}"
         rescored = score(dataset.questions, answers, scorer)

@@ -30,13 +30,12 @@ import json
 import lzma
 import os
 import stat
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from evaluator.core import settings
 from evaluator.core.errors import UserError
-from evaluator.core.files import atomic_file, remove_tree, write_atomic
+from evaluator.core.files import atomic_file, remove_tree, run_tempdir, write_atomic
 from evaluator.core.gate import CHUNK, Limits, Refused, is_digest, read_json, walk
 from evaluator.core.hashing import sha256_bytes
 from evaluator.store.store import SYSTEM_FIELDS, Store
@@ -58,8 +57,7 @@ UNPACK_MEMORY = 256 << 20  # xz's own presets need at most 65 MiB to unpack
 def root() -> Path:
     """The folder of frozen systems: `QASHIFT_FROZEN`, or `frozen/` in the checkout
     (`QASHIFT_ROOT`, else this source tree)."""
-    checkout = Path(os.environ.get("QASHIFT_ROOT") or settings.REPO_ROOT)
-    return Path(os.environ.get("QASHIFT_FROZEN") or checkout / "frozen")
+    return Path(os.environ.get("QASHIFT_FROZEN") or settings.project_root() / "frozen")
 
 
 def folder_of(job: TrainJob) -> Path:
@@ -181,7 +179,7 @@ def weights_of(folder: Path, store: Store) -> Path:
     digest = manifest["system"]["weights_digest"]
     target = store.model_path(digest)
     if not target.is_dir():
-        with tempfile.TemporaryDirectory(prefix="qashift-unpack-") as tmp:
+        with run_tempdir("unpack") as tmp:  # found and removed if this process is killed
             _unpack(manifest, Path(tmp) / WEIGHTS)
             store.put_model(Path(tmp) / WEIGHTS, expected=digest,
                             label=f"frozen system {folder}")

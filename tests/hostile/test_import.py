@@ -31,6 +31,7 @@ from evaluator.store.transfer import import_store
 from evaluator.training.run import train
 from evaluator.training.systems import resolve_bundles
 from tests.support.approaches import train_job
+from tests.support.stores import raw_object
 
 
 def run(*argv: str) -> subprocess.CompletedProcess:
@@ -184,7 +185,7 @@ def test_a_refused_rows_objects_stay_out_and_repair_makes_no_result_of_them(else
     [row] = other.results()
     forged = dict(row, em=100.0, f1=100.0, scores_sha256=forged_units(other, row),
                   log_sha256=None, created_at=row["created_at"] + 60)
-    record = other.put_object(canonical_json({ROW_MARK: 1, "row": forged}))
+    record = raw_object(other, canonical_json({ROW_MARK: 1, "row": forged}))
     sql(elsewhere["other"], "UPDATE results SET em = 99, log_sha256 = ?", record)
     report = import_store(Store(elsewhere["here"]), elsewhere["other"])
     assert (report.systems, report.results) == (1, 0)
@@ -203,7 +204,7 @@ def test_an_object_that_is_a_row_object_is_refused(elsewhere):
     a result row once it is in this store."""
     other = Store(elsewhere["other"])
     [row] = other.results()
-    record = other.put_object(canonical_json({ROW_MARK: 1, "row": dict(row, em=100.0)}))
+    record = raw_object(other, canonical_json({ROW_MARK: 1, "row": dict(row, em=100.0)}))
     sql(elsewhere["other"], "UPDATE results SET log_sha256 = ?", record)
     report = import_store(Store(elsewhere["here"]), elsewhere["other"])
     assert report.results == 0

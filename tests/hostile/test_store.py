@@ -16,8 +16,10 @@ from click.testing import CliRunner
 from evaluator.cli.main import evaluate_cmd, main
 from evaluator.core.hashing import canonical_json
 from evaluator.store import check as store_check
+from evaluator.store.rows import result_key
 from evaluator.store.store import ROW_MARK, Store
 from tests.conftest import FIRST_WORD, tiny_registry
+from tests.support.stores import raw_object
 
 needs_mounts = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
 
@@ -87,6 +89,43 @@ def corrupt_index(ws: Path) -> None:
         (ws / extra).unlink(missing_ok=True)
 
 
+def plant(store: Store, row: dict) -> None:
+    """A row object in objects/ that no run wrote (runs cannot: see below)."""
+    raw_object(store, canonical_json({ROW_MARK: 1, "row": row}))
+
+
+def test_what_a_run_writes_is_never_kept_as_a_row_object(registry):
+    """A log or generations file written to be a row object is kept behind a `#`: a rebuilt
+    index never reads it as a row."""
+    assert evaluate("honest").exit_code == 0
+    store = Store(registry["workspace"])
+    [row] = store.results()
+    forged = dict(row, em=100.0, f1=100.0, created_at=row["created_at"] + 60)
+    kept = store.get_object(store.put_object(canonical_json({ROW_MARK: 1, "row": forged})))
+    assert kept.startswith(b"#") and store_check.row_record(kept) is None
+    store.close()
+    corrupt_index(registry["workspace"])
+    done = store_check.repair(store)
+    assert any("rebuilt the index from 1 stored result rows" in line and "left out" not in line
+               for line in done), done
+    assert store.results() == [row]
+
+
+def test_repair_rebuilds_no_row_scored_by_another_scorer_than_this_machines(registry):
+    """Nothing here can score such a row again, so its own per-question scores would be all
+    that vouched for it: it is left out, and the cell keeps the row that was stored."""
+    assert evaluate("honest").exit_code == 0
+    store = Store(registry["workspace"])
+    [row] = store.results()
+    forged = dict(row, scorer_version="bogus/1", created_at=row["created_at"] + 60)
+    plant(store, dict(forged, key=result_key(forged)))
+    store.close()
+    corrupt_index(registry["workspace"])
+    done = store_check.repair(store)
+    assert any("1 row objects left out" in line for line in done), done
+    assert store.results() == [row]
+
+
 def test_repair_rebuilds_no_row_object_whose_predictions_do_not_score_as_stated(registry):
     """A newer row object of the cell's key (as a run's log could be one), every question
     claimed right in its per-question scores and its totals alike: the rebuild scores its
@@ -99,7 +138,7 @@ def test_repair_rebuilds_no_row_object_whose_predictions_do_not_score_as_stated(
     doc["units"] = [[u[0], 1, 1.0, u[3], u[4], 0] for u in doc["units"]]
     forged = dict(row, em=100.0, f1=100.0, scores_sha256=store.put_object(canonical_json(doc)),
                   created_at=row["created_at"] + 60)
-    store.put_object(canonical_json({ROW_MARK: 1, "row": forged}))
+    plant(store, forged)
     store.close()
     corrupt_index(ws)
     done = store_check.repair(store)

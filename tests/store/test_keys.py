@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from evaluator.cli.main import evaluate_cmd, main
 from evaluator.jobs.job import name_free_key
+from evaluator.store import check as store_check
 from evaluator.store.store import KEY_SCHEME, Store
 from evaluator.store.transfer import import_store
 from tests.conftest import FIRST_WORD, tiny_registry, write_testset
@@ -77,3 +78,30 @@ def test_a_store_made_before_ids_were_in_keys_is_rekeyed_once_and_its_results_st
     report = import_store(here, elsewhere)  # read-only: its rows are rekeyed as they come in
     assert report.results == 1 and not report.refused
     assert here.get(first["key"])["f1"] == first["f1"]["value"]
+
+
+def test_rekeying_leaves_a_damaged_row_for_check_and_a_failure_with_its_own_test_set(
+        workspace, tmp_path, monkeypatch, small_dev):
+    """Opening an older store never fails on a row that does not parse (check finds it,
+    repair drops it), and a failure moves with its own cell only, not with another test set
+    of the same bytes."""
+    tiny_registry(tmp_path, monkeypatch, {"one": small_dev}, {"first-word": FIRST_WORD})
+    first = evaluate("one")
+    old = as_an_older_version_left_it(workspace, first["key"])
+    db = sqlite3.connect(workspace / "results.sqlite", isolation_level=None)
+    db.execute("INSERT INTO failures (key, bundle, testset, failure_class, message, created_at)"
+               " VALUES (?, 'first-word', 'one-copy', 'nonzero-exit', 'its own', 2.0)", (old,))
+    db.execute("INSERT INTO results SELECT 'f' || substr(key, 2), bundle, bundle_digest, "
+               "testset, testset_sha256, scorer, scorer_version, '{not json', n, questions, "
+               "missing, extra, em, f1, em_lo, em_hi, f1_lo, f1_hi, level, predictions_sha256, "
+               "scores_sha256, log_sha256, runner, device, image_digest, wall_s, run_record, "
+               "created_at FROM results")
+    db.close()
+    store = Store(workspace)
+    assert {r["key"] for r in store.results()} == {first["key"], "f" + old[1:]}
+    failures = {(f["testset"], f["key"]) for f in store.failures()}
+    assert failures == {("one", first["key"]), ("one-copy", old)}
+    report = store_check.check(store)
+    assert list(report.rows_invalid) == ["f" + old[1:]]
+    store_check.repair(store)
+    assert [r["key"] for r in store.results()] == [first["key"]]

@@ -30,7 +30,7 @@ from docker.types import DeviceRequest, LogConfig, Mount
 from evaluator.bundles import policy
 from evaluator.bundles.spec import Bundle
 from evaluator.core.errors import RunFailure
-from evaluator.core.gate import Refused, read_bounded, read_json
+from evaluator.core.gate import Refused, no_byte_code, read_bounded, read_json
 from evaluator.core.owner import owner_alive, owner_id
 from evaluator.runners import interrupts
 from evaluator.runners.base import LOG_TAIL_BYTES, PREDICTIONS_FILE, Exit, RunRequest, classify
@@ -202,10 +202,10 @@ def byte_code_masks(folder: Path, program: Program) -> list[str]:
     masks = []
     for target, root in roots.items():
         for parent, dirs, _files in os.walk(root):  # never follows a link
-            if "__pycache__" in dirs:
-                rel = Path(parent).relative_to(root) / "__pycache__"
-                masks.append(f"{target}/{rel.as_posix()}")
-            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            hidden = [d for d in dirs if no_byte_code(d, True)]
+            masks += [f"{target}/{(Path(parent).relative_to(root) / d).as_posix()}"
+                      for d in hidden]
+            dirs[:] = [d for d in dirs if d not in hidden]
     return sorted(masks)
 
 

@@ -73,7 +73,9 @@ def _build(connect: Connect, bundle: Bundle, dockerfile: str):
         raise RunFailure("build-failed", f"{bundle.id}: environment.build names "
                          f"{dockerfile}, which is not in the bundle folder")
     key = folder_digest(bundle.folder, with_mode=True)
-    tag = f"qashift-bundle/{_repo_name(bundle.id)}:{key[:12]}"
+    # "-g": built from a context made through the gate (images of earlier contexts, which
+    # held byte-code caches, are never reused for it)
+    tag = f"qashift-bundle/{_repo_name(bundle.id)}:{key[:12]}-g"
     with exclusive(settings.cache_dir() / "docker-build-locks" / f"{key[:16]}.lock"):
         try:
             return connect().images.get(tag), tag
