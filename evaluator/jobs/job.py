@@ -49,15 +49,17 @@ class Job:
 def cell_key(bundle_digest: str, testset_id: str, testset_sha256: str, scorer_version: str,
              options: dict) -> str:
     """The key of a cell's stored result (see the module docstring)."""
-    return sha256_bytes(canonical_json({
-        "bundle_digest": bundle_digest, "testset": testset_id, "testset_sha256": testset_sha256,
-        "scorer_version": scorer_version, "options": options}))
+    return _hashed(bundle_digest=bundle_digest, testset=testset_id,
+                   testset_sha256=testset_sha256, scorer_version=scorer_version, options=options)
 
 
 def name_free_key(bundle_digest: str, testset_sha256: str, scorer_version: str,
                   options: dict) -> str:
     """The key stores gave a cell before the test set's id was part of it: only to find
     such rows and give them their key (`store.rows.current_key`)."""
-    return sha256_bytes(canonical_json({
-        "bundle_digest": bundle_digest, "testset_sha256": testset_sha256,
-        "scorer_version": scorer_version, "options": options}))
+    return _hashed(bundle_digest=bundle_digest, testset_sha256=testset_sha256,
+                   scorer_version=scorer_version, options=options)
+
+
+def _hashed(**spec: object) -> str:
+    return sha256_bytes(canonical_json(spec))

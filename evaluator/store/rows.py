@@ -123,11 +123,9 @@ def current_key(row: dict) -> str:
     test set's id was part of keys (its key the name-free one of its fields), the key its
     fields give now. Stores are moved to the current scheme when opened (`store._rekey`),
     rows of another store when imported or rebuilt."""
-    options = json.loads(row["options"])
     if row["key"] == name_free_key(row["bundle_digest"], row["testset_sha256"],
-                                   row["scorer_version"], options):
-        return cell_key(row["bundle_digest"], row["testset"], row["testset_sha256"],
-                        row["scorer_version"], options)
+                                   row["scorer_version"], json.loads(row["options"])):
+        return result_key(row)
     return row["key"]
 
 
