@@ -15,11 +15,11 @@ Output folder::
 
 Only relative links and local assets, so the folder works from ``file://`` and from any
 static server. Every page path is made from a safe name: a model's page from its slug, a test
-set's from its id, which must be a plain file name (a test-set folder's name always is); an id
-that is a path is refused before anything is written, since its page and its figures would
-land outside the folder, and no page is written anywhere that resolves outside it. No clock
-and no unordered iteration reaches the output: the same input gives byte-identical files.
-Pages carry numbers for reading; the data files carry full precision.
+set's from its id, which must follow the id rule (`core.schema.ID_PATTERN`, as every test-set
+folder's name does); an id that is a path is refused before anything is written, since its
+page and its figures would land outside the folder, and no page is written anywhere that
+resolves outside it. No clock and no unordered iteration reaches the output: the same input
+gives byte-identical files. Pages carry numbers for reading; the data files carry full precision.
 
 The analysis tables (fits, gaps, concurrence, ...) are those ``analysis.report.write`` hands
 over as it writes them into data/, at the precision of their CSV files; the site reads no
@@ -48,6 +48,7 @@ from analysis.stats import fits as fits_mod
 from analysis.stats import gaps as gaps_mod
 from evaluator.core import provenance
 from evaluator.core.hashing import file_sha256
+from evaluator.core.schema import ID_PATTERN
 
 TEMPLATES = Path(__file__).parents[1] / "templates"
 STATIC = Path(__file__).parents[1] / "static"
@@ -67,16 +68,11 @@ class SiteError(ValueError):
     in its input would make it write outside its folder."""
 
 
-# A file name: no separator, no control character (the same rule as a test-set folder's
-# name, which is a test set's id); "." and ".." are refused on their own.
-PLAIN_NAME = re.compile(r"[^/\\\x00-\x1f\x7f]{1,200}")
-
-
 def testset_page(testset: str) -> str:
     """The page of a test set, `testsets/<id>.html`: the id is the page's name (every link to
-    the page is made from it), so an id that is not a plain file name is refused."""
-    if not PLAIN_NAME.fullmatch(testset) or testset in (".", ".."):
-        raise SiteError(f"test set id {testset[:80]!r} is not a plain file name, so it "
+    the page is made from it), so a name that is not an id is refused."""
+    if not ID_PATTERN.fullmatch(testset):  # the rule every test-set folder's name follows
+        raise SiteError(f"test set id {testset[:80]!r} is not an id, so it "
                         f"cannot name a page; refused (in a results store, `qashift store "
                         f"check` reports its row and `qashift store repair` drops it)")
     return f"testsets/{testset}.html"

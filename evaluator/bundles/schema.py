@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
-from evaluator.core.schema import Name, Strict, Text
+from evaluator.core.schema import Identifier, Name, Strict, Text
 from evaluator.qa.prompting import DEFAULT_TEMPLATE
 
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{64}$")]
@@ -92,7 +92,7 @@ class Hyperparameters(Strict):
 
 
 class BundleFile(Strict):
-    id: Name
+    id: Identifier  # the folder's name
     name: Name
     kind: Literal["command", "predictions", "hf-qa", "approach", "generative"]
     status: Literal["ready", "awaiting-program"] = "ready"

@@ -9,7 +9,14 @@ import re
 from pathlib import Path
 from typing import Annotated, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    StringConstraints,
+    ValidationError,
+    WithJsonSchema,
+)
 
 from evaluator.core.errors import ConfigError
 
@@ -26,6 +33,22 @@ def _encodable(text: str) -> str:
 
 Text = Annotated[str, StringConstraints(max_length=MAX_TEXT), AfterValidator(_encodable)]
 Name = Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_encodable)]
+
+# A bundle's or test set's id. It is also the name of its folder, of the files an export
+# writes, of a site page, and a field of every stored row; one rule for all of them: a letter
+# or digit, then letters, digits and `_.@~+:-` (no separator, no space, never "." or "..").
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@~+:-]{0,199}")
+
+
+def _identifier(text: str) -> str:
+    if not ID_PATTERN.fullmatch(text):
+        raise ValueError("is not an id: a letter or digit, then letters, digits and _.@~+:- "
+                         "(at most 200 characters)")
+    return text
+
+
+Identifier = Annotated[str, AfterValidator(_identifier),
+                      WithJsonSchema({"type": "string", "pattern": f"^{ID_PATTERN.pattern}$"})]
 
 
 class Strict(BaseModel):
@@ -77,7 +100,8 @@ def _line(error: dict, model: type[BaseModel]) -> str:
     shown = repr(value) if not isinstance(value, (dict, list)) else type(value).__name__
     if len(shown) > 60:
         shown = shown[:57] + "..."
-    return f"{where}: {error['msg'].lower()} (got {shown})"
+    message = error["msg"].lower().removeprefix("value error, ")  # a validator's own words
+    return f"{where}: {message} (got {shown})"
 
 
 def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:

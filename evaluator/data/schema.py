@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
-from evaluator.core.schema import Name, Strict, Text
+from evaluator.core.schema import Identifier, Name, Strict, Text
 
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{64}$")]
 
@@ -19,7 +19,7 @@ class SourceRef(Strict):
 
 
 class TestSetFile(Strict):
-    id: Name
+    id: Identifier  # the folder's name
     name: Name
     label: Name | None = None  # the short name figures print (default: name)
     version: Name | int | float

@@ -17,14 +17,13 @@ import re
 import time
 
 from evaluator.core.gate import is_digest
+from evaluator.core.schema import ID_PATTERN
 from evaluator.jobs.job import cell_key, name_free_key
 
-# A bundle or system id: `bidaf-plus-plus@squad-dev-train/s0/h051f5a65`; '/' separates its
-# parts, never a '..' or empty one (`_text`).
+# A bundle id (`core.schema.ID_PATTERN`, its folder's name) or a system id, ids joined by '/'
+# (`bidaf-plus-plus@squad-dev-train/s0/h051f5a65`), never with a '..' or empty part (`_text`).
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@~/+:-]{0,199}")
-# A test-set id is its folder's name (evaluator/data/schema.py: TestSetFile.id, which
-# data/testsets.py requires to equal the folder's name), so never a '/'.
-TESTSET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@~+:-]{0,199}")
+TESTSET_NAME = ID_PATTERN  # a test set's id is its folder's name, so never a '/'
 JSON_CAP = 1 << 20
 FUTURE_ALLOWANCE_S = 86_400.0  # clocks of two machines disagree, never by a day
 
