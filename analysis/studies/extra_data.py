@@ -20,7 +20,7 @@ from scipy.stats import norm
 
 from analysis.sources.tidy import new_testsets, paired
 from evaluator.data import testsets
-from evaluator.training.job import parse_system_id
+from evaluator.jobs.job import parse_system_id
 
 COLUMNS = ["system", "approach", "split", "extra", "testset", "reference", "x", "y",
            "predicted", "effective_robustness", "er_lo", "er_hi", "off_trend", "n_population"]

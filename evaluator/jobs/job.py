@@ -10,6 +10,7 @@ stored scores).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,6 +52,35 @@ def cell_key(bundle_digest: str, testset_id: str, testset_sha256: str, scorer_ve
     """The key of a cell's stored result (see the module docstring)."""
     return _hashed(bundle_digest=bundle_digest, testset=testset_id,
                    testset_sha256=testset_sha256, scorer_version=scorer_version, options=options)
+
+
+# A system id: `APPROACH@SPLIT[~SIZE]/sSEED[/hHASH]` (`training.job.TrainJob.system_id`).
+SYSTEM_ID = re.compile(r"(?P<approach>[^@/~]+)@(?P<split>[^@/~]+)(~(?P<size>\d+))?"
+                       r"/s(?P<seed>-?\d+)(/h(?P<hp>[0-9a-f]{8}))?")
+
+
+def format_system_id(approach: str, split: str, size: int | None, seed: int, hp: str | None) -> str:
+    """`APPROACH@SPLIT[~SIZE]/sSEED[/hHASH]`, the id of the system a train cell makes."""
+    return f"{approach}@{split}{f'~{size}' if size else ''}/s{seed}{f'/h{hp}' if hp else ''}"
+
+
+def parse_system_id(system_id: str) -> dict | None:
+    """The parts of `APPROACH@SPLIT[~SIZE]/sSEED[/hHASH]`, or None if it is not one."""
+    match = SYSTEM_ID.fullmatch(system_id)
+    if match is None:
+        return None
+    parts = match.groupdict()
+    return {"approach": parts["approach"], "split": parts["split"],
+            "size": int(parts["size"]) if parts["size"] else None,
+            "seed": int(parts["seed"]), "hp": parts["hp"]}
+
+
+def train_key(approach_digest: str, split_sha256: str, train_size: int | None,
+              hyperparameters: dict, seed: int) -> str:
+    """The key of a train cell, and so of the system it makes (`training.job.TrainJob`): what
+    can change the weights, and nothing else (not the approach's or the split's name)."""
+    return _hashed(approach_digest=approach_digest, split_sha256=split_sha256,
+                   train_size=train_size, hyperparameters=hyperparameters, seed=seed)
 
 
 def name_free_key(bundle_digest: str, testset_sha256: str, scorer_version: str,

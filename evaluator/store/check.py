@@ -38,6 +38,7 @@ from evaluator.store.rows import (
     future_problem,
     key_problem,
     result_problem,
+    system_key_problem,
     system_problem,
     with_current_key,
 )
@@ -186,8 +187,9 @@ def _rebuild_index(store: Store, problem: str) -> list[str]:
     gold = Gold()
     results = _newest_passing(found["row"], lambda row: _rebuilt_result_problem(store, row,
                                                                                 gold))
-    systems = _newest_passing(found["system"], lambda row: system_problem(row) or future_problem(
-        row) or ("" if store.model_path(row["weights_digest"]).is_dir() else "no weights"))
+    systems = _newest_passing(found["system"], lambda row: (
+        system_problem(row) or system_key_problem(row) or future_problem(row) or
+        ("" if store.model_path(row["weights_digest"]).is_dir() else "no weights")))
     store.put_many(systems, results)  # INSERT OR IGNORE: a row already indexed stays
     left = sum(map(len, found["row"].values())) - len(results)
     done.append(f"rebuilt the index from {len(results)} stored result rows and "

@@ -4,8 +4,9 @@ A row that comes from elsewhere (another store being imported, an index being re
 admitted only when every field has its type and range: digests are 64 hex characters, counts
 are non-negative integers, scores lie in [0, 100], JSON columns parse to objects, names are
 never paths out of a folder (a report writes a page per test set, a figure per name). A result
-row's key must be the job key its own fields give (`result_key`), and no row may be dated in
-the future (`future_problem`): the newest row of a cell is its result. The check says why a
+row's key must be the job key its own fields give (`result_key`), a system row's the train
+key its fields give (`system_key_problem`), and no row may be dated in the future
+(`future_problem`): the newest row of a cell is its result. The check says why a
 row is refused, in one line.
 """
 
@@ -18,7 +19,13 @@ import time
 
 from evaluator.core.gate import is_digest
 from evaluator.core.schema import ID_PATTERN
-from evaluator.jobs.job import cell_key, name_free_key
+from evaluator.jobs.job import (
+    cell_key,
+    format_system_id,
+    name_free_key,
+    parse_system_id,
+    train_key,
+)
 
 # A bundle id (`core.schema.ID_PATTERN`, its folder's name) or a system id, ids joined by '/'
 # (`bidaf-plus-plus@squad-dev-train/s0/h051f5a65`), never with a '..' or empty part (`_text`).
@@ -142,6 +149,28 @@ def key_problem(row: dict) -> str:
     if result_key(row) != row["key"]:
         return "its key is not the job key its bundle digest, test set, scorer and options give"
     return ""
+
+
+def system_key_problem(row: dict) -> str:
+    """Why a schema-checked system row does not describe the training its key names, or "":
+    a row under another training's key would be served as that system (its weights scored
+    in its name), and a system id that disagrees with its fields would list it as another."""
+    if row["key"] != train_key(row["approach_digest"], row["split_sha256"], row["train_size"],
+                               json.loads(row["hyperparameters"]), row["seed"]):
+        return ("its key is not the train key its approach digest, split, size, "
+                "hyperparameters and seed give")
+    if row["system"] != fields_system_id(row):
+        return (f"its system id {row['system'][:80]!r} is not "
+                f"{fields_system_id(row, '')}[/hHASH] as its fields say")
+    return ""
+
+
+def fields_system_id(row: dict, hp: str | None = None) -> str:
+    """The id a schema-checked system row's fields give it, with the hyperparameters' hash
+    its own id states (`hp` given: that one instead)."""
+    if hp is None:
+        hp = (parse_system_id(row["system"]) or {}).get("hp")
+    return format_system_id(row["approach"], row["split"], row["train_size"], row["seed"], hp)
 
 
 def future_problem(row: dict, now: float | None = None) -> str:

@@ -8,8 +8,9 @@ of the two known tables read, row by row, up to a bound; every row is checked ag
 schema (`store.rows`: names are never paths); every object it names is read through the
 bounded reader and must hash to its name, and none may be a row object (which `store repair`
 would read as a row); every weights folder is walked through the gate and must hash to the
-digest its row names; no row may be dated more than a day ahead. A result row's key must be
-the job key its own fields give, and its predictions are scored again against this machine's
+digest its row names; no row may be dated more than a day ahead. A system row's key must be
+the train key its own fields give, and its system id must name them; a result row's key must
+be the job key its own fields give, and its predictions are scored again against this machine's
 gold (`units.Gold`: the test set registered here under its id with the row's sha256): its n,
 missing, EM/F1 and per-question scores must be what they give. A row whose test set is not
 here cannot be checked and is left out.
@@ -48,9 +49,11 @@ from evaluator.core.hashing import sha256_bytes
 from evaluator.core.owner import owner_id
 from evaluator.store.check import OBJECT_FIELDS, read_only_uri, row_record
 from evaluator.store.rows import (
+    fields_system_id,
     future_problem,
     key_problem,
     result_problem,
+    system_key_problem,
     system_problem,
     with_current_key,
 )
@@ -125,9 +128,10 @@ class _Batch:
         training = {lease["key"] for lease in self.store.live_leases()}
         for row in systems:
             label = f"{str(row.get('system'))[:80]} ({str(row.get('key'))[:12]})"
-            if (why := system_problem(row) or future_problem(row)):
+            if (why := system_problem(row) or system_key_problem(row) or future_problem(row)):
                 report.refused.append(f"{label}: {why}")
-                left_out.add(str(row.get("system")))
+                left_out.add(str(row.get("system")))  # and the id its fields give, if another
+                left_out.add("" if system_problem(row) else fields_system_id(row))
             elif self.store.get_system(row["key"]):
                 report.present += 1
             elif row["key"] in training:

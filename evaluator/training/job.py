@@ -9,7 +9,6 @@ hash present only when the hyperparameters differ from the approach's defaults.
 from __future__ import annotations
 
 import random
-import re
 from dataclasses import dataclass, field
 
 from evaluator.bundles.spec import Bundle
@@ -17,9 +16,7 @@ from evaluator.core.errors import UserError
 from evaluator.core.hashing import canonical_json, sha256_bytes
 from evaluator.data.derive.splits import sample_questions
 from evaluator.data.testsets import TestSet
-
-SYSTEM_ID = re.compile(r"^(?P<approach>[^@/~]+)@(?P<split>[^@/~]+)(~(?P<size>\d+))?"
-                       r"/s(?P<seed>-?\d+)(/h(?P<hp>[0-9a-f]{8}))?$")
+from evaluator.jobs.job import format_system_id, train_key
 
 
 @dataclass(frozen=True)
@@ -48,28 +45,14 @@ class TrainJob:
 
     @property
     def key(self) -> str:
-        spec = {"approach_digest": self.approach.digest, "split_sha256": self.split.sha256,
-                "train_size": self.size, "hyperparameters": self.hyperparameters,
-                "seed": self.seed}
-        return sha256_bytes(canonical_json(spec))
+        return train_key(self.approach.digest, self.split.sha256, self.size,
+                         self.hyperparameters, self.seed)
 
     @property
     def system_id(self) -> str:
-        size = f"~{self.size}" if self.size else ""
         changed = {k: v for k, v in self.hyperparameters.items() if self.defaults.get(k) != v}
-        hp = f"/h{sha256_bytes(canonical_json(changed))[:8]}" if changed else ""
-        return f"{self.approach.id}@{self.split.id}{size}/s{self.seed}{hp}"
-
-
-def parse_system_id(system_id: str) -> dict | None:
-    """The parts of `APPROACH@SPLIT[~SIZE]/sSEED[/hHASH]`, or None if it is not one."""
-    match = SYSTEM_ID.match(system_id)
-    if match is None:
-        return None
-    parts = match.groupdict()
-    return {"approach": parts["approach"], "split": parts["split"],
-            "size": int(parts["size"]) if parts["size"] else None,
-            "seed": int(parts["seed"]), "hp": parts["hp"]}
+        return format_system_id(self.approach.id, self.split.id, self.size, self.seed,
+                                sha256_bytes(canonical_json(changed))[:8] if changed else None)
 
 
 def downsample(raw: dict, size: int, seed: int) -> dict:

@@ -9,9 +9,10 @@ from evaluator.bundles import spec as bundles
 from evaluator.bundles.spec import Bundle
 from evaluator.core.errors import UserError
 from evaluator.data import testsets
+from evaluator.jobs.job import parse_system_id
 from evaluator.store.store import Store
 from evaluator.training import frozen
-from evaluator.training.job import TrainJob, parse_system_id
+from evaluator.training.job import TrainJob
 from evaluator.training.run import stored
 
 

@@ -25,7 +25,7 @@ from evaluator.runners.dispatch import Dispatcher
 from evaluator.store import check as store_check
 from evaluator.store import transfer
 from evaluator.store import units as store_units
-from evaluator.store.rows import result_key
+from evaluator.store.rows import result_key, system_key_problem
 from evaluator.store.store import ROW_MARK, Store
 from evaluator.store.transfer import import_store
 from evaluator.training.run import train
@@ -92,6 +92,42 @@ def test_a_rows_key_is_recomputed_as_a_job_computes_it(elsewhere):
     [system] = resolve_bundles(["words@tiny-train/s0"], Store(elsewhere["other"]))
     job = Job(system, testsets.get("tiny-test"))
     assert result_key(row) == job.key == row["key"]
+
+
+def test_a_system_rows_key_is_recomputed_as_a_training_computes_it(elsewhere):
+    [row] = Store(elsewhere["other"]).systems()
+    assert train_job("words").key == row["key"]
+    assert system_key_problem(row) == ""
+
+
+@pytest.mark.parametrize("change,why", [
+    ("seed = 7", "its key is not the train key"),
+    ("hyperparameters = '{\"epochs\":99}'", "its key is not the train key"),
+    ("system = 'other@tiny-train/s0'", "its system id 'other@tiny-train/s0' is not words@"),
+    ("system = 'words@tiny-train~50/s0'", "is not words@tiny-train/s0[/hHASH]"),
+])
+def test_a_system_row_that_is_not_the_training_its_key_names_is_left_out_with_its_results(
+        elsewhere, change, why):
+    """Its weights would be served, and scored, as the training its key names."""
+    sql(elsewhere["other"], f"UPDATE systems SET {change}")
+    report = import_store(Store(elsewhere["here"]), elsewhere["other"])
+    assert (report.systems, report.results) == (0, 0)
+    assert any(why in line for line in report.refused), report.refused
+    assert Store(elsewhere["here"]).systems() == []
+
+
+def test_a_rebuilt_index_leaves_out_a_system_row_object_under_another_key(elsewhere):
+    """`store repair` reads system rows back from their row objects: one whose key is not the
+    train key of its fields is no system."""
+    other = Store(elsewhere["other"])
+    [row] = other.systems()
+    other.put_system({**row, "key": sha256_bytes(b"another training"),
+                      "created_at": row["created_at"] + 1})
+    other.close()
+    (elsewhere["other"] / "results.sqlite").write_bytes(b"not a database")
+    done = store_check.repair(Store(elsewhere["other"]))
+    assert any("rebuilt the index" in line for line in done), done
+    assert [r["key"] for r in Store(elsewhere["other"]).systems()] == [row["key"]]
 
 
 def test_a_sampled_result_is_scored_again_on_its_sample_and_comes_in(elsewhere, monkeypatch):
