@@ -17,6 +17,7 @@ turns any parse failure, nesting too deep included, into a refusal of that file.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -24,7 +25,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -340,6 +341,15 @@ def _kind(mode: int) -> str:
 def read_bounded(path: Path, cap: int, label: str = "") -> bytes:
     """The bytes of a regular file at `path`, at most `cap` of them: never through a link,
     never blocking on a FIFO or device. Refused otherwise, with one line naming the file."""
+    with open_bounded(path, cap, label) as read:
+        return b"".join(iter(read, b""))
+
+
+@contextlib.contextmanager
+def open_bounded(path: Path, cap: int, label: str = "") -> Iterator[Callable[[], bytes]]:
+    """Reads of at most CHUNK bytes of the regular file at `path`, b"" at its end, for a
+    reader that streams (hashing, unpacking) what `read_bounded` would hold whole: the same
+    refusals, and more than `cap` bytes, however the file grows while read, is one."""
     label = label or str(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -347,21 +357,26 @@ def read_bounded(path: Path, cap: int, label: str = "") -> bytes:
         if error.errno == errno.ELOOP:  # the last part is a link
             raise Refused(f"{label} is a link; links are refused") from None
         raise Refused(f"{label} cannot be opened ({error.strerror})") from None
+    size = 0
+
+    def read() -> bytes:
+        nonlocal size
+        try:
+            chunk = os.read(fd, min(CHUNK, cap + 1 - size))
+        except OSError as error:
+            raise Refused(f"{label} cannot be read ({error.strerror})") from None
+        size += len(chunk)
+        if size > cap:
+            raise Refused(f"{label} grew over the {cap:,} bytes allowed while it was read")
+        return chunk
+
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise Refused(f"{label} is a {_kind(info.st_mode)}, not a regular file")
         if info.st_size > cap:
             raise Refused(f"{label} holds {info.st_size:,} bytes, over the {cap:,} allowed")
-        chunks, size = [], 0
-        while chunk := os.read(fd, min(CHUNK, cap + 1 - size) or 1):
-            size += len(chunk)
-            if size > cap:
-                raise Refused(f"{label} grew over the {cap:,} bytes allowed while it was read")
-            chunks.append(chunk)
-        return b"".join(chunks)
-    except OSError as error:
-        raise Refused(f"{label} cannot be read ({error.strerror})") from None
+        yield read
     finally:
         os.close(fd)
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from evaluator.core import settings
 from evaluator.core.errors import UserError
 from evaluator.core.files import atomic_file, remove_tree, run_tempdir, write_atomic
-from evaluator.core.gate import CHUNK, Limits, Refused, is_digest, read_json, walk
+from evaluator.core.gate import CHUNK, Limits, Refused, is_digest, open_bounded, read_json, walk
 from evaluator.core.hashing import sha256_bytes
 from evaluator.store.store import SYSTEM_FIELDS, Store
 from evaluator.training.job import TrainJob
@@ -215,7 +215,7 @@ def _unpack_file(source: Path, target: Path, sha: str, entry: dict | None) -> No
     """One stored file (xz-packed where `entry` says so) to `target`, in a stream: written to
     a partial file beside it and hashed piece by piece, so memory never holds the file; the
     partial file goes on any refusal and is moved into place only once its sha256 is right."""
-    with _reader(source, entry["bytes"] if entry else FILE_CAP) as read, \
+    with open_bounded(source, entry["bytes"] if entry else FILE_CAP, "it") as read, \
             atomic_file(target) as (handle, _):
         digest = hashlib.sha256()
         for piece in _unpacked(read, entry["size"]) if entry else iter(read, b""):
@@ -223,32 +223,6 @@ def _unpack_file(source: Path, target: Path, sha: str, entry: dict | None) -> No
             handle.write(piece)
         if digest.hexdigest() != sha:
             raise _OtherBytes
-
-
-@contextlib.contextmanager
-def _reader(path: Path, cap: int) -> Iterator[Callable[[], bytes]]:
-    """Reads of up to CHUNK bytes of the regular file `path` (never through a link, never
-    blocking on a FIFO), refused past `cap` bytes; b"" at its end."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as exc:
-        raise Refused(f"it cannot be opened: {exc.strerror}") from None
-    read = 0
-
-    def piece() -> bytes:
-        nonlocal read
-        data = os.read(fd, CHUNK)
-        read += len(data)
-        if read > cap:
-            raise Refused(f"it holds more than the {cap:,} bytes allowed")
-        return data
-
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise Refused("it is not a regular file")
-        yield piece
-    finally:
-        os.close(fd)
 
 
 def _unpacked(read: Callable[[], bytes], size: int) -> Iterator[bytes]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import lzma
+import os
 import time
 import tracemalloc
 from pathlib import Path
@@ -91,6 +92,25 @@ def test_a_packed_file_is_unpacked_in_a_stream_never_whole_in_memory(tmp_path, w
         tracemalloc.stop()
     assert (unpacked / "lexical.npy").stat().st_size == size  # checked against its digest
     assert peak < size / 4, f"{peak:,} bytes held at once unpacking a {size:,}-byte file"
+
+
+@pytest.mark.parametrize("replace, why", [
+    (lambda path: path.write_bytes(path.read_bytes() + b"\0" * 64),
+     r"\(it holds [\d,]+ bytes, over the [\d,]+ allowed\); refused"),
+    (lambda path: (path.unlink(), os.mkfifo(path)),
+     r"\(it is a FIFO, not a regular file\); refused"),
+], ids=["longer-than-declared", "fifo"])
+def test_a_stored_file_that_is_not_the_regular_file_its_manifest_declares_is_refused(
+        tmp_path, workspace, monkeypatch, replace, why):
+    """Read through the gate's streaming reader: never more than its declared bytes, never a
+    FIFO that would hang the reader."""
+    monkeypatch.setenv("QASHIFT_FROZEN", str(tmp_path / "frozen"))
+    folder = packed_artifact(tmp_path / "frozen", b"\0" * 1024, {"lexical.npy": 1024})
+    replace(folder / frozen.WEIGHTS / ("lexical.npy" + frozen.PACKED))
+    with pytest.raises(UserError, match=why) as refused:
+        frozen.weights_of(folder, Store(workspace))
+    assert "weights/lexical.npy.xz cannot be unpacked" in str(refused.value)
+    assert not (workspace / "models").exists()
 
 
 @pytest.fixture
