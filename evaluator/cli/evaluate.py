@@ -103,10 +103,15 @@ def _read_config(ctx: click.Context, param: click.Parameter, value: str | None):
             raise UserError(f"{path}: unknown key {key!r}{hint}; allowed: "
                             f"{', '.join(CONFIG_KEYS)}")
     defaults = {}
+    params = {p.name: p for p in ctx.command.params}
     for key, value_ in data.items():
         name = CONFIG_KEYS[key]
         if name in LISTS and not isinstance(value_, list):
             value_ = [value_]
+        try:  # checked here, so that a bad value is said to come from the file
+            params[name].type_cast_value(ctx, value_)
+        except click.BadParameter as exc:
+            raise UserError(f"{path}: {key}: {exc.message}") from None
         if name in ("data_dir", "workspace", "samples_dir", "output_path") and value_:
             # paths in a config file are relative to the file, not to where it is run from
             value_ = ([str((path.parent / v).resolve()) for v in value_] if name in LISTS

@@ -56,6 +56,17 @@ class _NoAliases(yaml.SafeLoader):
 _PARSED: dict[tuple, dict] = {}
 
 
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """A parser's error in one line, with where it stopped: `line 2, column 7: expected ',' or
+    ']', but got '<stream end>' (while parsing a flow sequence)`."""
+    if not isinstance(exc, yaml.MarkedYAMLError) or exc.problem is None:
+        return str(exc).splitlines()[0]
+    mark = exc.problem_mark
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    context = f" ({exc.context})" if exc.context else ""
+    return f"{where}{exc.problem}{context}"
+
+
 def read_yaml(path: Path) -> dict:
     """A folder's YAML file as a mapping: at most MAX_YAML_BYTES, UTF-8, no aliases. Parsed
     once per process while its `stat_key` stays the same (a study resolves each derived
@@ -74,7 +85,7 @@ def read_yaml(path: Path) -> dict:
             if key:
                 _PARSED[key] = data
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+        raise ConfigError(f"{path}: not valid YAML ({yaml_problem(exc)})") from None
     except (UnicodeDecodeError, OSError) as exc:
         raise ConfigError(f"{path}: cannot be read as UTF-8 text ({exc})") from None
     return copy.deepcopy(data)

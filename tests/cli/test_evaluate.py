@@ -460,6 +460,21 @@ def test_a_study_file_runs_with_qashift_run_and_flags_win(tmp_path, monkeypatch,
     assert "unknown key 'testset' (did you mean 'testsets'?)" in line
 
 
+@pytest.mark.parametrize("line, said", [
+    ("level: lots", "level: 'lots' is not a valid float."),
+    ("limit: -5", "limit: -5 is not in the range x>=1."),
+    ("runner: magic", "runner: 'magic' is not one of 'auto', 'local', 'docker', 'slurm'."),
+])
+def test_a_bad_value_in_a_config_file_is_one_line_naming_the_file_and_key(tmp_path, line,
+                                                                          said):
+    study = tmp_path / "study.yaml"
+    study.write_text(f"bundles: [sliding-window]\ntestsets: [tiny]\n{line}\n")
+    for argv in (["run", str(study)], ["evaluate", "--config", str(study)]):
+        bad = CliRunner().invoke(main, argv)
+        assert bad.exit_code == 1
+        assert bad.stderr.strip().splitlines() == [f"error: {study}: {said}"]
+
+
 def test_results_samples_writes_the_per_question_logs_of_stored_cells(tmp_path, monkeypatch,
                                                                       workspace, small_dev):
     tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev}, {

@@ -55,6 +55,8 @@ def test_eleven_broken_folders_are_eleven_lines_and_the_good_ones_still_list(bro
         assert sum(f" {name}: " in line for line in lines) == 1, name
     assert "13 folders checked, 11 with a problem" in result.stderr
     assert "did you mean 'reference'" in result.stdout
+    assert "set-yaml/testset.yaml: not valid YAML (line 3, column 8: expected ',' or ']', " \
+           "but got ':' (while parsing a flow sequence))" in result.stdout
     assert "reference 'good-sett' is not a test set here (did you mean 'good-set'?" in \
         result.stdout
     listed = CliRunner().invoke(main, ["testsets", "list"])
