@@ -69,9 +69,11 @@ def _print_table(results: list[dict]) -> None:
     first = results[0]
     click.echo(f"({first['em']['level']:.0%} intervals: EM {first['em']['method']}, "
                f"F1 {first['f1']['method']})")
-    if any("limit" in r for r in results):
-        click.echo(f"(--limit {first.get('limit')}: a sample of each test set; not comparable "
-                   f"with full runs)")
+    sampled = sorted({r["testset"] for r in results if "limit" in r})
+    if sampled:
+        limit = next(r["limit"] for r in results if "limit" in r)
+        click.echo(f"(--limit {limit}: a sample of {', '.join(sampled)}; not comparable with "
+                   f"full runs)")
     lone = sorted({r["testset"] for r in results if r["f1"]["lo"] is None})
     if lone:
         click.echo(f"(-: no interval on {', '.join(lone)}: one question, or one cluster where "

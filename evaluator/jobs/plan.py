@@ -14,16 +14,23 @@ def plan(bundles: list[Bundle], testsets: list[TestSet], explicit: bool,
     """Jobs to run and (bundle, testset, reason) for cells that cannot run.
 
     When the user named both the bundle and the test set (`explicit`), an inapplicable cell
-    is an error; with `all` it is only listed.
+    is an error; with `all` it is only listed. A sample (`limit`) of at least a set's size is
+    that whole set: its cell is the full one, not a sample under another key.
     """
     jobs, skipped = [], []
     for bundle in bundles:
         for testset in testsets:
             reason = bundle.applicable(testset.id)
             if reason is None:
-                jobs.append(Job(bundle, testset, dict(options or {})))
+                jobs.append(Job(bundle, testset, _options_for(testset, options or {})))
             elif explicit:
                 raise UserError(f"{bundle.id} cannot run on {testset.id}: {reason}")
             else:
                 skipped.append((bundle.id, testset.id, reason))
     return jobs, skipped
+
+
+def _options_for(testset: TestSet, options: dict) -> dict:
+    if options.get("limit") is not None and int(options["limit"]) >= testset.questions:
+        return {k: v for k, v in options.items() if k not in ("limit", "seed")}
+    return dict(options)

@@ -389,6 +389,8 @@ def test_limit_is_a_seeded_stratified_sample_stored_apart_from_full_runs(workspa
     assert full["cached"] is False and full["n"] == 10570 and "limit" not in full
     other = run("--limit", "500", "--seed", "1")
     assert other["cached"] is False and other["key"] != first["key"]
+    whole = run("--limit", "10570", "--seed", "3")  # a sample of the whole set is the set
+    assert whole["cached"] is True and whole["key"] == full["key"] and "limit" not in whole
 
 
 CRASH = "import sys\nsys.exit('this submission always crashes')\n"
