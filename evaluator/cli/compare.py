@@ -17,6 +17,7 @@ import click
 from evaluator.core.errors import UserError
 from evaluator.core.files import write_csv_atomic
 from evaluator.data import testsets
+from evaluator.scoring.squad_v1 import group_of, score_question
 from evaluator.stats.intervals import check_level
 from evaluator.store.queries import cell_result
 from evaluator.store.store import Store
@@ -120,7 +121,7 @@ def compare_command(names, testset, against, bootstrap, seed, level, diff_path,
         click.echo(f"  {out['differing']} questions answered differently: {diff_path}")
 
 
-DIFF_COLUMNS = ["id", "gold", "answer_a", "em_a", "f1_a", "answer_b", "em_b", "f1_b"]
+DIFF_COLUMNS = ["id", "group", "gold", "answer_a", "em_a", "f1_a", "answer_b", "em_b", "f1_b"]
 
 
 def paired_units(store: Store, a: str, b: str, testset: str) -> tuple[dict, dict, list[str]]:
@@ -131,7 +132,9 @@ def paired_units(store: Store, a: str, b: str, testset: str) -> tuple[dict, dict
 def differing(store: Store, rows: dict, units: dict, ids: list[str], a: str, b: str,
               testset: str) -> list[dict]:
     """The questions where A's and B's answers differ, with the gold answers (when the set's
-    data is here), both answers and both scores."""
+    data is here), both answers and both scores. On a set scored by question groups, the
+    questions of the groups both were scored on, each with its own scores (when the gold is
+    here) and its group."""
     predictions = {name: json.loads(store.get_object(rows[name]["predictions_sha256"]) or b"{}")
                    for name in (a, b)}
     questions = {}
@@ -140,18 +143,40 @@ def differing(store: Store, rows: dict, units: dict, ids: list[str], a: str, b: 
         questions = {q.id: q for q in dataset.questions}
     except UserError:
         pass  # the data is not here: the answers and scores are still given
+    grouped = rows[a]["scorer"] in SCORED_UNITS
+    members = {i: [i] for i in ids}
+    if grouped:
+        members = {}
+        for qid in questions or dict.fromkeys([*predictions[a], *predictions[b]]):
+            members.setdefault(group_of(qid), []).append(qid)
     out = []
-    for i in ids:
-        pa, pb = predictions[a].get(i), predictions[b].get(i)
-        if pa == pb:
-            continue
-        q = questions.get(i)
-        out.append({"id": i, "gold": " | ".join(q.answers) if q else "",
-                    "answer_a": pa if pa is not None else "", "em_a": units[a][i].em,
-                    "f1_a": round(units[a][i].f1, 4),
-                    "answer_b": pb if pb is not None else "", "em_b": units[b][i].em,
-                    "f1_b": round(units[b][i].f1, 4)})
+    for unit in ids:
+        for i in members.get(unit, []):
+            pa, pb = predictions[a].get(i), predictions[b].get(i)
+            if pa == pb:
+                continue
+            q = questions.get(i)
+            out.append({"id": i, "group": unit if grouped else "",
+                        "gold": " | ".join(q.answers) if q else "",
+                        "answer_a": pa if pa is not None else "",
+                        **_question_scores(q, pa, units[a].get(unit) if i == unit else None,
+                                           "a"),
+                        "answer_b": pb if pb is not None else "",
+                        **_question_scores(q, pb, units[b].get(unit) if i == unit else None,
+                                           "b")})
     return out
+
+
+def _question_scores(question, prediction: str | None, unit, side: str) -> dict:
+    """A question's EM and F1: scored on its gold when that is here, else its stored unit's
+    when the question is one (blank for a question of a group without its gold)."""
+    if question is not None:
+        em, f1 = score_question(prediction, question.answers)
+    elif unit is not None:
+        em, f1 = unit.em, unit.f1
+    else:
+        return {f"em_{side}": "", f"f1_{side}": ""}
+    return {f"em_{side}": em, f"f1_{side}": round(f1, 4)}
 
 
 def _write_diff(store: Store, rows: dict, units: dict, ids: list[str], a: str, b: str,

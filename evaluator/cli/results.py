@@ -216,13 +216,18 @@ def results_diff(bundle_a, bundle_b, testset, out) -> None:
     store = Store.open_default()
     rows, units, ids = compare.paired_units(store, bundle_a, bundle_b, testset)
     found = compare.differing(store, rows, units, ids, bundle_a, bundle_b, testset)
+    unit = compare.SCORED_UNITS.get(rows[bundle_a]["scorer"])
+    of = f"{len(found)} questions of the {len(ids)} {unit}" if unit else \
+        f"{len(found)} of {len(ids)} questions"
     if out is not None:
         write_csv_atomic(out, compare.DIFF_COLUMNS, found)
-        click.echo(f"{len(found)} of {len(ids)} questions answered differently: {out}")
+        click.echo(f"{of} answered differently: {out}")
         return
     for d in found:
         click.echo(f"{d['id']}  gold: {cut(d['gold'], 40)}")
-        click.echo(f"  A {d['f1_a']:6.3f}  {cut(d['answer_a'], 60)}")
-        click.echo(f"  B {d['f1_b']:6.3f}  {cut(d['answer_b'], 60)}")
-    click.echo(f"{len(found)} of {len(ids)} questions answered differently "
+        for side in ("a", "b"):
+            f1 = d[f"f1_{side}"]
+            click.echo(f"  {side.upper()} {'-' if f1 == '' else f'{f1:.3f}':>6}  "
+                       f"{cut(d[f'answer_{side}'], 60)}")
+    click.echo(f"{of} answered differently "
                f"(A = {bundle_a}, B = {bundle_b}; F1 per question)")

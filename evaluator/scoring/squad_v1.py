@@ -121,11 +121,17 @@ def score(questions: Sequence[Question], predictions: Mapping[str, str],
     return Scores(scorer, tuple(units), len(questions), missing, extra)
 
 
+def group_of(question_id: str) -> str:
+    """The group an adversarial-min question belongs to: its id's prefix before the first
+    '-' (AddSent's `ID-high-conf`, `ID-turk0` with the original `ID`)."""
+    return question_id.split("-", 1)[0]
+
+
 def _worst_case_groups(units: list[Unit]) -> list[Unit]:
-    """Group by the id prefix before the first '-'; a group scores its members' minimum."""
+    """Group by `group_of`; a group scores its members' minimum."""
     groups: dict[str, list[Unit]] = {}
     for u in units:
-        groups.setdefault(u.id.split("-", 1)[0], []).append(u)
+        groups.setdefault(group_of(u.id), []).append(u)
     return [
         Unit(key, min(m.em for m in members), min(m.f1 for m in members),
              members[0].paragraph, members[0].article, sum(m.missing for m in members))

@@ -4,6 +4,7 @@ normal one on many questions, and the drop difference with its definition."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 
@@ -14,6 +15,7 @@ from scipy import stats
 from statsmodels.stats.contingency_tables import mcnemar
 
 from evaluator.cli.main import evaluate_cmd, main
+from evaluator.scoring.squad_v1 import score_question
 from evaluator.stats.paired import drop_difference, mcnemar_exact, paired
 from tests.conftest import FIRST_WORD, tiny_registry, write_testset
 
@@ -126,6 +128,24 @@ def test_compare_counts_groups_on_a_grouped_set_and_takes_the_levels_evaluate_ta
     assert done.exit_code == 0, done.output
     assert f"first vs second on adv: {groups} question groups scored for both" in done.stdout
     assert "(30% paired bootstrap; unpaired it would be ±" in done.stdout
+    diff = tmp_path / "adv-diff.csv"
+    written = CliRunner().invoke(main, [*compare, "--diff", str(diff)])
+    assert written.exit_code == 0, written.output
+    rows = list(csv.DictReader(diff.open()))
+    gold = {q["id"]: q for a in adversarial(small_dev)["data"] for p in a["paragraphs"]
+            for q in p["qas"]}
+    assert sorted(r["id"] for r in rows) == sorted(gold)  # the two answer every one apart
+    assert [r["id"] for r in rows[:2]] == [rows[0]["group"], f"{rows[0]['group']}-high-conf"]
+    assert {r["group"] for r in rows} == {i for i in gold if "-" not in i}
+    assert all(r["id"].split("-")[0] == r["group"] for r in rows)
+    for r in rows:  # each question's own scores, on its own gold
+        for side in ("a", "b"):
+            em, f1 = score_question(r[f"answer_{side}"], [x["text"] for x in
+                                                          gold[r["id"]]["answers"]])
+            assert (int(r[f"em_{side}"]), float(r[f"f1_{side}"])) == (em, round(f1, 4))
+    listed = CliRunner().invoke(main, ["results", "diff", "first", "second", "-t", "adv"])
+    assert listed.output.splitlines()[-1].startswith(
+        f"{len(rows)} questions of the {groups} question groups answered differently")
     for level in ("0", "1", "1.5"):  # strictly between 0 and 1, in the same words
         evaluated = CliRunner().invoke(main, ["evaluate", "-b", "first", "-t", "adv",
                                               "--level", level])
