@@ -15,7 +15,7 @@ from analysis.sources.records import RunInfo, SystemScores
 from evaluator.bundles import spec as bundles
 from evaluator.core.errors import UserError
 from evaluator.data import testsets
-from evaluator.store.queries import latest_full
+from evaluator.store.queries import is_sample, latest_full
 from evaluator.store.store import Store
 from evaluator.store.units import load_units
 from evaluator.training import systems
@@ -124,7 +124,7 @@ def store_inputs() -> tuple[list[dict], RunInfo, dict[str, str]]:
         raise UserError(f"no results store at {store.db_path}: run `evaluate` first, or use "
                         f"--source squadshifts-published")
     records = store_records_of(store)
-    failures = store.failures()
+    failures = [f for f in store.failures() if not is_sample(f)]  # a sample is no cell's
     labels, refs = {}, {}
     for t in sorted({r["testset"] for r in (*records, *failures)}):
         try:

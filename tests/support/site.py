@@ -53,7 +53,8 @@ def build_store_site(tmp_path_factory, shared_data: Path) -> tuple[Path, dict]:
     bert-ensemble (stored leaderboard predictions) on SQuAD dev; sliding-window and two
     command bundles on two small sets cut from SQuAD dev (tiny-shift compared against
     tiny-orig, so there are gaps, ranks and a fit); one bundle that crashes (a failure with a
-    log). Returns (site folder, environment with the store's location).
+    log, and a failed `--limit` sample, which is no failure of its cell). Returns (site
+    folder, environment with the store's location).
     """
     root = tmp_path_factory.getbasetemp() / "store-site"
     env = _env(root, shared_data)
@@ -76,10 +77,12 @@ def build_store_site(tmp_path_factory, shared_data: Path) -> tuple[Path, dict]:
     runs = [_evaluate(env, "-b", "bert-ensemble", "-t", "squad-dev"),
             _evaluate(env, "-b", "sliding-window", "-b", "first-words", "-b", "first-word",
                       "-t", "tiny-orig", "-t", "tiny-shift"),
-            _evaluate(env, "-b", "crashes", "-t", "tiny-shift")]
+            _evaluate(env, "-b", "crashes", "-t", "tiny-shift"),
+            _evaluate(env, "-b", "crashes", "-t", "tiny-orig", "--limit", "3")]  # a sample
     for r in runs[:2]:
         assert r.returncode == 0, r.stdout + r.stderr
-    assert runs[2].returncode == 1 and "nonzero-exit" in runs[2].stderr, runs[2].stderr
+    for r in runs[2:]:
+        assert r.returncode == 1 and "nonzero-exit" in r.stderr, r.stderr
     result = CliRunner().invoke(report_command, ["--source", "store", "--out",
                                                  str(root / "site")], env=env)
     assert result.exit_code == 0, result.output
