@@ -200,9 +200,10 @@ def _rebuild_index(store: Store, problem: str) -> list[str]:
 
 
 def _newest_passing(by_key: dict[str, list[dict]], problem) -> list[dict]:
-    """Of each key's rows, the newest for which `problem` says nothing."""
+    """Of each key's rows, the newest for which `problem` says nothing; keys taken in the
+    test-set order of their rows, so that each set's gold is loaded once."""
     kept = []
-    for rows in by_key.values():
+    for rows in sorted(by_key.values(), key=lambda rows: min(map(Gold.by_testset, rows))):
         dated = [r for r in rows if isinstance(r.get("created_at"), int | float)
                  and not isinstance(r.get("created_at"), bool)]
         for row in sorted(dated, key=lambda r: r["created_at"], reverse=True):

@@ -144,7 +144,7 @@ class _Batch:
                 self._accept(row, ("log_sha256",), row["weights_digest"])
                 self.systems.append(row)
                 report.systems += 1
-        results = list(results)
+        results = sorted(results, key=Gold.by_testset)  # each set's gold loaded once
         shown = time.monotonic()
         for done, row in enumerate(map(with_current_key, results)):  # older stores' rows too
             if time.monotonic() - shown > PROGRESS_S:

@@ -82,17 +82,28 @@ class Gold:
     elsewhere is re-scored against exactly as a cell scores its predictions: the test set
     registered here under the row's id whose sha256 today is the row's, its `--limit` sample
     where the row's options ask for one, scored by evaluator/scoring with the test set's
-    scorer."""
+    scorer. It holds the last KEEP sets it loaded: rows taken in test-set order (`by_testset`)
+    load each set once, and a store of a hundred sets is checked in the memory of two."""
+
+    KEEP = 2
 
     def __init__(self) -> None:
         self._sets: dict[tuple[str, str], tuple[str, Dataset] | str] = {}
 
+    @staticmethod
+    def by_testset(row: dict) -> tuple[str, str]:
+        """A sort key that takes rows of one test set together (any row, well-formed or not)."""
+        return str(row.get("testset")), str(row.get("testset_sha256"))
+
     def dataset(self, row: dict) -> tuple[str, Dataset] | str:
         """The scorer and the questions of the row's cell here, or why they are not here."""
         cell = (row["testset"], row["testset_sha256"])
-        if cell not in self._sets:
-            self._sets[cell] = self._load(*cell)
-        found = self._sets[cell]
+        found = self._sets.pop(cell, None)
+        if found is None:
+            found = self._load(*cell)
+        self._sets[cell] = found  # the newest last; the oldest goes past KEEP
+        while len(self._sets) > self.KEEP:
+            del self._sets[next(iter(self._sets))]
         if isinstance(found, str):
             return found
         scorer, dataset = found
