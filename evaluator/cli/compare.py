@@ -132,17 +132,18 @@ def paired_units(store: Store, a: str, b: str, testset: str) -> tuple[dict, dict
 def differing(store: Store, rows: dict, units: dict, ids: list[str], a: str, b: str,
               testset: str) -> list[dict]:
     """The questions where A's and B's answers differ, with the gold answers (when the set's
-    data is here), both answers and both scores. On a set scored by question groups, the
-    questions of the groups both were scored on, each with its own scores (when the gold is
-    here) and its group."""
+    data here is the one both were scored on), both answers and both scores. On a set scored
+    by question groups, the questions of the groups both were scored on, each with its group
+    and its own scores, which only that gold gives (blank without it)."""
     predictions = {name: json.loads(store.get_object(rows[name]["predictions_sha256"]) or b"{}")
                    for name in (a, b)}
     questions = {}
     try:
-        dataset = testsets.get(testset).load()
-        questions = {q.id: q for q in dataset.questions}
+        here = testsets.get(testset)
+        if here.sha256 == rows[a]["testset_sha256"]:
+            questions = {q.id: q for q in here.load().questions}
     except UserError:
-        pass  # the data is not here: the answers and scores are still given
+        pass  # the data is not here: the answers and the stored scores are still given
     grouped = rows[a]["scorer"] in SCORED_UNITS
     members = {i: [i] for i in ids}
     if grouped:
@@ -156,27 +157,20 @@ def differing(store: Store, rows: dict, units: dict, ids: list[str], a: str, b: 
             if pa == pb:
                 continue
             q = questions.get(i)
-            out.append({"id": i, "group": unit if grouped else "",
-                        "gold": " | ".join(q.answers) if q else "",
-                        "answer_a": pa if pa is not None else "",
-                        **_question_scores(q, pa, units[a].get(unit) if i == unit else None,
-                                           "a"),
-                        "answer_b": pb if pb is not None else "",
-                        **_question_scores(q, pb, units[b].get(unit) if i == unit else None,
-                                           "b")})
+            row = {"id": i, "group": unit if grouped else "",
+                   "gold": " | ".join(q.answers) if q else ""}
+            for side, name, answer in (("a", a, pa), ("b", b, pb)):
+                if not grouped:  # the question is the unit: its stored scores
+                    em, f1 = units[name][i].em, units[name][i].f1
+                elif q is not None:
+                    em, f1 = score_question(answer, q.answers)
+                else:
+                    em = f1 = None
+                row.update({f"answer_{side}": answer if answer is not None else "",
+                            f"em_{side}": "" if em is None else em,
+                            f"f1_{side}": "" if f1 is None else round(f1, 4)})
+            out.append(row)
     return out
-
-
-def _question_scores(question, prediction: str | None, unit, side: str) -> dict:
-    """A question's EM and F1: scored on its gold when that is here, else its stored unit's
-    when the question is one (blank for a question of a group without its gold)."""
-    if question is not None:
-        em, f1 = score_question(prediction, question.answers)
-    elif unit is not None:
-        em, f1 = unit.em, unit.f1
-    else:
-        return {f"em_{side}": "", f"f1_{side}": ""}
-    return {f"em_{side}": em, f"f1_{side}": round(f1, 4)}
 
 
 def _write_diff(store: Store, rows: dict, units: dict, ids: list[str], a: str, b: str,

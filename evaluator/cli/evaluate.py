@@ -110,11 +110,18 @@ def _read_config(ctx: click.Context, param: click.Parameter, value: str | None):
         name = CONFIG_KEYS[key]
         if name in LISTS and not isinstance(value_, list):
             value_ = [value_]
+        paths = name in ("data_dir", "workspace", "samples_dir", "output_path")
         try:  # checked here, so that a bad value is said to come from the file
+            if paths and not all(isinstance(v, str) for v in
+                                 (value_ if name in LISTS else [value_])):
+                raise TypeError
             params[name].type_cast_value(ctx, value_)
         except click.BadParameter as exc:
             raise UserError(f"{path}: {key}: {exc.message}") from None
-        if name in ("data_dir", "workspace", "samples_dir", "output_path") and value_:
+        except (TypeError, ValueError):  # a YAML list or mapping where a scalar belongs
+            raise UserError(f"{path}: {key}: {value_!r} is not a valid "
+                            f"{params[name].type.name}") from None
+        if paths and value_:
             # paths in a config file are relative to the file, not to where it is run from
             value_ = ([str((path.parent / v).resolve()) for v in value_] if name in LISTS
                       else str((path.parent / value_).resolve()))
@@ -288,7 +295,7 @@ def check_command(bundle_name, testset_name, questions, runner, data_dir, worksp
     full run (the sample is stored apart, never mixed with full results)."""
     configure(data_dir, workspace)
     config = EvaluationConfig((bundle_name,), (testset_name,), runner, rerun=True,
-                              limit=questions, seed=0)
+                              limit=questions, seed=0, check=True)
     report = evaluation.evaluate(config, Store.open_default(), warn=console.warn).report
     for o in report.outcomes:
         if o.result is not None:

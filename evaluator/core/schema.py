@@ -36,13 +36,15 @@ Name = Annotated[str, StringConstraints(min_length=1, max_length=200), AfterVali
 
 # A bundle's or test set's id. It is also the name of its folder, of the files an export
 # writes, of a site page, and a field of every stored row; one rule for all of them: a letter
-# or digit, then letters, digits and `_.@~+:-` (no separator, no space, never "." or "..").
-ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@~+:-]{0,199}")
+# or digit, then letters, digits and `_.+:-` (no separator, no space, never "." or ".."; no
+# `@`, `~` or `/`, which join an approach's and a split's ids into a system's,
+# `APPROACH@SPLIT~SIZE/sSEED`).
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+:-]{0,199}")
 
 
 def _identifier(text: str) -> str:
     if not ID_PATTERN.fullmatch(text):
-        raise ValueError("is not an id: a letter or digit, then letters, digits and _.@~+:- "
+        raise ValueError("is not an id: a letter or digit, then letters, digits and _.+:- "
                          "(at most 200 characters)")
     return text
 

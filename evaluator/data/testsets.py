@@ -157,11 +157,13 @@ class TestSet:
         unless its folder states why not (a derived set is checked by its transform)."""
         return self.derive is None and not self.unaligned_answers
 
-    def load(self, mirrors: list[Path] | None = None) -> Dataset:
+    def load(self, mirrors: list[Path] | None = None, keep: bool = True) -> Dataset:
+        """The verified questions; kept for the rest of the process unless `keep` is False
+        (for a caller that bounds what it holds itself, as `store.units.Gold` does)."""
         path = self.local_path(mirrors)
         sha = self.sha256 if self.source is None and self.derive is None else file_sha256(path)
-        return _load_dataset(str(path), self.id, self.questions, self.cluster, sha,
-                             self.answers_aligned)
+        return (_load_dataset if keep else _read_dataset)(
+            str(path), self.id, self.questions, self.cluster, sha, self.answers_aligned)
 
 
 MAX_DERIVE_DEPTH = 16
@@ -193,8 +195,7 @@ def read_document(path: Path | str, set_id: str) -> dict:
                         f"truncated or corrupt: replace it") from None
 
 
-@cache
-def _load_dataset(path: str, set_id: str, expected: int, cluster: str, sha256: str,
+def _read_dataset(path: str, set_id: str, expected: int, cluster: str, sha256: str,
                   aligned: bool = True) -> Dataset:
     raw = read_document(path, set_id)
     found = checks.problems(raw, path, expected=expected, aligned=aligned)
@@ -203,6 +204,9 @@ def _load_dataset(path: str, set_id: str, expected: int, cluster: str, sha256: s
         raise DataError(f"test set {set_id!r}: {found[0]}{more}")
     questions = parse_questions(raw, set_id)
     return Dataset(raw=raw, questions=tuple(questions), sha256=sha256)
+
+
+_load_dataset = cache(_read_dataset)  # a matrix loads each set once per process
 
 
 def parse_questions(raw: dict, set_id: str = "?") -> list[Question]:

@@ -10,19 +10,22 @@ from evaluator.jobs.job import Job
 
 
 def plan(bundles: list[Bundle], testsets: list[TestSet], explicit: bool,
-         options: dict | None = None) -> tuple[list[Job], list[tuple[str, str, str]]]:
+         options: dict | None = None, whole_if_covered: bool = True
+         ) -> tuple[list[Job], list[tuple[str, str, str]]]:
     """Jobs to run and (bundle, testset, reason) for cells that cannot run.
 
     When the user named both the bundle and the test set (`explicit`), an inapplicable cell
     is an error; with `all` it is only listed. A sample (`limit`) of at least a set's size is
-    that whole set: its cell is the full one, not a sample under another key.
+    that whole set: its cell is the full one, not a sample under another key (unless not
+    `whole_if_covered`: `qashift check`'s sample never stands in for its cell).
     """
     jobs, skipped = [], []
     for bundle in bundles:
         for testset in testsets:
             reason = bundle.applicable(testset.id)
             if reason is None:
-                jobs.append(Job(bundle, testset, _options_for(testset, options or {})))
+                jobs.append(Job(bundle, testset, _options_for(testset, options or {})
+                                if whole_if_covered else dict(options or {})))
             elif explicit:
                 raise UserError(f"{bundle.id} cannot run on {testset.id}: {reason}")
             else:

@@ -121,7 +121,7 @@ class Gold:
             testset = testsets.get(testset_id)
             if testset.sha256 != sha256:
                 return missing
-            return testset.scorer, testset.load()
+            return testset.scorer, testset.load(keep=False)
         except UserError:
             return missing
 

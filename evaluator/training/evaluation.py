@@ -42,6 +42,7 @@ class EvaluationConfig:
     partition: str | None = None
     account: str | None = None
     templates: tuple[str, ...] = ()  # generative bundles: one variant per prompt template
+    check: bool = False  # `qashift check`: its sample stays one even where it covers the set
 
     def __post_init__(self):
         try:
@@ -102,7 +103,7 @@ def evaluate(config: EvaluationConfig, store: Store, *,
         chosen = [bundles.with_template(b, t) for b in chosen for t in config.templates]
     explicit = "all" not in config.bundles and "all" not in config.testsets
     jobs, skipped = plan(chosen, testsets.resolve(list(config.testsets)), explicit,
-                         config.sample)
+                         config.sample, whole_if_covered=not config.check)
     slurm = {"partition": config.partition, "account": config.account} \
         if config.runner == "slurm" else {}
     runner = Dispatcher(config.runner, **({"warn": warn} if warn else {}), **slurm)

@@ -19,6 +19,8 @@ from click.testing import CliRunner
 
 import evaluator.cli.main as cli_main
 from evaluator.cli.main import evaluate_cmd, main
+from evaluator.data import testsets
+from evaluator.store.queries import is_sample
 from evaluator.store.store import Store
 from tests.conftest import (
     FIRST_WORD,
@@ -408,12 +410,18 @@ def test_check_runs_a_few_questions_and_says_what_would_fail(tmp_path, monkeypat
                                      "--runner", "local"])
     assert good.exit_code == 0, good.output
     assert good.stdout.startswith("ok: sliding-window answered 5 of 5 questions of tiny")
+    size = testsets.get("tiny").questions  # a check as large as the set is still a sample
+    whole = CliRunner().invoke(main, ["check", "-b", "crasher", "-t", "tiny", "-n", str(size),
+                                      "--runner", "local"])
+    assert whole.exit_code == 1
+    assert [is_sample(f) for f in Store.open_default().failures()] == [True, True]
+    status = CliRunner().invoke(main, ["status", "-b", "crasher", "-t", "tiny"])
+    assert "pending 1" in status.stdout, status.stdout
 
 
 def test_log_samples_carry_the_strata_once_computed(tmp_path, monkeypatch, workspace,
                                                     small_dev):
     from analysis.sources import strata
-    from evaluator.data import testsets
 
     tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev}, {"sliding-window": SLIDING_WINDOW})
     argv = ["evaluate", "-b", "sliding-window", "-t", "tiny", "--runner", "local"]
@@ -466,6 +474,10 @@ def test_a_study_file_runs_with_qashift_run_and_flags_win(tmp_path, monkeypatch,
     ("level: lots", "level: 'lots' is not a valid float."),
     ("limit: -5", "limit: -5 is not in the range x>=1."),
     ("runner: magic", "runner: 'magic' is not one of 'auto', 'local', 'docker', 'slurm'."),
+    ("jobs: [2]", "jobs: [2] is not a valid integer range"),
+    ("level: [0.9]", "level: [0.9] is not a valid float"),
+    ("log_samples: true", "log_samples: True is not a valid directory"),
+    ("data_dir: 5", "data_dir: [5] is not a valid directory"),
 ])
 def test_a_bad_value_in_a_config_file_is_one_line_naming_the_file_and_key(tmp_path, line,
                                                                           said):

@@ -96,14 +96,15 @@ def test_a_folder_whose_name_is_no_id_is_one_line_naming_the_rule(tmp_path, smal
     """An id is a folder's name, a stored row's field, an export's file stem and a site page's
     name; one rule for all of them, so a store never holds a row that another refuses."""
     write_testset(tmp_path / "sets", "my set", small_dev)
+    write_testset(tmp_path / "sets", "squad@v2", small_dev)  # '@' joins a system's parts
     write_command_bundle(tmp_path / "subs", "my bundle", "print()")
     monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(tmp_path / "subs"))
     monkeypatch.setenv("QASHIFT_TESTSETS", str(tmp_path / "sets"))
     result = CliRunner().invoke(main, ["validate"])
     assert result.exit_code == 1
     lines = result.stdout.strip().splitlines()
-    assert len(lines) == 2, result.stdout
-    for name in ("my set", "my bundle"):
+    assert len(lines) == 3, result.stdout
+    for name in ("my set", "squad@v2", "my bundle"):
         line = next(line for line in lines if f" {name}: " in line)
-        assert f"id: is not an id: a letter or digit, then letters, digits and _.@~+:- " \
+        assert f"id: is not an id: a letter or digit, then letters, digits and _.+:- " \
                f"(at most 200 characters) (got '{name}')" in line
