@@ -371,7 +371,10 @@ def open_bounded(path: Path, cap: int, label: str = "") -> Iterator[Callable[[],
         return chunk
 
     try:
-        info = os.fstat(fd)
+        try:
+            info = os.fstat(fd)
+        except OSError as error:
+            raise Refused(f"{label} cannot be read ({error.strerror})") from None
         if not stat.S_ISREG(info.st_mode):
             raise Refused(f"{label} is a {_kind(info.st_mode)}, not a regular file")
         if info.st_size > cap:

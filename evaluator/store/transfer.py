@@ -131,7 +131,8 @@ class _Batch:
             if (why := system_problem(row) or system_key_problem(row) or future_problem(row)):
                 report.refused.append(f"{label}: {why}")
                 left_out.add(str(row.get("system")))  # and the id its fields give, if another
-                left_out.add("" if system_problem(row) else fields_system_id(row))
+                if not system_problem(row):
+                    left_out.add(fields_system_id(row))
             elif self.store.get_system(row["key"]):
                 report.present += 1
             elif row["key"] in training:
