@@ -58,6 +58,7 @@ class Limits:
 class Walked:
     digest: str
     files: tuple[tuple[str, str, int], ...]  # (path relative to the folder, sha256, size)
+    executable: frozenset[str] = frozenset()  # with_mode: the files hashed as executable
 
     @property
     def total_bytes(self) -> int:
@@ -103,7 +104,7 @@ def walk(folder: Path, *, target: Path | None = None, limits: Limits = Limits(),
         os.close(fd)
     if target is not None:
         _seal(Path(target))
-    return Walked(walker.digest.hexdigest(), tuple(walker.files))
+    return Walked(walker.digest.hexdigest(), tuple(walker.files), frozenset(walker.executable))
 
 
 def folder_digest(folder: Path, *, with_mode: bool = False) -> str:
@@ -135,6 +136,7 @@ class _Walker:
         self.label, self.links_within, self.root = label, links_within, root
         self.digest = hashlib.sha256()
         self.files: list[tuple[str, str, int]] = []
+        self.executable: set[str] = set()
         self.total = 0
         self.entries = 0
 
@@ -219,6 +221,8 @@ class _Walker:
         self.total += size
         if self.with_mode:
             self.digest.update(f"{rel}\0{info.st_mode & 0o111:o}\0".encode())
+            if info.st_mode & 0o111:
+                self.executable.add(rel)
         else:
             self.digest.update(rel.encode() + b"\0")
         self.digest.update(bytes.fromhex(sha))

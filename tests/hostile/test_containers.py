@@ -126,9 +126,12 @@ def test_byte_code_a_bundle_ships_is_neither_run_nor_built_into_its_image(toy, t
         py_compile.compile(str(other), cfile=str(folder / "__pycache__" /
                                                  "helper.cpython-311.pyc"),
                            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
-        if environment:
-            (folder / "Dockerfile").write_text("FROM qashift/python:bookworm\nCOPY . /ctx\n"
-                                               "RUN test ! -e /ctx/__pycache__\n")
+        if environment:  # the context's modes are a checkout's, its executable bits kept
+            (folder / "program.py").chmod(0o755)
+            (folder / "Dockerfile").write_text(
+                "FROM qashift/python:bookworm\nCOPY . /ctx\nRUN test ! -e /ctx/__pycache__ "
+                "&& test $(stat -c %a /ctx/program.py) = 755 "
+                "&& test $(stat -c %a /ctx/helper.py) = 644\n")
         try:
             doc = evaluate("-b", bundle_id, "-t", "toy")
         finally:  # an image kept would be found by its digest next time, never rebuilt

@@ -5,7 +5,6 @@ with the result. (`runners.images` builds the project's own images; this picks a
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -92,7 +91,7 @@ def _build(connect: Connect, bundle: Bundle, dockerfile: str):
                                  labels={LABEL: "1", "qashift.bundle": bundle.id,
                                          "qashift.context": key})
                 finally:
-                    remove_tree(context)  # sealed read-only by the gate
+                    remove_tree(context)
         except Refused as exc:
             raise RunFailure("build-failed", f"{bundle.id}: {exc}") from None
         except images.BuildError as exc:
@@ -107,14 +106,16 @@ def _build(connect: Connect, bundle: Bundle, dockerfile: str):
 def build_context(folder: Path, target: Path, key: str) -> Path:
     """A copy of `folder` made through the gate, holding exactly what its digest `key` covers
     (byte-code caches are not part of a bundle: a `__pycache__` could hold code that no
-    reviewer of its sources sees), executable bits included, which a build may rely on."""
+    reviewer of its sources sees), with the modes a checkout gives: files 0644, or 0755 where
+    the digest hashed them executable (a build may run them), folders 0755 (a build may
+    write into what it copied, as the user it copied it for)."""
     walked = walk(folder, target=target, with_mode=True, skip=no_byte_code,
                   label=f"build context {folder.name}")
     if walked.digest != key:
         raise Refused(f"build context {folder.name} changed while it was copied")
-    for rel, _sha, _size in walked.files:
-        if os.lstat(folder / rel).st_mode & 0o111:
-            (target / rel).chmod(0o555)
+    for path in [target, *target.rglob("*")]:
+        executable = path.is_dir() or str(path.relative_to(target)) in walked.executable
+        path.chmod(0o755 if executable else 0o644)
     return target
 
 
