@@ -24,8 +24,8 @@ def plan(bundles: list[Bundle], testsets: list[TestSet], explicit: bool,
         for testset in testsets:
             reason = bundle.applicable(testset.id)
             if reason is None:
-                jobs.append(Job(bundle, testset, _options_for(testset, options or {})
-                                if whole_if_covered else dict(options or {})))
+                jobs.append(Job(bundle, testset,
+                                _options_for(testset, options or {}, whole_if_covered)))
             elif explicit:
                 raise UserError(f"{bundle.id} cannot run on {testset.id}: {reason}")
             else:
@@ -33,7 +33,8 @@ def plan(bundles: list[Bundle], testsets: list[TestSet], explicit: bool,
     return jobs, skipped
 
 
-def _options_for(testset: TestSet, options: dict) -> dict:
-    if options.get("limit") is not None and int(options["limit"]) >= testset.questions:
+def _options_for(testset: TestSet, options: dict, whole_if_covered: bool) -> dict:
+    if whole_if_covered and options.get("limit") is not None and \
+            int(options["limit"]) >= testset.questions:
         return {k: v for k, v in options.items() if k not in ("limit", "seed")}
     return dict(options)

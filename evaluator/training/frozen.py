@@ -38,6 +38,7 @@ from evaluator.core.errors import UserError
 from evaluator.core.files import atomic_file, remove_tree, run_tempdir, write_atomic
 from evaluator.core.gate import CHUNK, Limits, Refused, is_digest, open_bounded, read_json, walk
 from evaluator.core.hashing import sha256_bytes
+from evaluator.jobs.job import parse_system_id
 from evaluator.store.store import SYSTEM_FIELDS, Store
 from evaluator.training.job import TrainJob
 
@@ -63,7 +64,7 @@ def root() -> Path:
 def folder_of(job: TrainJob) -> Path:
     """Where the artifact of a train cell lives (its system id, spelled as folders)."""
     size = f"~{job.size}" if job.size else ""
-    hp = job.system_id.rsplit("/h", 1)[1] if "/h" in job.system_id else ""
+    hp = parse_system_id(job.system_id)["hp"]
     return root() / job.approach.id / f"{job.split.id}{size}" / (
         f"s{job.seed}" + (f"-h{hp}" if hp else ""))
 
