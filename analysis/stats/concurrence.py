@@ -38,24 +38,40 @@ def _pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return (a * b).sum(-1) / np.sqrt((a * a).sum(-1) * (b * b).sum(-1))
 
 
-def _tau_b(a: np.ndarray, b: np.ndarray, chunk: int = 100) -> np.ndarray:
-    """Row-wise Kendall tau-b of two (k, n) arrays, ties counted as scipy does.
+def _tau(a: np.ndarray, b: np.ndarray, variant: str = "b", chunk: int = 100) -> np.ndarray:
+    """Row-wise Kendall tau-a, -b or -c of two (k, n) arrays, ties counted as scipy does.
 
     Used for the bootstrap only (resamples repeat models, so ties are common); the point
     estimate comes from scipy.stats.kendalltau, and tests check the two agree.
     """
+    if variant not in ("a", "b", "c"):
+        raise ValueError(f"Kendall variant must be a, b or c, got {variant!r}")
     out = np.empty(len(a))
     n = a.shape[1]
     n0 = n * (n - 1) / 2
     for s in range(0, len(a), chunk):
         sa = np.sign(a[s:s + chunk, :, None] - a[s:s + chunk, None, :]).astype(np.int8)
         sb = np.sign(b[s:s + chunk, :, None] - b[s:s + chunk, None, :]).astype(np.int8)
-        score = (sa * sb).sum(axis=(1, 2), dtype=np.int64) / 2
-        tied_a = ((sa == 0).sum(axis=(1, 2)) - n) / 2
-        tied_b = ((sb == 0).sum(axis=(1, 2)) - n) / 2
+        score = (sa * sb).sum(axis=(1, 2), dtype=np.int64) / 2  # concordant - discordant
         with np.errstate(invalid="ignore", divide="ignore"):
-            out[s:s + chunk] = score / np.sqrt((n0 - tied_a) * (n0 - tied_b))
+            if variant == "a":
+                tau = score / n0
+            elif variant == "b":
+                tied_a = ((sa == 0).sum(axis=(1, 2)) - n) / 2
+                tied_b = ((sb == 0).sum(axis=(1, 2)) - n) / 2
+                tau = score / np.sqrt((n0 - tied_a) * (n0 - tied_b))
+            else:  # Stuart's tau-c: m = the fewer distinct values of the two vectors
+                m = np.minimum(_distinct(a[s:s + chunk]), _distinct(b[s:s + chunk]))
+                tau = 2 * score / (n * n * (m - 1) / m)
+            constant = (sa == 0).all(axis=(1, 2)) | (sb == 0).all(axis=(1, 2))
+            out[s:s + chunk] = np.where(constant, np.nan, tau)
     return out
+
+
+def _distinct(rows: np.ndarray) -> np.ndarray:
+    """The number of distinct values in each row."""
+    ordered = np.sort(rows, axis=1)
+    return 1 + (np.diff(ordered, axis=1) != 0).sum(axis=1)
 
 
 def _percentiles(values: np.ndarray, q: np.ndarray) -> tuple[float, float]:
@@ -78,7 +94,7 @@ def concurrence(df: pd.DataFrame, metric: str, testsets=None, n_boot: int = 1000
         x, y = wide[a].to_numpy(), wide[b].to_numpy()
         tau = kendalltau(x, y).statistic if n >= 2 else np.nan
         r = float(_pearson(x[None], y[None])[0]) if n >= 2 else np.nan
-        taus = _tau_b(x[idx], y[idx]) if len(idx) else np.array([])
+        taus = _tau(x[idx], y[idx]) if len(idx) else np.array([])
         rs = _pearson(x[idx], y[idx]) if len(idx) else np.array([])
         tau_ci = _percentiles(taus, q)
         r_ci = _percentiles(rs, q)

@@ -32,7 +32,7 @@ from scipy import stats
 
 from analysis import figures
 from analysis.sources import cache
-from analysis.stats.concurrence import _pearson, _tau_b
+from analysis.stats.concurrence import _pearson, _tau
 from evaluator.core.files import write_atomic
 from evaluator.core.folders import read_yaml
 
@@ -252,12 +252,12 @@ def concur(m: ScoreMatrix, b1: str, b2: str, which="all", variant: str = "b",
         idx = rng.integers(0, len(names), size=(n_boot, len(names)))
         q = 100 * np.array([(1 - level) / 2, (1 + level) / 2])
         with np.errstate(invalid="ignore", divide="ignore"):
-            rs, taus = _pearson(x[idx], y[idx]), _tau_b(x[idx], y[idx])
+            rs, taus = _pearson(x[idx], y[idx]), _tau(x[idx], y[idx], variant)
         for key, values in (("r", rs), ("tau", taus)):
             defined = values[~np.isnan(values)]
             lo, hi = np.percentile(defined, q) if len(defined) else (np.nan, np.nan)
             out[f"{key}_lo"], out[f"{key}_hi"] = float(lo), float(hi)
-        out["interval"] = f"{BOOTSTRAP_LABEL}, tau-b, {n_boot} resamples, seed {seed}"
+        out["interval"] = f"{BOOTSTRAP_LABEL}, tau-{variant}, {n_boot} resamples, seed {seed}"
     return out
 
 

@@ -159,6 +159,15 @@ def test_the_bootstrap_is_labelled_seeded_and_centred_on_the_point_estimate(m):
     assert "addition" in one["interval"] and "approaches" in one["interval"]
 
 
+@pytest.mark.parametrize("variant", ["a", "b", "c"])
+def test_the_bootstrap_resamples_the_variant_it_reports(m, variant):
+    babi = "bAbI QA #1"
+    one = ac.concur(m, ac.SQUAD, babi, "all", variant, n_boot=1000, seed=0)
+    assert one["tau"] == pytest.approx(ac.kendall(m.scores[ac.SQUAD], m.scores[babi], variant))
+    assert one["tau_lo"] <= one["tau"] <= one["tau_hi"]
+    assert f"tau-{variant}," in one["interval"]
+
+
 def test_mixing_approach_level_and_system_level_scores_is_refused(m):
     frozen = ac.ScoreMatrix(pd.DataFrame({"new-wiki": [1.0] * 20}, index=m.scores.index),
                             m.groups, "system-level")

@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import kendalltau, pearsonr
 
 from analysis.sources.tidy import from_csv, from_squadshifts_published
-from analysis.stats.concurrence import _tau_b, as_matrix, concurrence, score_matrix
+from analysis.stats.concurrence import _tau, as_matrix, concurrence, score_matrix
 
 
 def test_point_estimates_are_scipys_over_common_models(tmp_path):
@@ -28,13 +28,28 @@ def test_point_estimates_are_scipys_over_common_models(tmp_path):
     assert np.array_equal(c[["tau_lo", "r_hi"]].to_numpy(), again[["tau_lo", "r_hi"]].to_numpy())
 
 
-def test_vectorised_bootstrap_tau_equals_scipy_with_ties():
+@pytest.mark.parametrize("variant", ["a", "b", "c"])
+def test_vectorised_bootstrap_tau_equals_the_point_estimate_with_ties(variant):
     rng = np.random.default_rng(0)
     x = np.round(rng.normal(size=25), 1)
     y = x + np.round(rng.normal(size=25), 1)
     idx = rng.integers(0, 25, size=(40, 25))
-    expected = [kendalltau(x[i], y[i]).statistic for i in idx]
-    assert _tau_b(x[idx], y[idx]) == pytest.approx(expected)
+    expected = [_scipy_tau(x[i], y[i], variant) for i in idx]
+    assert _tau(x[idx], y[idx], variant) == pytest.approx(expected)
+
+
+def _scipy_tau(x, y, variant):
+    if variant == "a":  # (concordant - discordant) / all pairs; scipy has b and c only
+        pairs = np.sign(x[:, None] - x[None, :]) * np.sign(y[:, None] - y[None, :])
+        return pairs.sum() / (len(x) * (len(x) - 1))
+    return kendalltau(x, y, variant=variant).statistic
+
+
+def test_vectorised_tau_is_undefined_for_a_constant_resample():
+    x, y = np.array([[1.0, 1.0, 1.0], [1.0, 2.0, 3.0]]), np.array([[1.0, 2.0, 3.0]] * 2)
+    for variant in "abc":
+        tau = _tau(x, y, variant)
+        assert np.isnan(tau[0]) and tau[1] == pytest.approx(1.0)
 
 
 def test_published_concurrence(shared_data):
