@@ -105,7 +105,12 @@ def fit_xy(x, y, scale: str = "linear", *, testset: str = "", metric: str = "",
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if len(x) < 3:
         raise ValueError(f"need at least 3 models to fit {testset} {metric}, got {len(x)}")
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError(f"{testset} {metric}: a score is missing or not a number")
     tx, ty = to_scale(x, scale), to_scale(y, scale)
+    if np.ptp(tx) == 0:
+        raise ValueError(f"{testset} {metric}: every one of the {len(x)} models has the same "
+                         f"reference score, so there is no slope to fit")
     res = sm.OLS(ty, sm.add_constant(tx)).fit()
     lo, hi = res.conf_int(alpha=1 - level)[1]
     if grid is None:
@@ -157,7 +162,8 @@ def fit_panel(df: pd.DataFrame, testset: str, metric: str, scale: str, **kw) -> 
 
 def fit_all(df: pd.DataFrame, testsets=None, metrics=METRICS, scales=SCALES,
             **kw) -> list[Fit]:
-    """Every (testset, metric, scale) fit; panels with fewer than 3 models are skipped."""
+    """Every (testset, metric, scale) fit; panels that cannot be fitted (fewer than 3 models,
+    or every model at the same reference score) are skipped, and `fit_notes` says why."""
     out = []
     for t in testsets or new_testsets(df):
         for m in metrics:
@@ -170,8 +176,9 @@ def fit_all(df: pd.DataFrame, testsets=None, metrics=METRICS, scales=SCALES,
 
 
 def fit_notes(df: pd.DataFrame, fits: list[Fit], testsets=None, metrics=METRICS) -> list[str]:
-    """One line for each thing a reader of these fits should know: a panel left unfitted for
-    too few models, and a model that alone drives a fit."""
+    """One line for each thing a reader of these fits should know: a panel left unfitted (too
+    few models, or no spread in their reference scores), and a model that alone drives a
+    fit."""
     fitted = {(f.testset, f.metric) for f in fits}
     notes = []
     for t in testsets or new_testsets(df):
@@ -179,10 +186,14 @@ def fit_notes(df: pd.DataFrame, fits: list[Fit], testsets=None, metrics=METRICS)
             if (t, m) in fitted:
                 continue
             pairs = paired(df, t, m)
-            n = int((pairs["kind"] == "model").sum()) if not pairs.empty else 0
-            if n:
+            models = pairs[pairs["kind"] == "model"] if not pairs.empty else pairs
+            n = len(models)
+            if 0 < n < 3:
                 notes.append(f"{n} model{'s' * (n != 1)} on {t} ({m}): at least 3 are "
                              f"needed for a fit")
+            elif n and models["x"].nunique() == 1:
+                notes.append(f"{t} ({m}): all {n} models have the same reference score, so "
+                             f"there is no slope to fit")
     for f in fits:
         for label, distance, cutoff in f.influential():
             notes.append(f"{f.testset} {f.metric} ({f.scale}): {label} alone moves the fit "

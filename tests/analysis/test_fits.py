@@ -159,3 +159,21 @@ def test_r2_of_a_set_every_system_scores_the_same_on_is_undefined(scale):
     fit = fit_xy([20.0, 35.0, 50.0, 61.0], [0.0] * 4, scale, n_boot=0)
     assert np.isnan(fit.r2)
     assert fit.slope == pytest.approx(0.0, abs=1e-9)
+
+
+def test_a_panel_whose_reference_scores_are_all_equal_is_refused_in_one_line_and_skipped(
+        tmp_path):
+    """statsmodels drops a constant regressor, so such a fit would have no slope at all."""
+    with pytest.raises(ValueError, match="same reference score, so there is no slope"):
+        fit_xy([50.0, 50.0, 50.0], [40.0, 42.0, 44.0], "linear", n_boot=0)
+    with pytest.raises(ValueError, match="missing or not a number"):
+        fit_xy([50.0, np.nan, 60.0], [40.0, 42.0, 44.0], "linear", n_boot=0)
+    rows = ["model,testset,metric,value,kind"]
+    for i, y in enumerate((40, 42, 44)):
+        rows += [f"m{i},squad-test,f1,50,model", f"m{i},new-wiki,f1,{y},model"]
+    path = tmp_path / "t.csv"
+    path.write_text("\n".join(rows) + "\n")
+    df = from_csv(path)
+    assert fit_all(df, metrics=("f1",), n_boot=0) == []
+    assert fit_notes(df, [], metrics=("f1",)) == [
+        "new-wiki (f1): all 3 models have the same reference score, so there is no slope to fit"]
