@@ -24,7 +24,6 @@ already in the index (a controller that stored a cell meanwhile) is never replac
 
 from __future__ import annotations
 
-import json
 import shutil
 import sqlite3
 import time
@@ -42,11 +41,10 @@ from evaluator.store.rows import (
     system_problem,
     with_current_key,
 )
-from evaluator.store.store import RESULT_FIELDS, ROW_MARK, SYSTEM_FIELDS, Store
+from evaluator.store.store import ROW_OBJECT_CAP, Store, row_record
 from evaluator.store.units import UNCHECKED, Gold, scores_problem
 
 OBJECT_FIELDS = ("predictions_sha256", "scores_sha256", "log_sha256")
-ROW_OBJECT_CAP = 64 << 10  # a row object is small; a larger object is never read as one
 
 
 @dataclass
@@ -225,24 +223,6 @@ def _rebuilt_result_problem(store: Store, row: dict, gold: Gold) -> str:
     scores = store.get_object(row["scores_sha256"])
     why = gold.problem(row, store.object_path(row["predictions_sha256"]), scores)
     return scores_problem(row, scores) if why.startswith(UNCHECKED) else why
-
-
-def row_record(data: bytes) -> tuple[str, dict] | None:
-    """("row", a result row) or ("system", a trained system's row) if these bytes are a row
-    object, as the rebuild reads one; None for anything else."""
-    if len(data) > ROW_OBJECT_CAP:
-        return None
-    try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None
-    if not isinstance(doc, dict) or doc.get(ROW_MARK) != 1:
-        return None
-    for kind, fields in (("row", RESULT_FIELDS), ("system", SYSTEM_FIELDS)):
-        row = doc.get(kind)
-        if isinstance(row, dict) and all(f in row for f in fields if f != "log_sha256"):
-            return kind, row
-    return None
 
 
 def _row_object(path: Path) -> tuple[str, dict] | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import json
 import re
 import sqlite3
 import tempfile
@@ -84,6 +85,25 @@ LEASE_SECONDS = 120.0
 
 
 ROW_MARK = "qashift-result-row"  # a result row kept as an object, so the index can be rebuilt
+ROW_OBJECT_CAP = 64 << 10  # a row object is small; a larger object is never read as one
+
+
+def row_record(data: bytes) -> tuple[str, dict] | None:
+    """("row", a result row) or ("system", a trained system's row) if these bytes are a row
+    object, as the rebuild reads one; None for anything else."""
+    if len(data) > ROW_OBJECT_CAP:
+        return None
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    if not isinstance(doc, dict) or doc.get(ROW_MARK) != 1:
+        return None
+    for kind, fields in (("row", RESULT_FIELDS), ("system", SYSTEM_FIELDS)):
+        row = doc.get(kind)
+        if isinstance(row, dict) and all(f in row for f in fields if f != "log_sha256"):
+            return kind, row
+    return None
 
 
 class StoreError(UserError):
@@ -161,9 +181,10 @@ class Store:
     @_one_line_errors
     def put_object(self, data: bytes) -> str:
         """Keep bytes as an object named by their sha256. Bytes a run produced (a log, a
-        generations file) that name the row mark are kept behind a `#`, which no JSON parser
+        generations file) that the rebuild would read as a row (`row_record`, the same parser,
+        so no escape or encoding slips past) are kept behind a `#`, which no JSON parser
         reads: a run cannot write what a rebuilt index would take for a row of its own."""
-        if ROW_MARK.encode() in data:
+        if row_record(data) is not None:
             data = b"#" + data
         return self._put(data)
 

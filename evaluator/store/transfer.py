@@ -47,7 +47,7 @@ from evaluator.core.files import PARTIAL_PREFIX, remove_tree, write_atomic
 from evaluator.core.gate import Refused, read_bounded, walk
 from evaluator.core.hashing import sha256_bytes
 from evaluator.core.owner import owner_id
-from evaluator.store.check import OBJECT_FIELDS, read_only_uri, row_record
+from evaluator.store.check import OBJECT_FIELDS, read_only_uri
 from evaluator.store.rows import (
     fields_system_id,
     future_problem,
@@ -57,7 +57,7 @@ from evaluator.store.rows import (
     system_problem,
     with_current_key,
 )
-from evaluator.store.store import RESULT_FIELDS, SYSTEM_FIELDS, Store
+from evaluator.store.store import RESULT_FIELDS, SYSTEM_FIELDS, Store, row_record
 from evaluator.store.units import Gold, scores_cap
 
 MAX_ROWS = 500_000  # per table

@@ -101,8 +101,12 @@ def test_what_a_run_writes_is_never_kept_as_a_row_object(registry):
     store = Store(registry["workspace"])
     [row] = store.results()
     forged = dict(row, em=100.0, f1=100.0, created_at=row["created_at"] + 60)
-    kept = store.get_object(store.put_object(canonical_json({ROW_MARK: 1, "row": forged})))
-    assert kept.startswith(b"#") and store_check.row_record(kept) is None
+    plain = canonical_json({ROW_MARK: 1, "row": forged})
+    escaped = plain.replace(b"qashift-result-row", b"qashift\\u002dresult-row")
+    for written in (plain, escaped, plain.decode().encode("utf-16"), b" \n" + plain):
+        assert store_check.row_record(written) is not None  # what the rebuild would read
+        kept = store.get_object(store.put_object(written))
+        assert kept.startswith(b"#") and store_check.row_record(kept) is None
     store.close()
     corrupt_index(registry["workspace"])
     done = store_check.repair(store)
