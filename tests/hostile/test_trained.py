@@ -56,6 +56,10 @@ if mode == "train":
     elif attack == "fat-checkpoints":
         with open(os.path.join(checkpoints, "state.bin"), "wb") as handle:
             handle.write(os.urandom(3 << 20))
+    elif attack == "link-checkpoints-and-fail":  # a failure that keeps the stage to resume
+        os.symlink(target, os.path.join(checkpoints, "state.bin"))
+        os.symlink(os.path.dirname(target), os.path.join(checkpoints, "shards"))
+        sys.exit(1)
     open(os.path.join(model, "weights.txt"), "w").write(str(hp["word"]))  # same for any seed
 else:
     model, source, output = sys.argv[2:5]
@@ -149,6 +153,30 @@ def test_a_container_writing_past_the_cap_into_its_checkpoints_is_stopped(hostil
         train(job("fat-checkpoints"), Dispatcher("docker"), store)
     assert caught.value.failure_class in ("output-too-large", "refused-files")
     assert store.systems() == []
+
+
+@pytest.mark.usefixtures("no_container_left_behind")
+@needs_docker[0]
+def test_links_a_failed_container_left_in_its_checkpoints_change_no_mode_on_the_next_attempt(
+        hostile, client, tmp_path):
+    """The stage outlives a resumable failure; before the next attempt makes its checkpoints
+    writable for the container, they pass the gate, so no chmod follows a link out."""
+    victim = tmp_path / "private"
+    victim.mkdir(mode=0o700)
+    secret = victim / "secret.txt"
+    secret.write_text("the operator's")
+    secret.chmod(0o600)
+    store = Store.open_default()
+    attack = train_job("attacker", 0, attack="link-checkpoints-and-fail", target=str(secret))
+    with pytest.raises(RunFailure) as first:
+        train(attack, Dispatcher("docker"), store)
+    assert first.value.failure_class == "nonzero-exit"
+    with pytest.raises(RunFailure, match=r"the checkpoints its last attempt left: (state.bin|"
+                       r"shards) is a link") as second:
+        train(attack, Dispatcher("docker"), store)
+    assert second.value.failure_class == "refused-files"
+    assert (secret.stat().st_mode & 0o777, victim.stat().st_mode & 0o777) == (0o600, 0o700)
+    assert not list(Path(tempfile.gettempdir()).glob("qashift-train-*"))  # a fresh start next
 
 
 @pytest.mark.parametrize("attack", ["deep-progress", "typed-progress"])

@@ -45,7 +45,9 @@ class TrainingStage:
         self.root.mkdir(parents=True, exist_ok=True)
         self.root.chmod(0o711)
         request.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        if not self.checkpoints.is_dir():  # a first attempt, or one after another runner's
+        if self.checkpoints.is_dir():
+            self._recheck_checkpoints(request)
+        else:  # a first attempt, or one after another runner's
             walk(request.checkpoint_dir, target=self.checkpoints,
                  label=f"{request.label}: its checkpoints")
         for folder in (self.root / "input", self.root / "code"):
@@ -73,6 +75,22 @@ class TrainingStage:
         for path in [self.model, self.checkpoints, *self.checkpoints.rglob("*")]:
             path.chmod(0o777 if path.is_dir() else 0o666)  # the container's user owns nothing
         return dataclasses.replace(approach, folder=libraries[0], libraries=tuple(libraries[1:]))
+
+    def _recheck_checkpoints(self, request: TrainRequest) -> None:
+        """Checkpoints an attempt that ended resumably left here were written by its
+        container: they pass the gate (no links, no special files) into a fresh copy before
+        this controller changes a mode in them, since a mode change follows a link. A refused
+        stage is removed, so the next attempt starts from the cell's own checkpoints."""
+        checked = self.root / "checkpoints-checked"
+        remove_tree(checked)
+        try:
+            walk(self.checkpoints, target=checked,
+                 label=f"{request.label}: the checkpoints its last attempt left")
+        except Refused:
+            remove_tree(self.root)
+            raise
+        remove_tree(self.checkpoints)
+        checked.rename(self.checkpoints)
 
     @contextlib.contextmanager
     def mirroring_progress(self, checkpoint_dir: Path, every: float = 1.0) -> Iterator[None]:
