@@ -8,6 +8,8 @@ file named by $QASHIFT_POLICY:
     defaults: {cpus: 1, memory: 4g, timeout: 3600}
     caps: {memory: 32g, timeout: 86400, gpus: 2}
     build_network: none        # or bridge: network for `RUN` steps of submission images
+    endpoint_keys:             # the API keys a generative endpoint bundle may have sent,
+      OPENAI_API_KEY: https://api.openai.com/v1   # each only to URLs under its prefix
 
 A value out of the policy (unknown key, wrong type, not finite, not positive, above a cap)
 is a one-line ConfigError naming the bundle file and the key.
@@ -20,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from evaluator.core import settings
 from evaluator.core.errors import ConfigError, UserError
@@ -32,6 +35,7 @@ CAPS = {"gpus": 8, "cpus": 64.0, "memory": 256 << 30, "timeout": 7 * 86400.0, "p
         "output": 64 << 30}
 USER = "65534:65534"  # nobody:nogroup: containers never run as root
 BUILD_NETWORKS = ("none", "bridge", "default")
+KEY_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 MEMORY_KEYS = ("memory", "output")
 
 
@@ -78,14 +82,15 @@ class Policy:
     caps: dict = field(default_factory=lambda: dict(CAPS))
     user: str = USER
     build_network: str = "none"
+    endpoint_keys: dict = field(default_factory=dict)  # variable -> URL prefix it may go to
 
     @classmethod
     def from_file(cls, path: Path) -> Policy:
         data = read_yaml(path)
-        unknown = set(data) - {"defaults", "caps", "build_network"}
+        unknown = set(data) - {"defaults", "caps", "build_network", "endpoint_keys"}
         if unknown:
             raise ConfigError(f"{path}: unknown policy key(s) {', '.join(sorted(unknown))}; "
-                              f"allowed: defaults, caps, build_network")
+                              f"allowed: defaults, caps, build_network, endpoint_keys")
         parts = {}
         for part in ("defaults", "caps"):
             given = data.get(part) or {}
@@ -104,7 +109,24 @@ class Policy:
         for key, value in parts["defaults"].items():
             if value > parts["caps"][key]:
                 raise ConfigError(f"{path}: the default {key} {value} is above its cap")
-        return cls(parts["defaults"], parts["caps"], USER, network)
+        return cls(parts["defaults"], parts["caps"], USER, network,
+                   _endpoint_keys(data.get("endpoint_keys") or {}, path))
+
+    def key_allowed(self, name: str, url: str) -> bool:
+        """Whether the operator lets the key in variable `name` be sent to `url`: same scheme,
+        host and port as the prefix granted to it, and a path at or under the prefix's."""
+        granted = self.endpoint_keys.get(name)
+        if granted is None:
+            return False
+        want, have = urlsplit(granted), urlsplit(url)
+        try:
+            same_origin = (want.scheme, want.hostname, want.port or _PORTS[want.scheme]) == \
+                (have.scheme, have.hostname, have.port or _PORTS.get(have.scheme))
+        except ValueError:  # a port that is not a number
+            return False
+        prefix = want.path.rstrip("/")
+        return same_origin and not have.username and (have.path == prefix or
+                                                      have.path.startswith(prefix + "/"))
 
     def resources(self, requested: object, where: Path | str) -> dict:
         """The bundle's resources: the defaults with what it asks for, checked against the
@@ -129,6 +151,25 @@ class Policy:
                                   f"cap of {self.caps[key]:g}")
             out[key] = value
         return out
+
+
+_PORTS = {"http": 80, "https": 443}
+
+
+def _endpoint_keys(given: object, path: Path) -> dict:
+    """`endpoint_keys:` checked: variable names to http(s) URL prefixes."""
+    if not isinstance(given, dict):
+        raise ConfigError(f"{path}: endpoint_keys must map environment variables to URLs")
+    for name, url in given.items():
+        if not isinstance(name, str) or not KEY_NAME.fullmatch(name):
+            raise ConfigError(f"{path}: endpoint_keys: {name!r} is not an environment "
+                              f"variable name (A-Z, 0-9, _)")
+        parts = urlsplit(url) if isinstance(url, str) else None
+        if parts is None or parts.scheme not in _PORTS or not parts.hostname \
+                or parts.username or parts.query or parts.fragment:
+            raise ConfigError(f"{path}: endpoint_keys.{name}: {url!r} is not an http(s) URL "
+                              f"prefix such as https://api.example.com/v1")
+    return dict(given)
 
 
 @cache

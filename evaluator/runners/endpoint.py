@@ -14,7 +14,10 @@ question's prompt, with demonstrations from a training split), never a gold answ
   sha256 of the request (URL, API, body): a run killed half-way and started again sends
   only the requests that were never answered.
 - The API key is read from the environment variable `endpoint.api_key_env` when a request
-  is sent; it is in no file, record, log or message.
+  is sent, and only where the operator's policy grants that variable to the endpoint's URL
+  (`endpoint_keys`): a bundle chooses both, so it could otherwise have any secret of the
+  controller's environment sent to a server of its own. It is in no file, record, log or
+  message.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pathlib import Path
 
 import requests
 
+from evaluator.bundles import policy
 from evaluator.core import settings
 from evaluator.core.errors import RunFailure
 from evaluator.core.files import write_atomic
@@ -89,6 +93,10 @@ class Endpoint:
         headers = {"Content-Type": "application/json"}
         name = self.ref.get("api_key_env")
         if name:
+            if not policy.current().key_allowed(name, self.url):
+                raise RunFailure("endpoint-refused", f"{self.label}: the operator's policy does "
+                                 f"not let {name} be sent to {self.ref['url']} (grant it with "
+                                 f"endpoint_keys in the policy file, $QASHIFT_POLICY)")
             key = os.environ.get(name)
             if not key:
                 raise RunFailure("endpoint-refused", f"{self.label}: the environment variable "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -79,6 +80,40 @@ def test_a_bad_policy_file_is_one_line(tmp_path, monkeypatch):
     (tmp_path / "policy.yaml").write_text("caps: {memory: lots}\n")
     monkeypatch.setenv("QASHIFT_POLICY", str(tmp_path / "policy.yaml"))
     with pytest.raises(ConfigError, match=r"policy.yaml: caps.memory 'lots' is not a size"):
+        policy.current()
+
+
+def test_an_endpoint_key_goes_only_under_the_url_prefix_the_policy_grants_it(
+        tmp_path, monkeypatch):
+    (tmp_path / "policy.yaml").write_text(
+        "endpoint_keys: {OPENAI_API_KEY: 'https://api.openai.com/v1'}\n")
+    monkeypatch.setenv("QASHIFT_POLICY", str(tmp_path / "policy.yaml"))
+    allowed = policy.current().key_allowed
+    assert allowed("OPENAI_API_KEY", "https://api.openai.com/v1/completions")
+    assert allowed("OPENAI_API_KEY", "https://API.openai.com:443/v1/chat/completions")
+    for url in ("http://api.openai.com/v1/completions",  # another scheme
+                "https://api.openai.com:8443/v1/completions",  # another port
+                "https://api.openai.com.evil.example/v1/completions",
+                "https://api.openai.com@evil.example/v1/completions",
+                "https://evil.example/https://api.openai.com/v1",
+                "https://api.openai.com/v10/completions",  # a sibling path
+                "https://api.openai.com:x/v1"):
+        assert not allowed("OPENAI_API_KEY", url), url
+    assert not allowed("AWS_SECRET_ACCESS_KEY", "https://api.openai.com/v1/completions")
+    monkeypatch.delenv("QASHIFT_POLICY")
+    assert not policy.current().key_allowed("OPENAI_API_KEY",
+                                            "https://api.openai.com/v1/completions")
+
+
+@pytest.mark.parametrize("grant, problem", [
+    ("[OPENAI_API_KEY]", "endpoint_keys must map environment variables to URLs"),
+    ("{openai-key: 'https://a.example'}", "'openai-key' is not an environment variable name"),
+    ("{K: 'ftp://a.example/v1'}", "endpoint_keys.K: 'ftp://a.example/v1' is not an http(s)"),
+    ("{K: 'https://user@a.example/v1'}", "is not an http(s) URL prefix")])
+def test_a_bad_endpoint_key_grant_is_one_line(tmp_path, monkeypatch, grant, problem):
+    (tmp_path / "policy.yaml").write_text(f"endpoint_keys: {grant}\n")
+    monkeypatch.setenv("QASHIFT_POLICY", str(tmp_path / "policy.yaml"))
+    with pytest.raises(ConfigError, match=re.escape(problem)):
         policy.current()
 
 

@@ -179,6 +179,7 @@ def test_the_api_key_is_sent_and_kept_nowhere(roots, workspace, monkeypatch, tmp
     key = f"sk-test-{uuid.uuid4().hex}"
     monkeypatch.setenv("QASHIFT_TEST_API_KEY", key)
     server = Misbehaving(200, json.dumps({"choices": [{"text": " Denver\n"}]}).encode())
+    grant_key(tmp_path, monkeypatch, "QASHIFT_TEST_API_KEY", server.url)
     try:
         write_generative_bundle(subs, "keyed", endpoint=endpoint(
             server.url, "m", ", api_key_env: QASHIFT_TEST_API_KEY"))
@@ -207,6 +208,34 @@ def test_the_api_key_is_sent_and_kept_nowhere(roots, workspace, monkeypatch, tmp
     [failure] = doc["failed"]
     assert failure["failure_class"] == "endpoint-refused"
     assert "QASHIFT_TEST_API_KEY" in failure["message"]
+
+
+def grant_key(tmp_path: Path, monkeypatch, name: str, url: str) -> None:
+    """The operator's policy lets the key in `name` be sent to URLs under `url`."""
+    (tmp_path / "policy.yaml").write_text(f"endpoint_keys: {{{name}: '{url}'}}\n")
+    monkeypatch.setenv("QASHIFT_POLICY", str(tmp_path / "policy.yaml"))
+
+
+@pytest.mark.parametrize("granted", [None, "http://127.0.0.1:1/v1"])
+def test_a_key_the_operator_did_not_grant_to_the_endpoint_is_never_sent(
+        roots, workspace, monkeypatch, tmp_path, granted):
+    """A bundle names both the variable and the URL, so without the policy's grant any
+    secret of the controller's environment could go to a server of the bundle's."""
+    _, subs = roots
+    monkeypatch.setenv("QASHIFT_TEST_SECRET", "operator-secret")
+    server = Misbehaving(200, json.dumps({"choices": [{"text": " Denver\n"}]}).encode())
+    if granted:
+        grant_key(tmp_path, monkeypatch, "QASHIFT_TEST_SECRET", granted)  # another port
+    try:
+        write_generative_bundle(subs, "greedy", endpoint=endpoint(
+            server.url, "m", ", api_key_env: QASHIFT_TEST_SECRET"))
+        _, doc = evaluate("-b", "greedy", "-t", "few")
+    finally:
+        server.close()
+    [failure] = doc["failed"]
+    assert failure["failure_class"] == "endpoint-refused"
+    assert "policy does not let QASHIFT_TEST_SECRET be sent to" in failure["message"]
+    assert server.authorizations == []  # not one request left
 
 
 def test_prompt_sensitivity_runs_every_template_and_reports_the_spread(roots, tiny_lm):
