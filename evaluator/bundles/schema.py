@@ -9,10 +9,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
-from evaluator.core.schema import Identifier, Name, Strict, Text
+from evaluator.core.schema import Identifier, Name, Sha256, SourceRef, Strict, Text
 from evaluator.qa.prompting import DEFAULT_TEMPLATE
 
-Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{64}$")]
 Scalar = Text | bool | int | float | date | None
 Positive = Annotated[int, Field(gt=0)]
 Scalars = Annotated[list[Scalar], Field(max_length=100)]
@@ -23,13 +22,6 @@ class Environment(Strict):
     image: Name | None = None  # name@sha256:... or a local image id
     build: Name | None = None  # a Dockerfile in the bundle folder
     requirements: Name | None = None  # a pinned requirements file (local runner)
-
-
-class SourceRef(Strict):
-    file: Name
-    sha256: Sha256
-    url: Text | None = None
-    size: Positive | None = None
 
 
 class ReferenceScores(Strict):

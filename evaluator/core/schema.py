@@ -13,6 +13,7 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
+    Field,
     StringConstraints,
     ValidationError,
     WithJsonSchema,
@@ -57,6 +58,32 @@ class Strict(BaseModel):
     """A folder file's model: unknown keys are errors, values are not coerced across types."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
+
+
+Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{64}$")]
+
+
+def _inside(text: str) -> str:
+    parts = text.replace("\\", "/").split("/")
+    if text.startswith("/") or ".." in parts or "" in parts:
+        raise ValueError("must be a relative path inside its folder (no leading /, no ..)")
+    return text
+
+
+def _web(text: str) -> str:
+    if not re.fullmatch(r"https?://[^\s/]+\S*", text):
+        raise ValueError("must be an http:// or https:// address")
+    return text
+
+
+class SourceRef(Strict):
+    """A published file: its path inside a data mirror (or the bundle's folder), its sha256,
+    and where it may be downloaded."""
+
+    file: Annotated[Name, AfterValidator(_inside)]
+    sha256: Sha256
+    url: Annotated[Text, AfterValidator(_web)] | None = None
+    size: Annotated[int, Field(gt=0)] | None = None
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -15,6 +15,7 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from evaluator.core import console, settings
 from evaluator.core.errors import DataError
@@ -41,8 +42,10 @@ def cached_path(sha256: str) -> Path:
     return settings.cache_dir() / "files" / sha256[:2] / sha256
 
 
-def fetch(source: Source, what: str, mirrors: list[Path] | None = None) -> Path:
-    """Return a verified local path for `source`; `what` names it in error messages."""
+def fetch(source: Source, what: str, mirrors: list[Path] | None = None,
+          cap: int | None = None) -> Path:
+    """Return a verified local path for `source`; `what` names it in error messages. A
+    download stops at the source's `size`, else at `cap` bytes, where either is known."""
     target = cached_path(source.sha256)
     if target.exists():
         if file_sha256(target) == source.sha256:
@@ -56,7 +59,7 @@ def fetch(source: Source, what: str, mirrors: list[Path] | None = None) -> Path:
             return _install(candidate, target)
         tried.append(str(candidate))
     if source.url:
-        return _download(source, target, what, tried)
+        return _download(source, target, what, tried, source.size or cap)
     hint = f"tried {', '.join(tried)}; " if tried else ""
     raise DataError(f"{what}: no local copy and no URL ({hint}"
                     f"put {source.file} in a mirror directory given by --data-dir)")
@@ -76,14 +79,18 @@ def _install(path: Path, target: Path) -> Path:
     return target
 
 
-def _download(source: Source, target: Path, what: str, tried: list[str]) -> Path:
+def _download(source: Source, target: Path, what: str, tried: list[str],
+              limit: int | None) -> Path:
     import urllib.error  # lazy: http, ssl, email cost every start ~25 ms; a download needs them
+
+    if urlsplit(source.url).scheme not in ("http", "https"):  # urllib also reads file:, ftp:
+        raise DataError(f"{what}: {source.url!r} is not an http:// or https:// address")
 
     partial = target.with_name(target.name + ".part")
     partial.parent.mkdir(parents=True, exist_ok=True)
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            _fetch_into(partial, source, what)
+            _fetch_into(partial, source, what, limit)
             break
         except urllib.error.HTTPError as exc:
             if exc.code in PERMANENT or attempt == ATTEMPTS:
@@ -106,8 +113,9 @@ def _download(source: Source, target: Path, what: str, tried: list[str]) -> Path
     return target
 
 
-def _fetch_into(partial: Path, source: Source, what: str) -> None:
-    """Append the rest of the file to `partial` (all of it if the server ignores Range)."""
+def _fetch_into(partial: Path, source: Source, what: str, limit: int | None) -> None:
+    """Append the rest of the file to `partial` (all of it if the server ignores Range), and
+    no more than `limit` bytes in all."""
     import urllib.request  # lazy: see _download
 
     have = partial.stat().st_size if partial.exists() else 0
@@ -123,6 +131,11 @@ def _fetch_into(partial: Path, source: Source, what: str) -> None:
             while chunk := resp.read(CHUNK):
                 out.write(chunk)
                 have += len(chunk)
+                if limit is not None and have > limit:
+                    out.close()
+                    partial.unlink()
+                    raise DataError(f"{what}: {source.url} sends more than the {limit:,} "
+                                    f"bytes the file may have")
                 if total and have - shown >= step and have < total:
                     shown = have
                     console.say(f"{what}: {100 * have // total}% of {total / 2**20:.1f} MiB")

@@ -4,18 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field
 
-from evaluator.core.schema import Identifier, Name, Strict, Text
-
-Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{64}$")]
-
-
-class SourceRef(Strict):
-    file: Name  # its path inside a data mirror
-    sha256: Sha256
-    url: Text | None = None
-    size: Annotated[int, Field(gt=0)] | None = None
+from evaluator.core.schema import Identifier, Name, Sha256, SourceRef, Strict, Text
 
 
 class TestSetFile(Strict):

@@ -186,7 +186,7 @@ def _run_and_score(job: Job, runner: Runner, store: Store, level: float, cluster
             # a --limit sample's predictions may still cover the whole set (stored files)
             predictions = load_predictions(request.output_path, max(
                 len(dataset.questions), job.testset.questions))
-            predictions_bytes = request.output_path.read_bytes()
+            predictions_bytes = predictions.raw  # what was scored, not the file read again
             generations = _generations(output_dir / GENERATIONS_FILE, job.label)
     except RunFailure as failure:
         store.record_failure(job.key, job.bundle.id, job.testset.id, failure.failure_class,

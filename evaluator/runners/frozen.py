@@ -7,6 +7,7 @@ import time
 
 from evaluator.data.fetch import fetch
 from evaluator.runners.base import RunRecord, RunRequest
+from evaluator.scoring.predictions import MAX_BYTES
 
 
 class FrozenRunner:
@@ -18,7 +19,7 @@ class FrozenRunner:
         local = request.bundle.folder / source.file
         mirrors = [request.bundle.folder] if local.is_file() else None
         path = fetch(source, f"predictions of {request.bundle.id!r} on {request.testset_id}",
-                     mirrors)
+                     mirrors, cap=MAX_BYTES)
         shutil.copyfile(path, request.output_path)
         return RunRecord(runner=self.name, wall_s=time.perf_counter() - start, exit_code=0,
                          details={"predictions_source": source.url or source.file})

@@ -25,9 +25,11 @@ SPARE_VALUES = 4096
 
 
 class Predictions(dict):
-    """{question id: answer}; `oversize` lists the ids whose answer was dropped as too long."""
+    """{question id: answer}; `oversize` lists the ids whose answer was dropped as too long,
+    and `raw` holds the bytes read, the ones to keep (the file is never read twice)."""
 
     oversize: list[str]
+    raw: bytes
 
 
 def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
@@ -45,7 +47,7 @@ def load_predictions(path: Path, questions: int | None = None) -> Predictions:
     the size capped before parsing); for a test set of `questions`, the number of values too."""
     if not os.path.lexists(path):
         raise RunFailure("no-predictions", f"no predictions file at {path.name}")
-    data = read_bounded(path, MAX_BYTES, f"the predictions file {path.name}")
+    data = raw = read_bounded(path, MAX_BYTES, f"the predictions file {path.name}")
     if questions is not None:
         # every value after a container's first follows a comma; keys precede a colon
         most = 1 + sum(data.count(mark) for mark in (b",", b":", b"[", b"{"))
@@ -62,7 +64,7 @@ def load_predictions(path: Path, questions: int | None = None) -> Predictions:
         raise RunFailure("malformed-predictions", f"predictions must be a JSON object "
                          f"{{question_id: answer}}, got a {type(data).__name__}")
     out = Predictions()
-    out.oversize = []
+    out.oversize, out.raw = [], raw
     for qid, answer in data.items():
         if not isinstance(answer, str):
             raise RunFailure("malformed-predictions", f"answer for {qid!r} is a "

@@ -80,3 +80,22 @@ def test_no_name_resolution_fails_at_once(workspace, monkeypatch):
     with pytest.raises(DataError, match="if offline, place x.json in a mirror"):
         fetch.fetch(fetch.Source("x.json", "2" * 64, "http://no-such-host.invalid/x.json"),
                     "test file", [])
+
+
+def test_a_download_stops_at_the_size_it_may_have_and_keeps_no_part(server, workspace):
+    """A source that sends more than its `size` (or, without one, the caller's cap: a
+    predictions file's 512 MiB) is cut off there rather than filling the disk."""
+    sha = hashlib.sha256(PAYLOAD).hexdigest()
+    with pytest.raises(DataError, match=r"sends more than the 1,000 bytes the file may have"):
+        fetch.fetch(fetch.Source("data.bin", sha, f"{server}/data.bin", size=1000), "test file",
+                    [])
+    with pytest.raises(DataError, match=r"sends more than the 4,096 bytes"):
+        fetch.fetch(fetch.Source("data.bin", sha, f"{server}/data.bin"), "test file", [],
+                    cap=4096)
+    assert not list(fetch.cached_path(sha).parent.glob("*"))  # nor a .part to resume
+
+
+@pytest.mark.parametrize("url", ["file:///dev/zero", "ftp://127.0.0.1/data.bin"])
+def test_only_http_addresses_are_downloaded(workspace, url):
+    with pytest.raises(DataError, match=r"is not an http:// or https:// address"):
+        fetch.fetch(fetch.Source("data.bin", "0" * 64, url), "test file", [])

@@ -117,6 +117,23 @@ def test_a_bad_endpoint_key_grant_is_one_line(tmp_path, monkeypatch, grant, prob
         policy.current()
 
 
+@pytest.mark.parametrize("source, problem", [
+    ("file: ../../victim/secret.txt", r"predictions.toy.file: must be a relative path inside"),
+    ("file: /etc/passwd", r"predictions.toy.file: must be a relative path inside"),
+    ("file: p.json, url: 'file:///dev/zero'", r"predictions.toy.url: must be an http:// or "
+                                               r"https:// address")])
+def test_a_predictions_file_is_inside_the_bundle_and_its_url_a_web_address(tmp_path, source,
+                                                                         problem):
+    """Else the controller would read (and by a hash mismatch name the digest of) a host
+    file, or stream /dev/zero into its cache."""
+    folder = tmp_path / "stored"
+    folder.mkdir()
+    (folder / "bundle.yaml").write_text(
+        "id: stored\nname: stored\nkind: predictions\npredictions:\n"
+        f"  toy: {{{source}, sha256: '{'0' * 64}'}}\n")
+    refused(folder, problem)
+
+
 # -- 2. no link leaves a bundle folder ---------------------------------------------------------
 def test_a_link_to_gold_answers_in_a_model_folder_is_refused(tmp_path, registry):
     gold = registry["sets"] / "toy" / "data.json"

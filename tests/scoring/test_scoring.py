@@ -11,6 +11,7 @@ import pytest
 
 from evaluator.data import testsets
 from evaluator.data.testsets import parse_questions
+from evaluator.scoring.predictions import load_predictions
 from evaluator.scoring.squad_v1 import (
     exact_match,
     f1_score,
@@ -163,3 +164,14 @@ def test_totals_equal_torchmetrics_to_1e3(shared_data: Path, set_id: str):
                   and any(not normalize_answer(g) for g in q.answers))
     assert ours.em == pytest.approx(float(ref["exact_match"]), abs=1e-3)
     assert ours.f1 == pytest.approx(float(ref["f1"]) - 100.0 * v2_rule / ours.n, abs=1e-3)
+
+
+def test_the_predictions_kept_are_the_bytes_that_were_scored(tmp_path: Path):
+    """The cell stores `raw` rather than reading the file again, which a process the run
+    left behind could have rewritten in between."""
+    path = tmp_path / "predictions.json"
+    path.write_bytes(b'{"q1": "Denver", "q2": "1996"}')
+    predictions = load_predictions(path, questions=2)
+    path.write_bytes(b'{"q1": "Broncos", "q2": "1997"}')
+    assert predictions.raw == b'{"q1": "Denver", "q2": "1996"}'
+    assert json.loads(predictions.raw) == predictions == {"q1": "Denver", "q2": "1996"}
