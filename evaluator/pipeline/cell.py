@@ -16,14 +16,19 @@ from pathlib import Path
 
 from evaluator.core.errors import RunFailure, UserError
 from evaluator.core.files import run_tempdir
-from evaluator.core.gate import Refused, read_json
+from evaluator.core.gate import Refused, parse_json, read_bounded
 from evaluator.core.hashing import canonical_json
 from evaluator.core.provenance import provenance
 from evaluator.data.testsets import input_document
 from evaluator.jobs.job import Job
 from evaluator.pipeline.prepared import prepared_inputs
 from evaluator.runners.base import GENERATIONS_FILE, Runner, RunRecord, RunRequest
-from evaluator.scoring.predictions import MAX_ANSWER_CHARS, load_predictions
+from evaluator.scoring.predictions import (
+    MAX_ANSWER_CHARS,
+    VALUES_PER_QUESTION,
+    check_values,
+    load_predictions,
+)
 from evaluator.scoring.squad_v1 import Scores, Unit, score
 from evaluator.stats import intervals
 from evaluator.store.store import LEASE_SECONDS, Store
@@ -187,7 +192,8 @@ def _run_and_score(job: Job, runner: Runner, store: Store, level: float, cluster
             predictions = load_predictions(request.output_path, max(
                 len(dataset.questions), job.testset.questions))
             predictions_bytes = predictions.raw  # what was scored, not the file read again
-            generations = _generations(output_dir / GENERATIONS_FILE, job.label)
+            generations = _generations(output_dir / GENERATIONS_FILE, job.label, max(
+                len(dataset.questions), job.testset.questions))
     except RunFailure as failure:
         store.record_failure(job.key, job.bundle.id, job.testset.id, failure.failure_class,
                              str(failure), failure.log, getattr(runner, "name", None),
@@ -206,12 +212,16 @@ def _run_and_score(job: Job, runner: Runner, store: Store, level: float, cluster
     return _finish(job, store, scores, predictions_bytes, record, level, cluster)
 
 
-def _generations(path: Path, label: str) -> bytes | None:
-    """A generative run's generations file (a JSON object), read bounded, or None."""
+def _generations(path: Path, label: str, questions: int) -> bytes | None:
+    """A generative run's generations file (a JSON object), read bounded, its values counted
+    before it is parsed (two texts a question), or None."""
     if not os.path.lexists(path):
         return None
     try:
-        doc = read_json(path, GENERATIONS_CAP)
+        data = read_bounded(path, GENERATIONS_CAP, GENERATIONS_FILE)
+        check_values(data, questions, f"{label}: {GENERATIONS_FILE}",
+                     2 * VALUES_PER_QUESTION)
+        doc = parse_json(data, GENERATIONS_FILE)
     except Refused as exc:
         raise RunFailure("refused-files", f"{label}: {GENERATIONS_FILE}: {exc}") from None
     if not isinstance(doc, dict):

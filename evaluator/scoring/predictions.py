@@ -42,6 +42,18 @@ def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
     return out
 
 
+def check_values(data: bytes, questions: int, what: str,
+                 per_question: int = VALUES_PER_QUESTION) -> None:
+    """Refuse, before parsing, a JSON document that may hold more values than `questions`
+    answers need: parsing a small value such as `{}` costs about 25 times its bytes."""
+    # every value after a container's first follows a comma; keys precede a colon
+    most = 1 + sum(data.count(mark) for mark in (b",", b":", b"[", b"{"))
+    allowed = per_question * questions + SPARE_VALUES
+    if most > allowed:
+        raise RunFailure("malformed-predictions", f"{what} may hold {most:,} JSON values, "
+                         f"over the {allowed:,} allowed for {questions:,} questions")
+
+
 def load_predictions(path: Path, questions: int | None = None) -> Predictions:
     """The predictions file, through the bounded reader (a link, FIFO or device is refused,
     the size capped before parsing); for a test set of `questions`, the number of values too."""
@@ -49,13 +61,7 @@ def load_predictions(path: Path, questions: int | None = None) -> Predictions:
         raise RunFailure("no-predictions", f"no predictions file at {path.name}")
     data = raw = read_bounded(path, MAX_BYTES, f"the predictions file {path.name}")
     if questions is not None:
-        # every value after a container's first follows a comma; keys precede a colon
-        most = 1 + sum(data.count(mark) for mark in (b",", b":", b"[", b"{"))
-        allowed = VALUES_PER_QUESTION * questions + SPARE_VALUES
-        if most > allowed:
-            raise RunFailure("malformed-predictions", f"the predictions file may hold "
-                             f"{most:,} JSON values, over the {allowed:,} allowed for "
-                             f"{questions:,} questions")
+        check_values(data, questions, "the predictions file")
     try:
         data = parse_json(data, "the predictions file", object_pairs_hook=_no_duplicates)
     except Refused as exc:

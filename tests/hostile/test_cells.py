@@ -32,6 +32,10 @@ answers = {qid: "the" for qid in ids}
 answers["padding"] = [0] * 1_000_000  # 2 MB of text, some 30 MB once parsed
 json.dump(answers, open(sys.argv[2], "w"))
 """
+MANY_GENERATIONS = FIRST_WORD + """import os
+open(os.path.join(os.path.dirname(sys.argv[2]), "generations.json"), "w").write(
+    '{"a": [' + ",".join(["{}"] * 1_000_000) + "]}")  # 3 MB, some 75 MB once parsed
+"""
 WORDY = FIRST_WORD.replace('p["context"].split()[0]', '", ".join(p["context"].split()[:30])')
 
 
@@ -107,3 +111,15 @@ def test_predictions_of_many_tiny_values_are_refused_before_parsing(registry):
     [failed] = doc["failed"]
     assert failed["bundle"] == "many" and failed["failure_class"] == "malformed-predictions"
     assert "JSON values, over the" in failed["message"] and "questions" in failed["message"]
+
+
+def test_a_generations_file_of_many_tiny_values_is_refused_before_parsing(registry):
+    """The generations file a generative run keeps has the same guard, at two texts a
+    question."""
+    write_command_bundle(registry["subs"], "chatty", MANY_GENERATIONS)
+    doc = run_all()
+    assert [r["bundle"] for r in doc["results"]] == ["honest"]
+    [failed] = doc["failed"]
+    assert failed["bundle"] == "chatty" and failed["failure_class"] == "malformed-predictions"
+    assert "chatty x toy: generations.json may hold 2,000,003 JSON values, over the " \
+        "139,392 allowed for 1,057 questions" in failed["message"]

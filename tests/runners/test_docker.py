@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from evaluator.core.errors import RunFailure
 from evaluator.runners import images
 from evaluator.runners.dispatch import get_runner
-from evaluator.runners.docker import daemon_available
+from evaluator.runners.docker import daemon_available, with_program_record
 from evaluator.store.store import Store
 from tests import hostile
 from tests.conftest import BUSY_THEN_IDLE, REPO, hears_ctrl_c
@@ -413,3 +413,16 @@ def test_sliding_window_is_byte_identical_under_both_runners_on_squad_dev(tmp_pa
     assert (out["local"][1]["em"], out["local"][1]["f1"]) == (out["docker"][1]["em"],
                                                               out["docker"][1]["f1"])
     assert out["docker"][1]["n"] == 10570
+
+
+def test_a_program_record_adds_details_but_replaces_none_the_controller_measured(tmp_path):
+    """hf-qa and generative bundles may name the image their QA program runs in, so its
+    record.json is the bundle's word: it cannot rewrite the image or the container limits."""
+    record = tmp_path / "record.json"
+    record.write_text(json.dumps({"batch_size": 32, "image": "honest/image:1",
+                                  "container_limits": {"network": "bridge"}}))
+    measured = {"image": "attacker/gen:1", "container_limits": {"network": "none"}}
+    assert with_program_record(measured, record) == {
+        "batch_size": 32, "image": "attacker/gen:1", "container_limits": {"network": "none"}}
+    record.write_text("[1, 2]")  # not an object: nothing of it is kept
+    assert with_program_record(measured, record) == measured

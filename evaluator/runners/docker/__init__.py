@@ -31,11 +31,11 @@ from evaluator.runners.docker.container import (
     LABEL,
     _collect,
     _output_limit,
-    _read_record,
     _readable,
     classify_exit,
     reap_orphans,
     run_container,
+    with_program_record,
 )
 from evaluator.runners.docker.host import (
     cancel_all,
@@ -138,7 +138,7 @@ class DockerRunner:
                                     self._host_cpus())
             outcome.details.update(image=image_ref, image_id=image_id)
             if program.record:  # hf-qa: throughput, batch size, timings from our program
-                outcome.details.update(_read_record(staging / program.record))
+                outcome.details = with_program_record(outcome.details, staging / program.record)
             if gpus:
                 outcome.details.update(gpu_info())
             record = RunRecord(runner=self.name, wall_s=outcome.wall_s,

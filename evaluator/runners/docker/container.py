@@ -392,13 +392,16 @@ def _readable(source: Path, spare: Path) -> Path:
     return spare
 
 
-def _read_record(path: Path) -> dict:
-    """The hf-qa program's run details, if it wrote a small, well-formed JSON object."""
+def with_program_record(details: dict, path: Path) -> dict:
+    """`details` with the run details the QA program wrote to `path` (throughput, batch size,
+    timings) where it wrote a small, well-formed JSON object. The program runs in an image
+    the bundle may choose, so what the controller measured (the image, the container's
+    limits, the phases) is never replaced by what the program says."""
     try:
         record = read_json(path, 1 << 20)
     except Refused:
-        return {}
-    return record if isinstance(record, dict) else {}
+        return details
+    return {**record, **details} if isinstance(record, dict) else details
 
 
 def reap_orphans(client) -> list[str]:
