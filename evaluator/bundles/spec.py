@@ -110,7 +110,7 @@ class Bundle:
             return why
         if self.kind == "predictions" and testset_id not in self.predictions:
             have = ", ".join(sorted(self.predictions)) or "none"
-            return f"no stored predictions for {testset_id} (has: {have})"
+            return f"stored predictions only for {have}"  # one reason for all other sets
         return None
 
     def blocked(self) -> str | None:

@@ -18,7 +18,7 @@ from evaluator.core.errors import UserError
 from evaluator.core.files import write_csv_atomic
 from evaluator.data import testsets
 from evaluator.scoring.squad_v1 import group_of, score_question
-from evaluator.stats.intervals import check_level
+from evaluator.stats.intervals import check_level, level_text
 from evaluator.store.queries import cell_result
 from evaluator.store.store import Store
 from evaluator.store.units import load_units
@@ -101,7 +101,7 @@ def compare_command(names, testset, against, bootstrap, seed, level, diff_path,
     if as_json:
         click.echo(json.dumps(out, indent=1))
         return
-    pct = f"{100 * level:.4g}%"  # 95%, 99.9%
+    pct = level_text(level)
     units_of = SCORED_UNITS.get(rows[a]["scorer"], "questions")
     click.echo(f"{a} vs {b} on {testset}: {len(ids)} {units_of} scored for both")
     for p in out["paired"]:

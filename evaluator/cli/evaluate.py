@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import platform
 import socket
 import sys
@@ -26,6 +27,7 @@ from evaluator.core.files import write_json_atomic
 from evaluator.core.folders import read_yaml
 from evaluator.core.provenance import cpu, software
 from evaluator.pipeline.samples import write_samples
+from evaluator.stats.intervals import level_text
 from evaluator.store.store import Store
 from evaluator.training import evaluation
 from evaluator.training.evaluation import EvaluationConfig
@@ -41,16 +43,17 @@ def _fmt_interval(iv: dict) -> str:
 
 
 def _print_not_applicable(skipped: list[tuple[str, str, str]]) -> None:
-    """Each cell when few; otherwise a count per reason (--json lists every cell)."""
+    """Each cell when few; otherwise a count per bundle and reason (--json lists every
+    cell)."""
     if len(skipped) <= 12:
         for b, t, r in skipped:
             click.echo(f"not applicable: {b} x {t}: {r}")
         return
-    reasons: dict[str, int] = {}
-    for _, _, r in skipped:
-        reasons[r] = reasons.get(r, 0) + 1
-    for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
-        click.echo(f"not applicable: {count} cells: {reason}")
+    reasons: dict[tuple[str, str], int] = {}
+    for b, _, r in skipped:
+        reasons[b, r] = reasons.get((b, r), 0) + 1
+    for (bundle, reason), count in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])):
+        click.echo(f"not applicable: {bundle} on {count} set{'s' * (count != 1)}: {reason}")
 
 
 def _print_table(results: list[dict]) -> None:
@@ -67,7 +70,7 @@ def _print_table(results: list[dict]) -> None:
                    f"{_fmt_interval(r['em']):<25} {_fmt_interval(r['f1']):<25} "
                    f"{'yes' if r['cached'] else 'no'}")
     first = results[0]
-    click.echo(f"({first['em']['level']:.0%} intervals: EM {first['em']['method']}, "
+    click.echo(f"({level_text(first['em']['level'])} intervals: EM {first['em']['method']}, "
                f"F1 {first['f1']['method']})")
     sampled = sorted({r["testset"] for r in results if "limit" in r})
     if sampled:
@@ -108,6 +111,16 @@ def _read_config(ctx: click.Context, param: click.Parameter, value: str | None):
     params = {p.name: p for p in ctx.command.params}
     for key, value_ in data.items():
         name = CONFIG_KEYS[key]
+        if value_ is None:
+            raise UserError(f"{path}: {key}: has no value (give one, or leave the key out)")
+        if name == "model_args":  # a mapping, or the flag's KEY=VALUE,... text
+            if isinstance(value_, dict):
+                value_ = _model_args_text(value_, f"{path}: {key}")
+            try:
+                _parse_model_args(value_ if isinstance(value_, str) else None)
+            except UserError as exc:
+                raise UserError(f"{path}: {key}: {str(exc).removeprefix('--model-args: ')}"
+                                ) from None
         if name in LISTS and not isinstance(value_, list):
             value_ = [value_]
         paths = name in ("data_dir", "workspace", "samples_dir", "output_path")
@@ -190,6 +203,9 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
         raise UserError("--log-samples without a folder writes under --output-path; give one "
                         "of them a folder")
     configure(data_dir, workspace)
+    for flag, folder in (("--output-path", output_path), ("--log-samples", samples_dir)):
+        if folder and folder != UNDER_OUTPUT:
+            _writable_folder(flag, Path(folder))  # said now, not after every cell has run
     config = EvaluationConfig(tuple(bundle_names), tuple(testset_names), runner, level, cluster,
                               rerun, device, parallel, limit, seed,
                               _parse_model_args(model_args), partition, account,
@@ -200,28 +216,23 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
     results = [o.result.to_dict() for o in report.outcomes if o.result is not None]
     if output_path and samples_dir in (None, UNDER_OUTPUT):
         samples_dir = str(Path(output_path) / "samples")
-    if samples_dir:
-        from analysis.sources import strata  # lazy: only --log-samples reads the strata cache
-
-        for o in report.outcomes:
-            if o.result is not None:
-                predictions = json.loads(o.result.predictions_path.read_bytes())
-                dataset = o.job.dataset()
-                for path in write_samples(dataset, predictions, Path(samples_dir),
-                                          o.job.bundle.id, o.job.testset.id,
-                                          strata.cached(dataset.sha256)):
-                    console.say(f"wrote {path}")
     failed = [{"bundle": o.job.bundle.id, "testset": o.job.testset.id,
                "failure_class": o.failure_class, "message": o.message} for o in report.failed]
     not_applicable = [{"bundle": b, "testset": t, "reason": r} for b, t, r in skipped]
-    if output_path:
-        _write_study(Path(output_path), {
-            "config": {**config.as_dict(), "workspace": str(settings.current().workspace)},
-            "provenance": {**software(), "host": socket.gethostname(),
-                                             "platform": platform.platform(), "cpu": cpu(),
-                                             "date": datetime.now(UTC).isoformat()},
-            "results": results, "failed": failed, "not_applicable": not_applicable},
-            store, level)
+    unwritten = None
+    try:
+        if samples_dir:
+            _write_samples(report, Path(samples_dir))
+        if output_path:
+            _write_study(Path(output_path), {
+                "config": {**config.as_dict(), "workspace": str(settings.current().workspace)},
+                "provenance": {**software(), "host": socket.gethostname(),
+                               "platform": platform.platform(), "cpu": cpu(),
+                               "date": datetime.now(UTC).isoformat()},
+                "results": results, "failed": failed, "not_applicable": not_applicable},
+                store, level)
+    except OSError as exc:  # the cells are stored: the table still shows, and a rerun is cached
+        unwritten = f"writing {exc.filename or 'the outputs'} failed: {exc.strerror or exc}"
     spread = done.prompt_spread()
     if as_json:
         click.echo(json.dumps({"results": results, "failed": failed,
@@ -238,7 +249,45 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
     for f in failed:
         console.error(f"{f['bundle']} x {f['testset']} failed ({f['failure_class']}): "
                       f"{f['message']}")
-    ctx.exit(1 if failed else 0)
+    if unwritten:
+        console.error(f"the results are stored, but {unwritten}")
+    ctx.exit(1 if failed or unwritten else 0)
+
+
+def _write_samples(report, folder: Path) -> None:
+    """--log-samples: one line per question of every scored cell."""
+    from analysis.sources import strata  # lazy: only --log-samples reads the strata cache
+
+    for o in report.outcomes:
+        if o.result is not None:
+            predictions = json.loads(o.result.predictions_path.read_bytes())
+            dataset = o.job.dataset()
+            for path in write_samples(dataset, predictions, folder, o.job.bundle.id,
+                                      o.job.testset.id, strata.cached(dataset.sha256)):
+                console.say(f"wrote {path}")
+
+
+def _writable_folder(flag: str, folder: Path) -> None:
+    """Say in one line, before anything runs, that `folder` cannot be written to: its
+    nearest existing part is a file, or not writable. Nothing is created yet."""
+    existing = folder.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserError(f"{flag} {folder}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"{flag} {folder}: cannot write in {existing} (permission denied)")
+
+
+def _model_args_text(mapping: dict, where: str) -> str:
+    """A config file's `model_args:` mapping as the flag's `KEY=VALUE,...` text."""
+    items = []
+    for key, value in mapping.items():
+        text = json.dumps(value)
+        if not isinstance(key, str) or isinstance(value, (dict, list)) or "," in text:
+            raise UserError(f"{where}: {key}: {value!r} is not a single value without commas")
+        items.append(f"{key}={text}")
+    return ",".join(items)
 
 
 def _parse_model_args(text: str | None) -> dict:

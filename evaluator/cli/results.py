@@ -16,6 +16,7 @@ from evaluator.core.errors import UserError
 from evaluator.core.files import READABLE, write_atomic, write_csv_atomic
 from evaluator.data import testsets
 from evaluator.pipeline.samples import file_stem, write_samples
+from evaluator.stats.intervals import level_text
 from evaluator.store.queries import cell_result, is_sample, latest, sample_size
 from evaluator.store.store import Store
 from evaluator.store.units import load_units
@@ -185,7 +186,7 @@ def _with_interval(row: dict, metric: str) -> str:
     interval's bounds (`-` for a bound there is none of: one question, one cluster)."""
     bounds = [row[f"{metric}_{end}"] for end in ("lo", "hi")]
     shown = ", ".join("-" if b is None else f"{b:.3f}" for b in bounds)
-    return f"{row[metric]} [{shown}] ({row['level'] * 100:g}% interval)"
+    return f"{row[metric]} [{shown}] ({level_text(row['level'])} interval)"
 
 
 @results_group.command("log")

@@ -52,6 +52,11 @@ class Interval:
         return doc
 
 
+def level_text(level: float) -> str:
+    """A confidence level as people write it: 95%, 99.9%, 97.5%."""
+    return f"{100 * level:.4g}%"
+
+
 def check_level(level: float) -> float:
     if not 0.0 < level < 1.0:
         raise ValueError(f"confidence level must be strictly between 0 and 1, got {level}")

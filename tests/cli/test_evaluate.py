@@ -120,8 +120,31 @@ def test_all_lists_inapplicable_cells_instead_of_failing(workspace):
 def test_an_explicit_inapplicable_cell_is_an_error(workspace):
     proc = run_evaluate("-b", "bert-ensemble", "-t", "reddit")
     assert proc.returncode == 1
-    assert proc.stderr.strip() == ("error: bert-ensemble cannot run on reddit: no stored "
-                                   "predictions for reddit (has: squad-dev)")
+    assert proc.stderr.strip() == ("error: bert-ensemble cannot run on reddit: stored "
+                                   "predictions only for squad-dev")
+
+
+def test_many_inapplicable_cells_are_one_line_per_bundle_and_reason(workspace):
+    proc = run_evaluate("-b", "bert-ensemble", "-t", "all", "--level", "0.999")
+    assert proc.returncode == 0, proc.stderr
+    skipped = [line for line in proc.stdout.splitlines() if line.startswith("not applicable")]
+    assert len(skipped) == 1 and re.fullmatch(
+        r"not applicable: bert-ensemble on \d+ sets: stored predictions only for squad-dev",
+        skipped[0]), skipped
+    assert "(99.9% intervals: EM clopper-pearson, F1 student-t)" in proc.stdout
+
+
+@pytest.mark.parametrize("flag", ["--output-path", "--log-samples"])
+def test_an_output_folder_that_cannot_be_written_is_one_line_before_anything_runs(
+        workspace, tmp_path, flag):
+    (tmp_path / "file").write_text("")
+    proc = run_evaluate("-b", "bert-ensemble", "-t", "squad-dev", flag,
+                        str(tmp_path / "file" / "out"))
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        f"error: {flag} {tmp_path / 'file' / 'out'}: {tmp_path / 'file'} is a file, not a "
+        f"folder"]
+    assert stored_results(workspace) == 0  # nothing ran
 
 
 @pytest.mark.parametrize("args,expected,listing", [
@@ -478,6 +501,11 @@ def test_a_study_file_runs_with_qashift_run_and_flags_win(tmp_path, monkeypatch,
     ("level: [0.9]", "level: [0.9] is not a valid float"),
     ("log_samples: true", "log_samples: True is not a valid directory"),
     ("data_dir: 5", "data_dir: [5] is not a valid directory"),
+    ("level: null", "level: has no value (give one, or leave the key out)"),
+    ("jobs:", "jobs: has no value (give one, or leave the key out)"),
+    ("model_args: batch_size", "model_args: 'batch_size' is not KEY=VALUE"),
+    ("model_args: {batch_size: [8]}", "model_args: batch_size: [8] is not a single value "
+                                      "without commas"),
 ])
 def test_a_bad_value_in_a_config_file_is_one_line_naming_the_file_and_key(tmp_path, line,
                                                                           said):
