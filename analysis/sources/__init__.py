@@ -13,16 +13,16 @@ The loaders are re-exported here: they are what the commands call.
 
 from analysis.sources.load import (
     SOURCES,
-    default_data_dir,
     latest_full_results,
     load_source,
     load_tables,
     per_question_scores,
+    published_data_dir,
     store_inputs,
     store_records_of,
 )
 from analysis.sources.records import RunInfo, SystemScores
 
-__all__ = ["SOURCES", "RunInfo", "SystemScores", "default_data_dir", "latest_full_results",
+__all__ = ["SOURCES", "RunInfo", "SystemScores", "published_data_dir", "latest_full_results",
            "load_source", "load_tables", "per_question_scores", "store_inputs",
            "store_records_of"]

@@ -4,7 +4,6 @@ Errors are UserErrors: the command prints them in one line."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pandas as pd
 from analysis.sources import tidy
 from analysis.sources.records import RunInfo, SystemScores
 from evaluator.bundles import spec as bundles
+from evaluator.core import settings
 from evaluator.core.errors import UserError
 from evaluator.data import testsets
 from evaluator.store.queries import is_sample, latest_full
@@ -23,15 +23,23 @@ from evaluator.training import systems
 SOURCES = ("store", "squadshifts-published")
 
 
-def default_data_dir() -> Path:
-    """QASHIFT_DATA_DIR, else ../shared/data from the current directory, else an error."""
-    env = os.environ.get("QASHIFT_DATA_DIR")
-    if env:
-        return Path(env.split(os.pathsep)[0])
-    guess = Path.cwd().parent / "shared" / "data"
-    if guess.is_dir():
-        return guess
-    raise UserError("no data directory: set QASHIFT_DATA_DIR or pass --data-dir")
+PUBLISHED = ("squadshifts/results.json", "squad-leaderboard/out-v1.1.json")  # in a mirror
+
+
+def published_data_dir(data_dir: Path | str | None = None) -> Path:
+    """The data mirror holding the study's published results (`PUBLISHED`): `data_dir` when
+    given, else the first of the mirrors (--data-dir, $QASHIFT_DATA_DIR) that holds them,
+    else ../shared/data from the current directory; one line naming what is missing."""
+    candidates = [Path(data_dir)] if data_dir else [
+        *settings.mirror_dirs(), Path.cwd().parent / "shared" / "data"]
+    for folder in candidates:
+        if all((folder / name).is_file() for name in PUBLISHED):
+            return folder
+    where = candidates[0]
+    missing = [str(where / name) for name in PUBLISHED if not (where / name).is_file()]
+    also = "" if data_dir else " (nor in any other data mirror: pass --data-dir or set " \
+                               "QASHIFT_DATA_DIR)"
+    raise UserError(f"missing published data: {', '.join(missing)}{also}")
 
 
 def load_source(source: str, data_dir: Path | str | None = None,
@@ -44,7 +52,7 @@ def load_source(source: str, data_dir: Path | str | None = None,
     table: its original-set test set and the metrics that must have data.
     """
     if source == "squadshifts-published":
-        return tidy.from_squadshifts_published(Path(data_dir) if data_dir else default_data_dir())
+        return tidy.from_squadshifts_published(published_data_dir(data_dir))
     if source == "store":
         if store_records is None:
             store_records = lambda: store_records_of(Store.open_default())  # noqa: E731

@@ -243,7 +243,7 @@ def population_command(table_path, data_dir, out, bootstrap, seed, markdown, new
     leaderboard population's fits, with figures; served from --out while no input changed;
     then each approach's mean relative change in F1 under every ablation in the table.
     With --score NEW: every frozen system scored on a new test set first, and its trend."""
-    from analysis.sources import default_data_dir  # lazy: pandas; fast --help
+    from analysis.sources import published_data_dir  # lazy: pandas; fast --help
     from analysis.studies import population  # lazy: pandas; fast --help
 
     if new_sets:
@@ -252,10 +252,7 @@ def population_command(table_path, data_dir, out, bootstrap, seed, markdown, new
     if not table_path.is_file():
         raise UserError(f"{table_path}: no such table (write it with `qashift "
                         f"study run studies/population.yaml --table {table_path}`)")
-    published_files = population.published_inputs(data_dir or default_data_dir())
-    missing = [str(p) for p in published_files if not p.is_file()]
-    if missing:
-        raise UserError(f"missing published data: {', '.join(missing)}")
+    published_files = population.published_inputs(published_data_dir(data_dir))
     key = population.inputs_key([table_path, *published_files],
                                 {"bootstrap": bootstrap, "seed": seed})
     table = population.cached(out, key)

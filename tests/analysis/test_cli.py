@@ -194,3 +194,25 @@ def test_analysis_errors_are_one_line_in_the_style_of_every_command(workspace):
         assert result.exit_code == 1, args
         [line] = result.stderr.splitlines()
         assert line.startswith("error: no "), line
+
+
+def test_the_published_data_comes_from_the_data_mirrors_as_for_every_command(
+        shared_data, tmp_path, monkeypatch):
+    """`qashift --data-dir DIR fit` reads DIR, as `evaluate` does; of several mirrors the
+    first that holds the published results; none holding them is one line naming the files."""
+    monkeypatch.delenv("QASHIFT_DATA_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)  # no ../shared/data to fall back on
+    empty = tmp_path / "empty"
+    (empty / "squadshifts").mkdir(parents=True)
+    found = CliRunner().invoke(main, ["--data-dir", str(empty), "--data-dir",
+                                      str(shared_data), "fit"])
+    assert found.exit_code == 0, found.output
+    assert len(found.stdout.splitlines()) == 19
+    for argv in (["--data-dir", str(empty), "fit"], ["fit", "--data-dir", str(empty)],
+                 ["reproduce", "--data-dir", str(empty)]):
+        missing = CliRunner().invoke(main, argv)
+        assert missing.exit_code == 1, argv
+        [line] = missing.stderr.splitlines()
+        assert line.startswith(f"error: missing published data: "
+                               f"{empty / 'squadshifts' / 'results.json'}, "
+                               f"{empty / 'squad-leaderboard' / 'out-v1.1.json'}"), line
