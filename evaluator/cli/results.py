@@ -155,12 +155,17 @@ def _cell(store: Store, bundle: str, testset: str) -> dict:
 @results_group.command("show")
 @click.argument("bundle")
 @click.argument("testset")
-def results_show(bundle, testset) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="the stored row as JSON, its run record (runner details, provenance) whole")
+def results_show(bundle, testset, as_json) -> None:
     """A cell's latest stored result with its provenance (tool, commit, software, host): each
     field once, EM and F1 with their interval, times in ISO-8601 UTC."""
     store = Store.open_default()
     row = _cell(store, bundle, testset)
     record = json.loads(row["run_record"])
+    if as_json:
+        click.echo(json.dumps({**row, "run_record": record}, indent=1, sort_keys=True))
+        return
     cpu = record.get("cpu_s", "not recorded (stored by an older version)")
     fields = {**{k: row[k] for k in ("bundle", "testset", "n", "missing")},
               "em": _with_interval(row, "em"), "f1": _with_interval(row, "f1"),

@@ -668,6 +668,11 @@ def test_results_show_gives_each_field_once_times_in_utc_and_the_intervals(
     assert listed.exit_code == 0, listed.output
     [header, row] = listed.stdout.splitlines()
     assert header.startswith("bundle ") and row.startswith("first ")
+    whole = json.loads(CliRunner().invoke(main, ["results", "show", "first", "tiny",
+                                                 "--json"]).stdout)
+    assert whole["em"] == cell["em"]["value"] and whole["key"] == fields["key"]
+    assert whole["run_record"]["runner"] == "local"
+    assert whole["run_record"]["details"]["provenance"]["commit"] == fields["commit"]
 
 
 def test_a_failed_sample_is_never_its_cells_state_and_is_listed_as_a_sample(
