@@ -168,8 +168,10 @@ def read_scores(path: Path) -> ScoreMatrix:
         raise ValueError(f"{path}: needs a header with an 'approach' column and rows")
     meta = [c for c in ("approach", "group", "mode") if c in rows[0]]
     benchmarks = [c for c in rows[0] if c not in meta]
-    if not benchmarks:
-        raise ValueError(f"{path}: no benchmark columns besides {', '.join(meta)}")
+    if len(benchmarks) < 2:
+        raise ValueError(f"{path}: concurrence compares benchmarks, and this table has "
+                         f"{len(benchmarks)} benchmark column{'s' * (len(benchmarks) != 1)} "
+                         f"besides {', '.join(meta)}: give at least two")
     modes = {r.get("mode") or "approach-level" for r in rows}
     if len(modes) > 1:
         raise ModeError(f"{path}: mode column mixes {' and '.join(sorted(modes))} scores")

@@ -62,7 +62,7 @@ def _load(source, data_dir, exclude_extra_data, reference="squad-test", metrics=
 @_common
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), **in_root("figures"),
               help="Output folder.")
-@click.option("--bootstrap", type=int, default=1000, show_default=True,
+@click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True,
               help="Bootstrap resamples for bands and concurrence intervals.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--compare", default=None,
@@ -101,7 +101,7 @@ def figures_command(source, data_dir, exclude_extra_data, reference, metrics, ou
 
 @click.command("fit", cls=Command)
 @_common
-@click.option("--bootstrap", type=int, default=0, show_default=True,
+@click.option("--bootstrap", type=click.IntRange(min=0), default=0, show_default=True,
               help="Bootstrap resamples (0: no band; the table does not need it).")
 @click.option("--seed", type=int, default=0, show_default=True)
 def fit_command(source, data_dir, exclude_extra_data, reference, metrics, bootstrap, seed):
@@ -135,7 +135,7 @@ def fit_command(source, data_dir, exclude_extra_data, reference, metrics, bootst
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Local data mirror for --source squadshifts-published (default: "
               "$QASHIFT_DATA_DIR, else ../shared/data).")
-@click.option("--bootstrap", type=int, default=1000, show_default=True,
+@click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True,
               help="Bootstrap resamples for fit bands and concurrence intervals.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--concurrence", "concurrence_scores", type=click.Path(dir_okay=False,
@@ -357,6 +357,9 @@ def concurrence_command(reference, subsets, variant, versus, threshold, bootstra
     if layout:
         click.echo(ac.render(), nl=False)
         return
+    if plan is not None and not scores_path:
+        raise UserError("--paper compares a score table (--scores) with the paper's; give "
+                        "both")
     try:
         m = ac.read_scores(scores_path) if scores_path else ac.published()
     except ValueError as exc:
@@ -386,9 +389,6 @@ def concurrence_command(reference, subsets, variant, versus, threshold, bootstra
                        + matrix.to_string(float_format="%.2f", na_rep="n/a"))
     paper_of = None
     if plan is not None:
-        if not scores_path:
-            raise UserError("--paper compares a score table (--scores) with the "
-                            "paper's; give both")
         paper_of = ac.paper_columns(plan)
         try:
             sides = ac.side_by_side(m, paper_of, reference, variant)
@@ -524,7 +524,7 @@ def _score_strata(plan: Path, only: tuple[str, ...], held: set[tuple[str, str]],
               help="The own population's family that makes its trend.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               **in_root("figures/families"), help="Output folder.")
-@click.option("--bootstrap", type=int, default=200, show_default=True,
+@click.option("--bootstrap", type=click.IntRange(min=0), default=200, show_default=True,
               help="Bootstrap resamples for the figures' trend bands.")
 def families_command(table, population, baseline, population_baseline, out, bootstrap):
     """Families of systems against one trend (Awadalla et al. 2022): each family's mean

@@ -248,6 +248,25 @@ def test_a_bad_score_table_is_one_line(m, tmp_path, edit, mode, message):
     assert message in line and str(path) in line
 
 
+def test_a_table_of_one_benchmark_or_paper_without_scores_is_one_line_and_prints_nothing(
+        m, tmp_path):
+    from click.testing import CliRunner
+
+    from evaluator.cli.main import main
+
+    path = _table(tmp_path / "one.csv", m, [ac.SQUAD])
+    result = CliRunner().invoke(main, ["concurrence", "--scores", str(path)])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.strip() == (f"error: {path}: concurrence compares benchmarks, and "
+                                     f"this table has 1 benchmark column besides approach, "
+                                     f"group: give at least two")
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("benchmarks: []\n")
+    result = CliRunner().invoke(main, ["concurrence", "--paper", str(plan)])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert "--paper compares a score table (--scores)" in result.stderr
+
+
 def test_a_study_plan_puts_its_benchmarks_beside_the_papers_of_the_same_kind(m, tmp_path):
     """`--paper PLAN`: each benchmark that names a paper column gets its own concurrence
     with the reference beside the paper's with SQuAD (fuzzy over non-pretrained: 0.78)."""

@@ -216,3 +216,10 @@ def test_the_published_data_comes_from_the_data_mirrors_as_for_every_command(
         assert line.startswith(f"error: missing published data: "
                                f"{empty / 'squadshifts' / 'results.json'}, "
                                f"{empty / 'squad-leaderboard' / 'out-v1.1.json'}"), line
+
+
+@pytest.mark.parametrize("command", ["fit", "figures", "report", "population", "concurrence",
+                                     "families"])
+def test_a_negative_bootstrap_count_is_refused_by_every_analysis_command(command):
+    result = CliRunner().invoke(main, [command, "--bootstrap", "-5"])
+    assert result.exit_code == 2 and "-5 is not in the range x>=0" in result.stderr
