@@ -19,7 +19,8 @@ FAILURE_CLASSES = {
     "malformed-predictions": "the predictions file is not a JSON object of id -> answer text",
     "output-too-large": "the submission wrote more to its output folder than its limit",
     "no-gpu-kernel": "the framework has no CUDA kernel for this GPU (retry with --device cpu)",
-    "no-gpu": "a GPU was requested but the container engine offers none (retry with --device cpu)",
+    "no-gpu": "a GPU was requested but none is there: the container engine or the host "
+              "offers none (retry with --device cpu)",
     "data-unavailable": "the test set's data could not be obtained or verified",
     "cancelled": "the scheduler cancelled the job or its node failed",
     "runner-error": "the runner could not start the cell (e.g. the scheduler rejected it)",

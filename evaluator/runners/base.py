@@ -15,6 +15,15 @@ GENERATIONS_FILE = "generations.json"  # a generative run's text per question, k
 LOG_TAIL_BYTES = 64 << 10
 
 
+def gpus_for(resources: dict, device: str) -> int:
+    """GPUs a run gets: the bundle's `resources.gpus`, none with --device cpu, at least one
+    with --device gpu (every runner: Docker, Slurm, local)."""
+    wanted = int(resources.get("gpus", 0) or 0)
+    if device == "cpu":
+        return 0
+    return max(wanted, 1) if device == "gpu" else wanted
+
+
 @dataclass(frozen=True)
 class RunRequest:
     bundle: Bundle

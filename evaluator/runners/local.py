@@ -25,6 +25,7 @@ from evaluator.runners.base import (
     TrainRequest,
     classify,
     fill_command,
+    gpus_for,
     last_line,
     read_tail,
 )
@@ -43,7 +44,8 @@ class LocalRunner:
 
     def run(self, request: RunRequest) -> RunRecord:
         bundle = request.bundle
-        return self._execute(bundle, bundle.command, bundle.id, None, request.cpus,
+        device = "gpu" if _gpus_here(bundle, request.device) else "cpu"
+        return self._execute(bundle, bundle.command, bundle.id, None, request.cpus, device,
                              input=str(request.input_path), output=str(request.output_path),
                              model=str(bundle.model.get("path", "")),
                              prepared=_path(request.prepared))
@@ -70,6 +72,10 @@ class LocalRunner:
                             ignore=shutil.ignore_patterns("__pycache__"))
             env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": tmp, "TMPDIR": tmp,
                    "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0"}
+            if device == "cpu":
+                env["CUDA_VISIBLE_DEVICES"] = ""  # a run given no GPU sees none
+            elif "CUDA_VISIBLE_DEVICES" in os.environ:
+                env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
             if bundle.libraries:  # private copies too, importable by their package names
                 libraries = Path(tmp) / "libraries"
                 for library in bundle.libraries:
@@ -92,6 +98,19 @@ class LocalRunner:
                            details={"isolated": False, "cpus": list(cpus) or None})
         classify(label, Exit(exit_code, log, timed_out, bundle.timeout, peak_memory=peak))
         return record
+
+
+NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
+
+
+def _gpus_here(bundle: Bundle, device: str) -> int:
+    """The GPUs a run gets (`gpus_for`), or RunFailure no-gpu when it should get one and
+    this host has no NVIDIA driver loaded."""
+    gpus = gpus_for(bundle.resources, device)
+    if gpus and not NVIDIA_DRIVER.is_file():
+        raise RunFailure("no-gpu", f"{bundle.id} asks for {gpus} GPU(s) but this host has "
+                         f"none (no NVIDIA driver loaded); retry with --device cpu")
+    return gpus
 
 
 def _path(path: Path | None) -> str | None:

@@ -25,6 +25,7 @@ from evaluator.runners.base import (
     RunRecord,
     RunRequest,
     TrainRequest,
+    gpus_for,
 )
 from evaluator.runners.docker import images
 from evaluator.runners.docker.container import (
@@ -41,7 +42,6 @@ from evaluator.runners.docker.host import (
     cancel_all,
     daemon_available,
     gpu_info,
-    gpus_for,
     host_cpus,
 )
 from evaluator.runners.docker.program import (
@@ -94,7 +94,7 @@ class DockerRunner:
         network. Everything it sees is staged outside the workspace (`TrainingStage`), so its
         mount table names no host folder of the controller's."""
         approach = request.approach
-        gpus = self._gpus(approach, request.device)
+        gpus = gpus_for(approach.resources, request.device)
         stage = TrainingStage.of(request)
         staged = stage.prepare(request)
         program = training_program(staged, stage.config, stage.checkpoints,
@@ -121,7 +121,7 @@ class DockerRunner:
     # -- the run --------------------------------------------------------------------------
     def run(self, request: RunRequest) -> RunRecord:
         bundle = request.bundle
-        gpus = self._gpus(bundle, request.device)
+        gpus = gpus_for(bundle.resources, request.device)
         program = program_for(bundle, gpus, request.prepared)
         image_id, image_ref, image_digest = self.resolve_image(bundle, program.image)
         with run_tempdir("docker") as tmp:
@@ -164,4 +164,3 @@ class DockerRunner:
             self._ncpu = host_cpus(self.client)
         return self._ncpu
 
-    _gpus = staticmethod(gpus_for)

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import docker
 
-from evaluator.bundles.spec import Bundle
 from evaluator.runners import interrupts
 from evaluator.runners.docker.container import _LIVE, _remove
 
@@ -51,16 +50,6 @@ def cancel_all() -> int:
 def host_cpus(client) -> int:
     """The CPUs the daemon's host has (the cap on a bundle's `cpus`)."""
     return int(client.info().get("NCPU") or os.cpu_count() or 1)
-
-
-def gpus_for(bundle: Bundle, device: str) -> int:
-    """GPUs to request: the bundle's count, none with --device cpu, one with --device gpu."""
-    wanted = int(bundle.resources.get("gpus", 0) or 0)
-    if device == "cpu":
-        return 0
-    if device == "gpu":
-        return max(wanted, 1)
-    return wanted
 
 
 def gpu_info() -> dict:

@@ -47,6 +47,7 @@ from evaluator.runners.base import (
     RunRecord,
     RunRequest,
     TrainRequest,
+    gpus_for,
     last_line,
     read_tail,
 )
@@ -105,14 +106,6 @@ def slurm_time(seconds: float) -> str:
     minutes = max(1, math.ceil(seconds / 60))
     days, minutes = divmod(minutes, 24 * 60)
     return f"{days}-{minutes // 60:02d}:{minutes % 60:02d}:00"
-
-
-def gpus_for(resources: dict, device: str) -> int:
-    """GPUs to request: the bundle's count, none with --device cpu, at least one with gpu."""
-    wanted = int(resources.get("gpus", 0) or 0)
-    if device == "cpu":
-        return 0
-    return max(wanted, 1) if device == "gpu" else wanted
 
 
 def sbatch_resources(resources: dict, timeout: float, device: str) -> list[str]:
