@@ -130,8 +130,12 @@ class Bundle:
 
 
 def check_links(folder: Path) -> None:
-    """Refuse a folder holding a link that leaves it, or a hard-linked file: either can show a
-    submission files it was never given (another set's gold answers, host secrets)."""
+    """Refuse a folder that is a link or holds one, or a hard-linked file, as the gate's walk
+    (`core.gate.walk`) will when the folder is hashed: a link can show a submission files it
+    was never given (another set's gold answers, host secrets). Refused here, the folder is
+    listed as broken instead of failing every command that hashes it."""
+    if folder.is_symlink():
+        raise ConfigError(f"{folder} is a link (to {os.readlink(folder)}); links are refused")
     root = folder.resolve()
     for top, dirs, files in os.walk(folder):  # never follows links
         for name in dirs + files:
@@ -140,9 +144,10 @@ def check_links(folder: Path) -> None:
             rel = path.relative_to(folder).as_posix()
             if stat.S_ISLNK(info.st_mode):
                 target = path.resolve()
-                if target != root and root not in target.parents:
-                    raise ConfigError(f"{folder}: link {rel} -> {os.readlink(path)} leaves the "
-                                      f"bundle folder; refused")
+                leaves = target != root and root not in target.parents
+                raise ConfigError(f"{folder}: link {rel} -> {os.readlink(path)} " + (
+                    "leaves the bundle folder; refused" if leaves else
+                    "is refused too, though it stays inside (copy the file instead)"))
             elif stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
                 raise ConfigError(f"{folder}: {rel} is hard-linked to a file elsewhere; "
                                   f"refused (copy it instead)")

@@ -173,11 +173,32 @@ def test_a_link_to_the_host_root_is_refused_before_any_copy(tmp_path, registry):
 
 
 def test_links_inside_the_folder_and_hard_links_out_of_it(tmp_path):
+    """As the gate refuses them when the folder is hashed: even a link that stays inside."""
     folder = bundle_yaml(tmp_path / "linked", "")
-    (folder / "again.py").symlink_to("program.py")  # stays inside: fine
+    (folder / "again.py").symlink_to("program.py")
+    refused(folder, r"link again.py -> program.py is refused too, though it stays inside")
+    (folder / "again.py").unlink()
     assert bundles.from_folder(folder).id == "linked"
     os.link(tmp_path / "linked" / "program.py", tmp_path / "outside.py")
     refused(folder, r"program.py is hard-linked to a file elsewhere")
+
+
+def test_a_bundle_folder_that_is_a_link_is_broken_and_the_rest_still_lists(
+        tmp_path, monkeypatch, workspace):
+    subs = tmp_path / "subs"
+    bundle_yaml(subs / "real", "")
+    (subs / "alias").symlink_to(subs / "real")  # alias/bundle.yaml says id: real
+    (subs / "real" / "bundle.yaml").write_text(
+        (subs / "real" / "bundle.yaml").read_text().replace("id: real", "id: alias"))
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    good, broken = bundles.scan()
+    assert broken["alias"] == f"{subs / 'alias'} is a link (to {subs / 'real'}); links are " \
+                              f"refused"
+    assert "real" in broken and "alias" not in good  # its id names the link, not the folder
+    status = CliRunner().invoke(main, ["status"])
+    assert status.exit_code == 0, status.output
+    checked = CliRunner().invoke(main, ["validate"])
+    assert "links are refused" in checked.output and checked.exit_code == 1
 
 
 def test_a_bundle_yaml_linked_out_of_its_folder_is_refused_before_it_is_read(tmp_path):
