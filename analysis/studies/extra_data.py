@@ -7,7 +7,15 @@ system's effective robustness is its new-set score minus the trend at its refere
 with a 95% interval from three independent errors combined in quadrature: the new-set
 score's own (its Student-t interval), the reference score's (times the slope) and the trend's
 (statsmodels' standard error of the mean prediction). An interval that excludes 0 puts the
-system off the trend.
+system off the trend: its distance from the line is more than its measurement error.
+
+That is not yet "unlike the population": the population's own systems scatter around their
+line by more than their measurement errors (about a third of them are off it by that
+test). So each system also gets the population's 95% prediction band at its reference
+score (statsmodels' `obs=True` interval: the trend's error and the residual spread, with
+Student-t quantiles), as an effective-robustness range `band_lo`..`band_hi`; a system
+outside it (`beyond_scatter`) is further from the line than a system of the population
+would be 95 times in 100.
 """
 
 from __future__ import annotations
@@ -23,7 +31,8 @@ from evaluator.data import testsets
 from evaluator.jobs.job import parse_system_id
 
 COLUMNS = ["system", "approach", "split", "extra", "testset", "reference", "x", "y",
-           "predicted", "effective_robustness", "er_lo", "er_hi", "off_trend", "n_population"]
+           "predicted", "effective_robustness", "er_lo", "er_hi", "off_trend", "band_lo",
+           "band_hi", "beyond_scatter", "n_population"]
 IN_DISTRIBUTION = ("original", "replication")
 
 
@@ -79,6 +88,9 @@ def table(df: pd.DataFrame, base: str = "squad-dev-train", metric: str = "f1",
         for p in pairs.to_dict("records"):
             prediction = fit.get_prediction(np.array([[1.0, p["x"]]]))
             predicted = float(prediction.predicted_mean[0])
+            [[band_lo, band_hi]] = prediction.conf_int(obs=True, alpha=1 - level)
+            # the band as effective robustness: the score minus each edge of the band
+            spread_lo, spread_hi = p["y"] - float(band_hi), p["y"] - float(band_lo)
             se = math.sqrt(_se(p["y_lo"], p["y_hi"], level) ** 2
                            + (slope * _se(p["x_lo"], p["x_hi"], level)) ** 2
                            + float(prediction.se_mean[0]) ** 2)
@@ -89,6 +101,8 @@ def table(df: pd.DataFrame, base: str = "squad-dev-train", metric: str = "f1",
                          "predicted": predicted, "effective_robustness": er,
                          "er_lo": er - z * se, "er_hi": er + z * se,
                          "off_trend": bool(er - z * se > 0 or er + z * se < 0),
+                         "band_lo": spread_lo, "band_hi": spread_hi,
+                         "beyond_scatter": bool(spread_lo > 0 or spread_hi < 0),
                          "n_population": len(population)})
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -113,7 +127,8 @@ def with_counterparts(table: pd.DataFrame, base: str = "squad-dev-train") -> pd.
 def summary(table: pd.DataFrame, base: str = "squad-dev-train") -> pd.DataFrame:
     """Whether extra data moves systems off the trend, per kind of extra data and new set:
     systems, how many sit above / on / below the trend (their interval excludes 0 above,
-    holds it, excludes it below), the mean effective robustness, and the mean change from
+    holds it, excludes it below), how many of them lie above / below the population's own
+    scatter (its prediction band), the mean effective robustness, and the mean change from
     the counterpart trained on `base` alone (same approach, size, seed and settings)."""
     def counterpart(system: str) -> tuple | None:
         parts = parse_system_id(system)
@@ -130,8 +145,11 @@ def summary(table: pd.DataFrame, base: str = "squad-dev-train") -> pd.DataFrame:
                      "above": int((part["er_lo"] > 0).sum()),
                      "on": int(((part["er_lo"] <= 0) & (part["er_hi"] >= 0)).sum()),
                      "below": int((part["er_hi"] < 0).sum()),
+                     "above_scatter": int((part["band_lo"] > 0).sum()),
+                     "below_scatter": int((part["band_hi"] < 0).sum()),
                      "mean_er": float(part["effective_robustness"].mean()),
                      "with_counterpart": len(change),
                      "mean_change": float(np.mean(change)) if change else math.nan})
     return pd.DataFrame(rows, columns=["extra", "testset", "systems", "above", "on", "below",
-                                       "mean_er", "with_counterpart", "mean_change"])
+                                       "above_scatter", "below_scatter", "mean_er",
+                                       "with_counterpart", "mean_change"])

@@ -594,7 +594,8 @@ def extra_data_command(base, metric, csv_path, table_paths, reference, show_all)
     moved = extra_data.summary(found, base)
     if not moved.empty:
         click.echo("\nOff the trend? Systems trained with extra data, per kind and new set "
-                   "(above / on / below: their 95% interval; change: from the counterpart "
+                   "(above / on / below: their 95% interval; _scatter: beyond the "
+                   "population's 95% prediction band; change: from the counterpart "
                    f"trained on {base} alone)\n"
                    + moved.to_string(index=False, float_format="%.2f"))
     if csv_path:

@@ -143,3 +143,26 @@ def test_the_summary_counts_systems_above_on_and_below_the_trend_and_the_change(
          + er["b@squad-dev-train-plus-amazon/s0"] - er["b@squad-dev-train/s0"]) / 2)
     indist = moved.loc[("in-distribution", "reddit-test")]
     assert (indist["systems"], indist["below"], indist["with_counterpart"]) == (1, 1, 1)
+
+
+def test_the_population_band_is_the_trends_prediction_interval_and_counts_apart(tmp_path):
+    """Off the trend (beyond its own measurement error) is not yet beyond the population's
+    scatter: the band is statsmodels' prediction interval for a new system of the population
+    (t quantiles, the residual spread included)."""
+    extra = [("a+squad-dev-train-plus-reddit", 35, 40),     # far above, beyond the scatter
+             ("b+squad-dev-train-plus-amazon", 45, 39.5)]   # off the line, within the band
+    table = extra_data.table(frame(tmp_path, extra)).set_index("system")
+    fit = sm.OLS([y for _, _, y in BASE], sm.add_constant([x for _, x, _ in BASE])).fit()
+    for system, x, y in (("a@squad-dev-train-plus-reddit/s0", 35.0, 40.0),
+                         ("b@squad-dev-train-plus-amazon/s0", 45.0, 39.5)):
+        [[lo, hi]] = fit.get_prediction(np.array([[1.0, x]])).conf_int(obs=True,
+                                                                               alpha=0.05)
+        row = table.loc[system]
+        assert (row["band_lo"], row["band_hi"]) == pytest.approx((y - hi, y - lo))
+    a, b = table.loc["a@squad-dev-train-plus-reddit/s0"], \
+        table.loc["b@squad-dev-train-plus-amazon/s0"]
+    assert a["off_trend"] and a["beyond_scatter"]
+    assert b["off_trend"] and not b["beyond_scatter"]
+    moved = extra_data.summary(table.reset_index()).set_index(["extra", "testset"])
+    shifted = moved.loc[("shifted", "reddit-test")]
+    assert (shifted["above"], shifted["above_scatter"], shifted["below_scatter"]) == (2, 1, 0)
