@@ -6,7 +6,9 @@ reference set) by OLS over models, on two scales:
 * ``linear``: raw percentages;
 * ``probit``: both axes through the inverse normal CDF of score/100. Scores of 0 or 100
   would map to infinity, so proportions are clipped to [EPS, 1 - EPS] first, EPS = 1e-4
-  (0.01 points; no real score is that close to 0 or 100).
+  (0.01 points). Systems that score exactly 0 exist (a reader with nothing to find on an
+  ablated set), and where a fit holds one its slope depends on EPS: the fit counts them
+  (`Fit.clipped`) and `fit_notes` says so.
 
 Humans are never fitted. The band is a bootstrap over models (resample models with
 replacement, refit, take percentiles of the prediction at each grid point); the slope
@@ -71,6 +73,7 @@ class Fit:
     band_hi: np.ndarray = field(repr=False)
     labels: tuple[str, ...] = ()  # the models, in the order of `cooks`
     cooks: np.ndarray | None = field(repr=False, default=None)  # Cook's distance per model
+    clipped: int = 0  # models with a score clipped to [EPS, 1 - EPS] on the probit scale
 
     def influential(self) -> list[tuple[str, float, float]]:
         """(model, Cook's distance, cutoff) for each model that alone moves the fit: a
@@ -126,7 +129,14 @@ def fit_xy(x, y, scale: str = "linear", *, testset: str = "", metric: str = "",
                from_scale(res.params[0] + res.params[1] * tg, scale),
                from_scale(band_lo, scale), from_scale(band_hi, scale),
                tuple(map(str, labels)) if labels is not None else (),
-               np.asarray(res.get_influence().cooks_distance[0]))
+               np.asarray(res.get_influence().cooks_distance[0]),
+               _clipped(x, y) if scale == "probit" else 0)
+
+
+def _clipped(x: np.ndarray, y: np.ndarray) -> int:
+    """How many models have a score the probit scale clips (within EPS of 0 or 100)."""
+    outside = [(v / 100.0 < EPS) | (v / 100.0 > 1 - EPS) for v in (x, y)]
+    return int((outside[0] | outside[1]).sum())
 
 
 def bootstrap_band(tx: np.ndarray, ty: np.ndarray, tgrid: np.ndarray, n_boot: int, seed: int,
@@ -195,6 +205,11 @@ def fit_notes(df: pd.DataFrame, fits: list[Fit], testsets=None, metrics=METRICS)
                 notes.append(f"{t} ({m}): all {n} models have the same reference score, so "
                              f"there is no slope to fit")
     for f in fits:
+        if f.clipped:
+            notes.append(f"{f.testset} {f.metric} (probit): {f.clipped} model"
+                         f"{'s' * (f.clipped != 1)} score 0 or 100, which the probit scale "
+                         f"clips to {100 * EPS:g} points from the edge; the slope depends on "
+                         f"that choice")
         for label, distance, cutoff in f.influential():
             notes.append(f"{f.testset} {f.metric} ({f.scale}): {label} alone moves the fit "
                          f"(Cook's distance {distance:.2f}, above {cutoff:.2f}); read its "

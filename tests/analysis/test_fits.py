@@ -177,3 +177,17 @@ def test_a_panel_whose_reference_scores_are_all_equal_is_refused_in_one_line_and
     assert fit_all(df, metrics=("f1",), n_boot=0) == []
     assert fit_notes(df, [], metrics=("f1",)) == [
         "new-wiki (f1): all 3 models have the same reference score, so there is no slope to fit"]
+
+
+def test_a_probit_fit_through_a_score_of_zero_says_its_slope_rests_on_the_clip(tmp_path):
+    rows = ["model,testset,metric,value,kind"]
+    for i, (x, y) in enumerate(((40, 0), (50, 3), (60, 8), (70, 100))):
+        rows += [f"m{i},squad-test,em,{x},model", f"m{i},new-wiki,em,{y},model"]
+    path = tmp_path / "t.csv"
+    path.write_text("\n".join(rows) + "\n")
+    df = from_csv(path)
+    fits = fit_all(df, metrics=("em",), n_boot=0)
+    assert {f.scale: f.clipped for f in fits} == {"linear": 0, "probit": 2}
+    assert ("new-wiki em (probit): 2 models score 0 or 100, which the probit scale clips to "
+            "0.01 points from the edge; the slope depends on that choice") in fit_notes(
+                df, fits, metrics=("em",))
