@@ -15,12 +15,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from scipy import stats
 
 from analysis import figures
 from analysis.sources import cache, paper
 from analysis.stats import fits
 from evaluator.core.files import write_atomic
+from evaluator.stats.intervals import t_interval
 
 # the study's name of a shift -> the set the own population is scored on
 SHIFTS = {"new-wiki": "new-wiki-test", "reddit": "reddit-test", "amazon": "amazon-test",
@@ -119,14 +119,11 @@ def ablations(table_path: Path, confidence: float = 0.95) -> pd.DataFrame:
         for approach, group in on.groupby("approach"):
             rel = group["rel"].dropna()
             n = len(rel)
-            lo = hi = float("nan")
-            if n >= 2:
-                lo, hi = stats.t.interval(confidence, n - 1, loc=rel.mean(),
-                                          scale=stats.sem(rel))
+            interval = t_interval(list(rel), confidence)  # none for one system
             rows.append({"approach": approach, "testset": ablation, "parent": parent,
                          "systems": n, "parent_f1": group["parent_f1"].mean(),
-                         "rel_f1": rel.mean() if n else float("nan"), "rel_f1_lo": lo,
-                         "rel_f1_hi": hi})
+                         "rel_f1": rel.mean() if n else float("nan"),
+                         "rel_f1_lo": interval.lo, "rel_f1_hi": interval.hi})
     out = pd.DataFrame(rows, columns=ABLATION_COLUMNS)
     strength = out.groupby("approach")["parent_f1"].mean().sort_values(ascending=False)
     order = {a: i for i, a in enumerate(strength.index)}

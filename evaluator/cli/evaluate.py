@@ -79,8 +79,8 @@ def _print_table(results: list[dict]) -> None:
                    f"full runs)")
     lone = sorted({r["testset"] for r in results if r["f1"]["lo"] is None})
     if lone:
-        click.echo(f"(-: no interval on {', '.join(lone)}: one question, or one cluster where "
-                   f"a clustered interval needs two or more)")
+        click.echo(f"(-: no interval on {', '.join(lone)}: one question, one cluster where a "
+                   f"clustered interval needs two or more, or every question scoring the same)")
 
 
 # A config file (`--config`, `qashift run`) uses the flags' names: key -> parameter.

@@ -103,7 +103,9 @@ def _clustered_variance_of_mean(values: Sequence[float], mean: float,
 
 def t_interval(values: Sequence[float], level: float = DEFAULT_LEVEL,
                clusters: Sequence[Hashable] | None = None) -> Interval:
-    """Student-t interval for the mean of per-question values."""
+    """Student-t interval for the mean of per-question values; no bounds (NaN) where there is
+    no spread to estimate one from: one value, one cluster, or every value the same (a
+    zero-width interval would claim a certainty that a sample without spread cannot give)."""
     from scipy.stats import t  # lazy: scipy.stats loads in 2.5 s
 
     check_level(level)
@@ -122,6 +124,8 @@ def t_interval(values: Sequence[float], level: float = DEFAULT_LEVEL,
         df = g_count - 1
         if df < 1:
             return Interval(mean, math.nan, math.nan, method, level)
+    if not var > 0:  # no spread (or NaN): nothing to scale the t quantile by
+        return Interval(mean, math.nan, math.nan, method, level)
     half = float(t.ppf(0.5 + level / 2, df)) * math.sqrt(var)
     return Interval(mean, mean - half, mean + half, method, level)
 

@@ -102,7 +102,7 @@ def test_one_article_has_no_article_clustered_interval_and_says_so(
     assert cell["f1"]["method"] == "student-t-clustered" and cell["n"] > 1
     table = CliRunner().invoke(evaluate_cmd, argv).output
     assert "[     -,      -]" in table
-    assert "no interval on one: one question, or one cluster" in table
+    assert "no interval on one: one question, one cluster where" in table
     paragraphs = json.loads(CliRunner().invoke(evaluate_cmd, [*argv[:-1], "paragraph",
                                                               "--json"]).output)
     assert paragraphs["results"][0]["f1"]["lo"] < paragraphs["results"][0]["f1"]["hi"]

@@ -89,8 +89,11 @@ def test_level_must_be_a_probability():
 def test_degenerate_inputs_give_nan_bounds_not_errors():
     one = t_interval([0.5])
     assert one.value == 0.5 and np.isnan(one.lo) and np.isnan(one.hi)
-    constant = t_interval([1.0] * 10)
-    assert constant.lo == constant.hi == 1.0
+    constant = t_interval([0.0] * 10)  # every question wrong: no spread, no interval
+    assert constant.value == 0.0 and np.isnan(constant.lo) and np.isnan(constant.hi)
+    assert all(np.isnan(stats.t.interval(0.95, 9, loc=0.0, scale=0.0)))  # as scipy's
+    clustered = t_interval([1.0] * 10, clusters=["a", "b"] * 5)
+    assert np.isnan(clustered.lo) and np.isnan(clustered.hi)
 
 
 def test_an_f1_interval_is_clipped_to_the_score_range_and_says_so():
