@@ -75,6 +75,20 @@ def test_clustered_clopper_pearson_widens_with_correlated_questions():
     assert clustered.hi - clustered.lo > 1.8 * (plain.hi - plain.lo)
 
 
+def test_no_hit_in_clusters_keeps_the_degrees_of_freedom_adjustment():
+    """At p = 0 the design effect is taken as 1, but the t(n-1)/t(G-1) scaling stays: the
+    interval may not jump from the plain one at k = 0 to a wide one at k = 1."""
+    groups = [i // 100 for i in range(500)]  # 5 clusters of 100
+    n_eff = 500 * (stats.t.ppf(0.975, 499) / stats.t.ppf(0.975, 4)) ** 2
+    none = binomial_interval([0] * 500, clusters=groups)
+    assert none.lo == 0.0
+    assert none.hi == pytest.approx(stats.beta.ppf(0.975, 1, n_eff), rel=1e-12)
+    assert round(100 * none.hi, 3) == 1.463
+    assert none.hi > binomial_interval([0] * 500).hi
+    every = binomial_interval([1] * 500, clusters=groups)
+    assert every.hi == 1.0 and every.lo == pytest.approx(1 - none.hi, rel=1e-12)
+
+
 def test_one_cluster_gives_no_clustered_interval_for_em_or_f1():
     hits = [1, 0, 1, 1, 0]
     for ours in (binomial_interval(hits, clusters=["a"] * 5), t_interval(hits, clusters=["a"] * 5)):
