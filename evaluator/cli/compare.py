@@ -108,7 +108,8 @@ def compare_command(names, testset, against, bootstrap, seed, level, diff_path,
         line = (f"  {p['metric'].upper():<3} {p['a']:7.3f} vs {p['b']:7.3f}: difference "
                 f"{p['diff']:+.3f} [{p['lo']:+.3f}, {p['hi']:+.3f}] ({pct} paired bootstrap; "
                 f"unpaired it would be ±{p['unpaired_half_width']:.3f}), "
-                f"paired t p = {p['t_p']:.3g}")
+                + (f"paired t p = {p['t_p']:.3g}" if p["t_p"] is not None
+                   else "no paired t-test (one question)"))
         if p["metric"] == "em":
             line += (f", McNemar exact p = {p['mcnemar_p']:.3g} ({p['a_only']} right only "
                      f"for A, {p['b_only']} only for B)")

@@ -33,7 +33,7 @@ class PairedDiff:
     lo: float
     hi: float
     level: float
-    t_p: float  # paired t-test, two-sided
+    t_p: float | None  # paired t-test, two-sided; None for one question (no df left)
     mcnemar_p: float | None = None  # EM only
     a_only: int | None = None  # EM: questions A gets right and B does not
     b_only: int | None = None
@@ -65,7 +65,9 @@ def paired(metric: str, a: np.ndarray, b: np.ndarray, *, n_boot: int = 10_000, s
     boots = _bootstrap_means(d, n_boot, np.random.default_rng(seed))
     alpha = (1 - level) / 2
     lo, hi = np.quantile(boots, [alpha, 1 - alpha])
-    if np.all(d == d[0]):  # no spread: t is 0/0 (no difference) or infinite (a sure one)
+    if d.size < 2:  # a t-test of one difference has no degrees of freedom: no test
+        t_p = None
+    elif np.all(d == d[0]):  # no spread: t is 0/0 (no difference) or infinite (a sure one)
         t_p = 1.0 if d[0] == 0 else 0.0
     else:
         t_p = float(stats.ttest_rel(a, b).pvalue)

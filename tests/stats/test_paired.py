@@ -54,6 +54,12 @@ def test_a_difference_the_same_on_every_question_is_certain_and_none_is_no_diffe
         stats.ttest_rel(nearly, np.zeros(50)).pvalue)
 
 
+def test_one_question_gives_no_t_test_as_it_leaves_no_degrees_of_freedom():
+    one = paired("em", np.ones(1), np.zeros(1), n_boot=100)
+    assert one.t_p is None and one.mcnemar_p == 1.0 and one.diff == 100.0
+    assert np.isnan(stats.ttest_rel([1.0], [0.0]).pvalue)  # scipy: no test either
+
+
 def test_the_drop_difference_is_the_difference_of_the_drops():
     orig = (np.array([1, 1, 1, 0.0]), np.array([1, 0, 1, 0.0]))
     new = (np.array([0, 1, 0, 0.0]), np.array([1, 0, 0, 0.0]))
