@@ -21,8 +21,11 @@ def gaps(df: pd.DataFrame, metric: str, replication: str | None = None) -> pd.Da
     """Per model and shifted set: original, replication (New-Wiki), shifted, the two gaps
     and total drop. The replication set is the frame's set of kind `replication` unless given.
 
-    Only models with all three numbers appear. The replication set itself gets a row with
-    distribution gap 0, so its adaptivity gap is always listed.
+    Only models with all three numbers appear, and only where the shifted set and the
+    replication set are measured against the same original set: the two gaps add up to the
+    drop from one starting point (AddOneSent against SQuAD dev beside New-Wiki against SQuAD
+    test would not). The replication set itself gets a row with distribution gap 0, so its
+    adaptivity gap is always listed.
     """
     replication = replication or facts.replication_of(set(df["testset"])) or "new-wiki"
     base = paired(df, replication, metric)
@@ -35,6 +38,8 @@ def gaps(df: pd.DataFrame, metric: str, replication: str | None = None) -> pd.Da
     for testset in new_testsets(df):
         other = paired(df, testset, metric).set_index("model")
         for model in base.index.intersection(other.index):
+            if other.at[model, "x_testset"] != base.at[model, "x_testset"]:
+                continue  # another original set: another starting point for its drop
             orig, nw, shifted = base.at[model, "x"], base.at[model, "y"], other.at[model, "y"]
             rows.append({"model": model, "kind": base.at[model, "kind"], "metric": metric,
                          "testset": testset, "original": orig, replication: nw,

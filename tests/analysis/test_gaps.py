@@ -46,3 +46,17 @@ def test_published_gaps_add_up(shared_data):
     assert mean.loc[("model", "new-wiki"), "n_models"] == 104
     assert 0 < mean.loc[("model", "new-wiki"), "adaptivity_gap"] < 10
     assert mean.loc[("model", "amazon"), "distribution_gap"] > 5
+
+
+def test_a_set_measured_against_another_original_gets_no_gaps(tmp_path):
+    """AddOneSent against SQuAD dev cannot split a drop whose New-Wiki part starts from SQuAD
+    test: its total would be taken from the wrong original."""
+    rows = ["model,testset,metric,value,kind,reference",
+            "a,squad-test,em,90,model,", "a,squad-dev,em,88,model,",
+            "a,new-wiki,em,86,model,squad-test", "a,addonesent,em,70,model,squad-dev",
+            "a,reddit,em,60,model,squad-test"]
+    path = tmp_path / "g.csv"
+    path.write_text("\n".join(rows) + "\n")
+    g = gaps(from_csv(path), "em").set_index(["model", "testset"])
+    assert ("a", "addonesent") not in g.index
+    assert g.loc[("a", "reddit"), "total_drop"] == 30
