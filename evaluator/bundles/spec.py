@@ -129,11 +129,13 @@ class Bundle:
         return None
 
 
-def check_links(folder: Path) -> None:
+def check_links(folder: Path, links_inside: bool = False) -> None:
     """Refuse a folder that is a link or holds one, or a hard-linked file, as the gate's walk
     (`core.gate.walk`) will when the folder is hashed: a link can show a submission files it
     was never given (another set's gold answers, host secrets). Refused here, the folder is
-    listed as broken instead of failing every command that hashes it."""
+    listed as broken instead of failing every command that hashes it. `links_inside` lets a
+    link stay that resolves inside the folder (a Hugging Face cache's snapshots link into
+    its blobs, and its weights are hashed following them)."""
     if folder.is_symlink():
         raise ConfigError(f"{folder} is a link (to {os.readlink(folder)}); links are refused")
     root = folder.resolve()
@@ -145,6 +147,8 @@ def check_links(folder: Path) -> None:
             if stat.S_ISLNK(info.st_mode):
                 target = path.resolve()
                 leaves = target != root and root not in target.parents
+                if links_inside and not leaves:
+                    continue
                 raise ConfigError(f"{folder}: link {rel} -> {os.readlink(path)} " + (
                     "leaves the bundle folder; refused" if leaves else
                     "is refused too, though it stays inside (copy the file instead)"))

@@ -70,7 +70,7 @@ def check_model(spec: ModelSpec, bundle: Bundle) -> None:
     # link into its repository's blobs, which is what is checked (and mounted) then
     snapshot = spec.directory.parent.name == "snapshots" and \
         spec.directory.parent.parent.name.startswith("models--")
-    check_links(spec.directory.parent.parent if snapshot else spec.directory)
+    check_links(spec.directory.parent.parent if snapshot else spec.directory, links_inside=True)
     if not (spec.directory / "config.json").is_file():
         raise RunFailure("data-unavailable", f"{bundle_id}: no checkpoint at {spec.directory} "
                          f"({rebuild})")

@@ -21,7 +21,7 @@ from evaluator.bundles import spec as bundles
 from evaluator.core.errors import RunFailure
 from evaluator.data.testsets import input_document
 from evaluator.runners import images
-from evaluator.runners.base import RunRequest
+from evaluator.runners.base import RunRequest, gpus_for
 from evaluator.runners.docker import (
     DockerRunner,
     _readable,
@@ -138,7 +138,7 @@ def test_a_gpu_hf_qa_bundle_asks_for_the_gpu_image_and_cuda_unless_forced_to_cpu
     # the container sees the checkpoint and the QA program, read-only, and nothing else extra
     assert set(on_cpu.mounts) == {"/model", "/opt/qashift/evaluator/qa"}
     assert on_cpu.environment == {"PYTHONPATH": "/opt/qashift"}
-    assert DockerRunner._gpus(bundle, "cpu") == 0
+    assert gpus_for(bundle.resources, "cpu") == 0 and gpus_for(bundle.resources, "gpu") == 1
 
 
 def test_a_missing_runner_image_is_image_missing_with_the_build_command(
