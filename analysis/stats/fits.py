@@ -187,8 +187,8 @@ def fit_all(df: pd.DataFrame, testsets=None, metrics=METRICS, scales=SCALES,
 
 def fit_notes(df: pd.DataFrame, fits: list[Fit], testsets=None, metrics=METRICS) -> list[str]:
     """One line for each thing a reader of these fits should know: a panel left unfitted (too
-    few models, or no spread in their reference scores), and a model that alone drives a
-    fit."""
+    few models, a score that is not a number, or no spread in the reference scores), a probit
+    fit through a clipped score, and a model that alone drives a fit."""
     fitted = {(f.testset, f.metric) for f in fits}
     notes = []
     for t in testsets or new_testsets(df):
@@ -201,6 +201,9 @@ def fit_notes(df: pd.DataFrame, fits: list[Fit], testsets=None, metrics=METRICS)
             if 0 < n < 3:
                 notes.append(f"{n} model{'s' * (n != 1)} on {t} ({m}): at least 3 are "
                              f"needed for a fit")
+            elif n and models[["x", "y"]].isna().any().any():
+                notes.append(f"{t} ({m}): a model's score is missing or not a number, so the "
+                             f"panel is not fitted")
             elif n and models["x"].nunique() == 1:
                 notes.append(f"{t} ({m}): all {n} models have the same reference score, so "
                              f"there is no slope to fit")

@@ -18,6 +18,7 @@ import pandas as pd
 
 from analysis import figures
 from analysis.sources import cache, paper
+from analysis.sources.load import PUBLISHED
 from analysis.stats import fits
 from evaluator.core.files import write_atomic
 from evaluator.stats.intervals import t_interval
@@ -185,8 +186,7 @@ def comparison(own: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
 def published_inputs(data_dir: Path) -> list[Path]:
     """The published data the comparison reads from a data mirror: the study's results.json,
     the leaderboard export and the paper's tables."""
-    return [data_dir / "squadshifts" / "results.json",
-            data_dir / "squad-leaderboard" / "out-v1.1.json", *sorted(paper.DATA.glob("*"))]
+    return [*(data_dir / name for name in PUBLISHED), *sorted(paper.DATA.glob("*"))]
 
 
 def inputs_key(paths: list[Path], settings: dict) -> str:

@@ -165,7 +165,11 @@ def _endpoint_keys(given: object, path: Path) -> dict:
             raise ConfigError(f"{path}: endpoint_keys: {name!r} is not an environment "
                               f"variable name (A-Z, 0-9, _)")
         parts = urlsplit(url) if isinstance(url, str) else None
-        if parts is None or parts.scheme not in _PORTS or not parts.hostname \
+        try:
+            port_ok = parts is not None and (parts.port is None or parts.port > 0)
+        except ValueError:  # a port that is not a number
+            port_ok = False
+        if not port_ok or parts.scheme not in _PORTS or not parts.hostname \
                 or parts.username or parts.query or parts.fragment:
             raise ConfigError(f"{path}: endpoint_keys.{name}: {url!r} is not an http(s) URL "
                               f"prefix such as https://api.example.com/v1")

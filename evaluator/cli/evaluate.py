@@ -80,7 +80,7 @@ def _print_table(results: list[dict]) -> None:
     lone = sorted({r["testset"] for r in results if r["f1"]["lo"] is None})
     if lone:
         click.echo(f"(-: no interval on {', '.join(lone)}: one question, one cluster where a "
-                   f"clustered interval needs two or more, or every question scoring the same)")
+                   f"clustered interval needs two or more, or no spread to estimate one from)")
 
 
 # A config file (`--config`, `qashift run`) uses the flags' names: key -> parameter.
@@ -111,8 +111,10 @@ def _read_config(ctx: click.Context, param: click.Parameter, value: str | None):
     params = {p.name: p for p in ctx.command.params}
     for key, value_ in data.items():
         name = CONFIG_KEYS[key]
-        if value_ is None:
-            raise UserError(f"{path}: {key}: has no value (give one, or leave the key out)")
+        if value_ is None:  # `key: null` is the key left out; a required one must be given
+            if params[name].required:
+                raise UserError(f"{path}: {key}: has no value (give one or more)")
+            continue
         if name == "model_args":  # a mapping, or the flag's KEY=VALUE,... text
             if isinstance(value_, dict):
                 value_ = _model_args_text(value_, f"{path}: {key}")
@@ -219,20 +221,24 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
     failed = [{"bundle": o.job.bundle.id, "testset": o.job.testset.id,
                "failure_class": o.failure_class, "message": o.message} for o in report.failed]
     not_applicable = [{"bundle": b, "testset": t, "reason": r} for b, t, r in skipped]
-    unwritten = None
-    try:
-        if samples_dir:
-            _write_samples(report, Path(samples_dir))
-        if output_path:
-            _write_study(Path(output_path), {
-                "config": {**config.as_dict(), "workspace": str(settings.current().workspace)},
-                "provenance": {**software(), "host": socket.gethostname(),
-                               "platform": platform.platform(), "cpu": cpu(),
-                               "date": datetime.now(UTC).isoformat()},
-                "results": results, "failed": failed, "not_applicable": not_applicable},
-                store, level)
-    except OSError as exc:  # the cells are stored: the table still shows, and a rerun is cached
-        unwritten = f"writing {exc.filename or 'the outputs'} failed: {exc.strerror or exc}"
+    writes = []  # each tried, whatever the other did: the cells are stored either way
+    if samples_dir:
+        writes.append(lambda: _write_samples(report, Path(samples_dir)))
+    if output_path:
+        writes.append(lambda: _write_study(Path(output_path), {
+            "config": {**config.as_dict(), "workspace": str(settings.current().workspace)},
+            "provenance": {**software(), "host": socket.gethostname(),
+                           "platform": platform.platform(), "cpu": cpu(),
+                           "date": datetime.now(UTC).isoformat()},
+            "results": results, "failed": failed, "not_applicable": not_applicable},
+            store, level))
+    unwritten = []
+    for write in writes:
+        try:
+            write()
+        except OSError as exc:
+            unwritten.append(f"writing {exc.filename or 'the outputs'} failed: "
+                             f"{exc.strerror or exc}")
     spread = done.prompt_spread()
     if as_json:
         click.echo(json.dumps({"results": results, "failed": failed,
@@ -249,8 +255,8 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
     for f in failed:
         console.error(f"{f['bundle']} x {f['testset']} failed ({f['failure_class']}): "
                       f"{f['message']}")
-    if unwritten:
-        console.error(f"the results are stored, but {unwritten}")
+    for problem in unwritten:
+        console.error(f"the results are stored, but {problem}")
     ctx.exit(1 if failed or unwritten else 0)
 
 
@@ -280,11 +286,13 @@ def _writable_folder(flag: str, folder: Path) -> None:
 
 
 def _model_args_text(mapping: dict, where: str) -> str:
-    """A config file's `model_args:` mapping as the flag's `KEY=VALUE,...` text."""
+    """A config file's `model_args:` mapping as the flag's `KEY=VALUE,...` text, each value
+    written as YAML so that it reads back as the same value (1.0e-05, .inf, true)."""
     items = []
     for key, value in mapping.items():
-        text = json.dumps(value)
-        if not isinstance(key, str) or isinstance(value, (dict, list)) or "," in text:
+        text = yaml.safe_dump([value], default_flow_style=True, width=10**6).strip()[1:-1]
+        if not isinstance(key, str) or "=" in key or "," in key or \
+                isinstance(value, (dict, list)) or "," in text:
             raise UserError(f"{where}: {key}: {value!r} is not a single value without commas")
         items.append(f"{key}={text}")
     return ",".join(items)

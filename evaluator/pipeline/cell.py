@@ -14,6 +14,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from evaluator.bundles.spec import Bundle
 from evaluator.core.errors import RunFailure, UserError
 from evaluator.core.files import run_tempdir
 from evaluator.core.gate import Refused, parse_json, read_bounded
@@ -22,10 +23,10 @@ from evaluator.core.provenance import provenance
 from evaluator.data.testsets import input_document
 from evaluator.jobs.job import Job
 from evaluator.pipeline.prepared import prepared_inputs
+from evaluator.qa.prompting import GenerationSpec
 from evaluator.runners.base import GENERATIONS_FILE, Runner, RunRecord, RunRequest
 from evaluator.scoring.predictions import (
     MAX_ANSWER_CHARS,
-    VALUES_PER_QUESTION,
     check_values,
     load_predictions,
 )
@@ -193,7 +194,7 @@ def _run_and_score(job: Job, runner: Runner, store: Store, level: float, cluster
                 len(dataset.questions), job.testset.questions))
             predictions_bytes = predictions.raw  # what was scored, not the file read again
             generations = _generations(output_dir / GENERATIONS_FILE, job.label, max(
-                len(dataset.questions), job.testset.questions))
+                len(dataset.questions), job.testset.questions), job.bundle)
     except RunFailure as failure:
         store.record_failure(job.key, job.bundle.id, job.testset.id, failure.failure_class,
                              str(failure), failure.log, getattr(runner, "name", None),
@@ -212,15 +213,19 @@ def _run_and_score(job: Job, runner: Runner, store: Store, level: float, cluster
     return _finish(job, store, scores, predictions_bytes, record, level, cluster)
 
 
-def _generations(path: Path, label: str, questions: int) -> bytes | None:
-    """A generative run's generations file (a JSON object), read bounded, its values counted
-    before it is parsed (two texts a question), or None."""
+def _generations(path: Path, label: str, questions: int, bundle: Bundle) -> bytes | None:
+    """A generative run's generations file (a JSON object), read bounded, or None. Its
+    objects and lists are counted before it is parsed: one object a question, and room for
+    a bracket in every generated token, twice (the generation and the answer taken from it);
+    commas and colons are not, as generated text may be full of them."""
     if not os.path.lexists(path):
         return None
+    tokens = int(bundle.generative.get("generation", {}).get("max_new_tokens")
+                 or GenerationSpec.max_new_tokens)
     try:
         data = read_bounded(path, GENERATIONS_CAP, GENERATIONS_FILE)
-        check_values(data, questions, f"{label}: {GENERATIONS_FILE}",
-                     2 * VALUES_PER_QUESTION)
+        check_values(data, questions, f"{label}: {GENERATIONS_FILE}", 2 + 4 * tokens,
+                     marks=(b"[", b"{"))
         doc = parse_json(data, GENERATIONS_FILE)
     except Refused as exc:
         raise RunFailure("refused-files", f"{label}: {GENERATIONS_FILE}: {exc}") from None

@@ -54,8 +54,9 @@ class LocalRunner:
         """Run an approach's train command; its checkpoints survive a killed attempt."""
         for folder in (request.model_dir, request.checkpoint_dir):
             folder.mkdir(parents=True, exist_ok=True)
+        device = "gpu" if _gpus_here(request.approach, request.device) else "cpu"
         return self._execute(request.approach, request.approach.train_command, request.label,
-                             request.pid_file, (), request.device, train=str(request.train_path),
+                             request.pid_file, (), device, train=str(request.train_path),
                              config=str(request.config_path), model=str(request.model_dir),
                              checkpoints=str(request.checkpoint_dir),
                              prepared=_path(request.prepared))
@@ -100,16 +101,17 @@ class LocalRunner:
         return record
 
 
-NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
+NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")  # a loaded NVIDIA driver (Linux)
+NVIDIA_SMI = shutil.which("nvidia-smi")  # its tool, also where /proc has no driver (WSL2)
 
 
 def _gpus_here(bundle: Bundle, device: str) -> int:
     """The GPUs a run gets (`gpus_for`), or RunFailure no-gpu when it should get one and
-    this host has no NVIDIA driver loaded."""
+    this host shows no NVIDIA GPU (neither a loaded driver nor nvidia-smi)."""
     gpus = gpus_for(bundle.resources, device)
-    if gpus and not NVIDIA_DRIVER.is_file():
-        raise RunFailure("no-gpu", f"{bundle.id} asks for {gpus} GPU(s) but this host has "
-                         f"none (no NVIDIA driver loaded); retry with --device cpu")
+    if gpus and not (NVIDIA_DRIVER.is_file() or NVIDIA_SMI):
+        raise RunFailure("no-gpu", f"{bundle.id} asks for {gpus} GPU(s) but this host shows "
+                         f"none (no NVIDIA driver or nvidia-smi); retry with --device cpu")
     return gpus
 
 

@@ -43,14 +43,18 @@ def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
 
 
 def check_values(data: bytes, questions: int, what: str,
-                 per_question: int = VALUES_PER_QUESTION) -> None:
+                 per_question: int = VALUES_PER_QUESTION,
+                 marks: tuple[bytes, ...] = (b",", b":", b"[", b"{")) -> None:
     """Refuse, before parsing, a JSON document that may hold more values than `questions`
-    answers need: parsing a small value such as `{}` costs about 25 times its bytes."""
-    # every value after a container's first follows a comma; keys precede a colon
-    most = 1 + sum(data.count(mark) for mark in (b",", b":", b"[", b"{"))
+    answers need: parsing a small value such as `{}` costs about 25 times its bytes. Every
+    value after a container's first follows a comma and keys precede a colon, so counting
+    `marks` bounds the values; counting only `[` and `{` bounds the containers, the values
+    that cost the most memory."""
+    most = 1 + sum(data.count(mark) for mark in marks)
     allowed = per_question * questions + SPARE_VALUES
     if most > allowed:
-        raise RunFailure("malformed-predictions", f"{what} may hold {most:,} JSON values, "
+        kind = "JSON values" if b"," in marks else "JSON objects and lists"
+        raise RunFailure("malformed-predictions", f"{what} may hold {most:,} {kind}, "
                          f"over the {allowed:,} allowed for {questions:,} questions")
 
 

@@ -53,8 +53,8 @@ class Interval:
 
 
 def level_text(level: float) -> str:
-    """A confidence level as people write it: 95%, 99.9%, 97.5%."""
-    return f"{100 * level:.4g}%"
+    """A confidence level as people write it: 95%, 99.9%, 97.5%, 99.999%."""
+    return f"{100 * level:g}%"
 
 
 def check_level(level: float) -> float:

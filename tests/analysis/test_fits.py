@@ -177,6 +177,11 @@ def test_a_panel_whose_reference_scores_are_all_equal_is_refused_in_one_line_and
     assert fit_all(df, metrics=("f1",), n_boot=0) == []
     assert fit_notes(df, [], metrics=("f1",)) == [
         "new-wiki (f1): all 3 models have the same reference score, so there is no slope to fit"]
+    df = df.copy()  # a frame built in code (a CSV refuses 'nan')
+    df.loc[(df["model"] == "m0") & (df["testset"] == "squad-test"), "value"] = np.nan
+    assert fit_all(df, metrics=("f1",), n_boot=0) == []
+    assert fit_notes(df, [], metrics=("f1",)) == [
+        "new-wiki (f1): a model's score is missing or not a number, so the panel is not fitted"]
 
 
 def test_a_probit_fit_through_a_score_of_zero_says_its_slope_rests_on_the_clip(tmp_path):

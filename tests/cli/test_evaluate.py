@@ -17,8 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
+import evaluator.cli.evaluate as cli_evaluate
 import evaluator.cli.main as cli_main
 from evaluator.cli.main import evaluate_cmd, main
+from evaluator.core.errors import UserError
 from evaluator.data import testsets
 from evaluator.store.queries import is_sample
 from evaluator.store.store import Store
@@ -501,8 +503,6 @@ def test_a_study_file_runs_with_qashift_run_and_flags_win(tmp_path, monkeypatch,
     ("level: [0.9]", "level: [0.9] is not a valid float"),
     ("log_samples: true", "log_samples: True is not a valid directory"),
     ("data_dir: 5", "data_dir: [5] is not a valid directory"),
-    ("level: null", "level: has no value (give one, or leave the key out)"),
-    ("jobs:", "jobs: has no value (give one, or leave the key out)"),
     ("model_args: batch_size", "model_args: 'batch_size' is not KEY=VALUE"),
     ("model_args: {batch_size: [8]}", "model_args: batch_size: [8] is not a single value "
                                       "without commas"),
@@ -515,6 +515,40 @@ def test_a_bad_value_in_a_config_file_is_one_line_naming_the_file_and_key(tmp_pa
         bad = CliRunner().invoke(main, argv)
         assert bad.exit_code == 1
         assert bad.stderr.strip().splitlines() == [f"error: {study}: {said}"]
+
+
+def test_a_null_in_a_config_file_is_the_key_left_out_unless_the_key_is_required(tmp_path):
+    study = tmp_path / "study.yaml"
+    study.write_text("bundles: null\ntestsets: [tiny]\n")
+    bad = CliRunner().invoke(main, ["run", str(study)])
+    assert bad.exit_code == 1
+    assert bad.stderr.strip() == f"error: {study}: bundles: has no value (give one or more)"
+    study.write_text("bundles: [bert-ensemble]\ntestsets: [nowhere]\ncluster: null\n"
+                     "jobs:\n")
+    unknown = CliRunner().invoke(main, ["run", str(study)])  # read as far as the set's id
+    assert "unknown test set 'nowhere'" in unknown.stderr, unknown.output
+
+
+def test_model_args_as_a_mapping_read_back_as_the_same_values():
+    text = cli_evaluate._model_args_text({"lr": 1e-5, "cap": float("inf"), "onnx": True,
+                                          "name": "a b"}, "c.yaml: model_args")
+    assert cli_evaluate._parse_model_args(text) == {"lr": 1e-5, "cap": float("inf"),
+                                                    "onnx": True, "name": "a b"}
+    for bad in ({"k=v": 1}, {"k": "a,b"}, {"k": [1, 2]}):
+        with pytest.raises(UserError, match="is not a single value"):
+            cli_evaluate._model_args_text(bad, "c.yaml: model_args")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root passes the check of /proc up front")
+def test_an_output_that_fails_after_the_run_leaves_the_other_written_and_the_table_shown(
+        workspace, tmp_path):
+    proc = run_evaluate("-b", "bert-ensemble", "-t", "squad-dev", "--output-path",
+                        "/proc/qashift-nowhere", "--log-samples", str(tmp_path / "samples"))
+    assert proc.returncode == 1
+    assert (tmp_path / "samples" / "bert-ensemble.squad-dev.jsonl").is_file()
+    assert "bert-ensemble squad-dev" in proc.stdout  # the table, after the failed write
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        "error: the results are stored, but writing /proc/qashift-nowhere")
 
 
 def test_results_samples_writes_the_per_question_logs_of_stored_cells(tmp_path, monkeypatch,

@@ -114,12 +114,12 @@ def test_predictions_of_many_tiny_values_are_refused_before_parsing(registry):
 
 
 def test_a_generations_file_of_many_tiny_values_is_refused_before_parsing(registry):
-    """The generations file a generative run keeps has the same guard, at two texts a
-    question."""
+    """The generations file a generative run keeps has a guard of the same kind: on its
+    objects and lists, as generated text may hold any number of commas."""
     write_command_bundle(registry["subs"], "chatty", MANY_GENERATIONS)
     doc = run_all()
     assert [r["bundle"] for r in doc["results"]] == ["honest"]
     [failed] = doc["failed"]
     assert failed["bundle"] == "chatty" and failed["failure_class"] == "malformed-predictions"
-    assert "chatty x toy: generations.json may hold 2,000,003 JSON values, over the " \
-        "139,392 allowed for 1,057 questions" in failed["message"]
+    assert "chatty x toy: generations.json may hold 1,000,003 JSON objects and lists, over " \
+        "the 141,506 allowed for 1,057 questions" in failed["message"]

@@ -109,7 +109,8 @@ def test_an_endpoint_key_goes_only_under_the_url_prefix_the_policy_grants_it(
     ("[OPENAI_API_KEY]", "endpoint_keys must map environment variables to URLs"),
     ("{openai-key: 'https://a.example'}", "'openai-key' is not an environment variable name"),
     ("{K: 'ftp://a.example/v1'}", "endpoint_keys.K: 'ftp://a.example/v1' is not an http(s)"),
-    ("{K: 'https://user@a.example/v1'}", "is not an http(s) URL prefix")])
+    ("{K: 'https://user@a.example/v1'}", "is not an http(s) URL prefix"),
+    ("{K: 'https://a.example:x/v1'}", "is not an http(s) URL prefix")])
 def test_a_bad_endpoint_key_grant_is_one_line(tmp_path, monkeypatch, grant, problem):
     (tmp_path / "policy.yaml").write_text(f"endpoint_keys: {grant}\n")
     monkeypatch.setenv("QASHIFT_POLICY", str(tmp_path / "policy.yaml"))

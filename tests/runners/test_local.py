@@ -48,7 +48,8 @@ def test_a_run_given_no_gpu_sees_none(tmp_path, small_dev, monkeypatch, device):
 def test_a_run_that_must_have_a_gpu_fails_as_no_gpu_on_a_host_without_one(
         tmp_path, small_dev, monkeypatch, device, gpus):
     monkeypatch.setattr(local, "NVIDIA_DRIVER", tmp_path / "no-driver")
-    with pytest.raises(RunFailure, match=r"asks for 1 GPU\(s\) but this host has none") as no:
+    monkeypatch.setattr(local, "NVIDIA_SMI", None)
+    with pytest.raises(RunFailure, match=r"asks for 1 GPU\(s\) but this host shows none") as no:
         run(tmp_path, small_dev, device, gpus)
     assert no.value.failure_class == "no-gpu"
 

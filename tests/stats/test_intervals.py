@@ -9,7 +9,7 @@ import statsmodels.api as sm
 from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
-from evaluator.stats.intervals import binomial_interval, clopper_pearson, t_interval
+from evaluator.stats.intervals import binomial_interval, clopper_pearson, level_text, t_interval
 
 
 @pytest.mark.parametrize("level", [0.9, 0.95, 0.99])
@@ -124,3 +124,8 @@ def test_an_f1_interval_is_clipped_to_the_score_range_and_says_so():
     assert f1.method == "student-t, clipped to [0, 100]"
     inside = t_interval([0.5, 0.4, 0.6, 0.5]).scaled(100.0)
     assert inside.clipped(0.0, 100.0) is inside  # nothing cut, method unchanged
+
+
+def test_a_level_is_written_as_people_write_it():
+    assert [level_text(v) for v in (0.95, 0.999, 0.975, 0.99999)] == [
+        "95%", "99.9%", "97.5%", "99.999%"]

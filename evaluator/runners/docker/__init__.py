@@ -96,7 +96,7 @@ class DockerRunner:
         approach = request.approach
         gpus = gpus_for(approach.resources, request.device)
         stage = TrainingStage.of(request)
-        staged = stage.prepare(request)
+        staged = stage.prepare(request, _output_limit(approach))
         program = training_program(staged, stage.config, stage.checkpoints,
                                    stage.prepared if request.prepared is not None else None)
         image_id, image_ref, image_digest = self.resolve_image(approach, program.image)

@@ -40,13 +40,15 @@ class TrainingStage:
         cell = sha256_bytes(str(request.checkpoint_dir.resolve()).encode())[:24]
         return cls(Path(tempfile.gettempdir()) / f"qashift-train-{cell}")
 
-    def prepare(self, request: TrainRequest) -> Bundle:
-        """Stage everything; the approach as the container sees it (its staged copy)."""
+    def prepare(self, request: TrainRequest, output_cap: int) -> Bundle:
+        """Stage everything; the approach as the container sees it (its staged copy).
+        `output_cap` bounds what the checkpoints kept from an earlier attempt may hold, as
+        `hand_back` bounds them."""
         self.root.mkdir(parents=True, exist_ok=True)
         self.root.chmod(0o711)
         request.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         if self.checkpoints.is_dir():
-            self._recheck_checkpoints(request)
+            self._recheck_checkpoints(request, output_cap)
         else:  # a first attempt, or one after another runner's
             walk(request.checkpoint_dir, target=self.checkpoints,
                  label=f"{request.label}: its checkpoints")
@@ -76,7 +78,7 @@ class TrainingStage:
             path.chmod(0o777 if path.is_dir() else 0o666)  # the container's user owns nothing
         return dataclasses.replace(approach, folder=libraries[0], libraries=tuple(libraries[1:]))
 
-    def _recheck_checkpoints(self, request: TrainRequest) -> None:
+    def _recheck_checkpoints(self, request: TrainRequest, output_cap: int) -> None:
         """Checkpoints an attempt that ended resumably left here were written by its
         container: they pass the gate (no links, no special files) into a fresh copy before
         this controller changes a mode in them, since a mode change follows a link. A refused
@@ -84,7 +86,7 @@ class TrainingStage:
         checked = self.root / "checkpoints-checked"
         remove_tree(checked)
         try:
-            walk(self.checkpoints, target=checked,
+            walk(self.checkpoints, target=checked, limits=Limits(total_bytes=output_cap),
                  label=f"{request.label}: the checkpoints its last attempt left")
         except Refused:
             remove_tree(self.root)
