@@ -7,6 +7,7 @@ submission sees only the answer-free input file; gold answers stay in this proce
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
@@ -81,11 +82,18 @@ def cell_intervals(scores: Scores | list[Unit], level: float,
     return em, f1
 
 
+def _bounds(row: dict, metric: str) -> tuple[float, float]:
+    """A stored interval's bounds; one that does not exist (no spread, one question) is NaN
+    in an Interval, stored as NULL (SQLite keeps no NaN)."""
+    return tuple(math.nan if row[f"{metric}_{end}"] is None else row[f"{metric}_{end}"]
+                 for end in ("lo", "hi"))
+
+
 def _from_row(store: Store, row: dict, level: float, cluster: str | None,
               cached: bool) -> CellResult:
     if level == row["level"] and cluster is None:
-        em = intervals.Interval(row["em"], row["em_lo"], row["em_hi"], "clopper-pearson", level)
-        f1 = intervals.Interval(row["f1"], row["f1_lo"], row["f1_hi"], "student-t", level) \
+        em = intervals.Interval(row["em"], *_bounds(row, "em"), "clopper-pearson", level)
+        f1 = intervals.Interval(row["f1"], *_bounds(row, "f1"), "student-t", level) \
             .clipped(0.0, 100.0)
     else:
         em, f1 = cell_intervals(load_units(store, row), level, cluster)

@@ -110,6 +110,27 @@ def test_one_article_has_no_article_clustered_interval_and_says_so(
     assert paragraphs["results"][0]["f1"]["lo"] < paragraphs["results"][0]["f1"]["hi"]
 
 
+EMPTY_ANSWERS = """import json, sys
+doc = json.load(open(sys.argv[1]))
+json.dump({q["id"]: "" for a in doc["data"] for p in a["paragraphs"] for q in p["qas"]},
+          open(sys.argv[2], "w"))
+"""
+
+
+def test_a_cell_without_spread_is_stored_and_served_without_f1_bounds(
+        workspace, tmp_path, monkeypatch, small_dev):
+    """Every question scores F1 0: no Student-t interval, stored as NULL and read back."""
+    tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev}, {"silent": EMPTY_ANSWERS})
+    argv = ["-b", "silent", "-t", "tiny", "--runner", "local", "--json"]
+    for cached in (False, True):
+        ran = CliRunner().invoke(evaluate_cmd, argv)
+        assert ran.exit_code == 0, ran.output
+        [cell] = json.loads(ran.stdout)["results"]
+        assert cell["cached"] is cached and cell["f1"]["value"] == 0.0
+        assert (cell["f1"]["lo"], cell["f1"]["hi"]) == (None, None)
+        assert cell["em"]["lo"] == 0.0 and cell["em"]["hi"] > 0.0  # Clopper-Pearson still
+
+
 def test_all_lists_inapplicable_cells_instead_of_failing(workspace):
     result = CliRunner().invoke(evaluate_cmd, ["-b", "all", "-t", "amazon", "--json",
                                                "--runner", "local"])
