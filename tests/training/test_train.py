@@ -19,6 +19,7 @@ from evaluator.bundles import spec as bundles
 from evaluator.cli.main import evaluate_cmd, main
 from evaluator.core.errors import ConfigError, DataError, RunFailure
 from evaluator.data import testsets
+from evaluator.runners import local
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.runners.slurm.controller import cluster_available
 from evaluator.store.store import Store
@@ -377,13 +378,23 @@ def test_the_challenge_report_takes_a_trained_system_by_its_id(registry):
     assert untrained.returncode == 1 and "is not trained yet" in untrained.stderr
 
 
-def test_a_training_given_the_gpu_is_recorded_so_and_one_on_the_cpu_too(registry):
+def test_a_training_given_the_gpu_is_recorded_so_and_one_on_the_cpu_too(registry, tmp_path,
+                                                                       monkeypatch):
     """The local runner records the device the training was given (the config names it to
-    the approach), as the Docker runner does; logistic regression runs on the CPU either way,
-    so this runs without a GPU."""
+    the approach), as the Docker runner does; on a host that shows no GPU, one asked for is a
+    no-gpu failure. Logistic regression runs on the CPU either way, so the GPU host is the
+    NVIDIA driver's file written here."""
     runner, store = Dispatcher("local"), Store.open_default()
     on_cpu = train(TrainJob(bundles.get("logreg-rajpurkar"), testsets.get("tiny-train")),
                    runner, store)
+    monkeypatch.setattr(local, "NVIDIA_DRIVER", tmp_path / "no-driver")
+    monkeypatch.setattr(local, "NVIDIA_SMI", None)
+    with pytest.raises(RunFailure) as none:
+        train(TrainJob(bundles.get("logreg-rajpurkar"), testsets.get("tiny-train"), seed=1),
+              runner, store, device="gpu")
+    assert none.value.failure_class == "no-gpu"
+    (tmp_path / "version").write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module\n")
+    monkeypatch.setattr(local, "NVIDIA_DRIVER", tmp_path / "version")
     on_gpu = train(TrainJob(bundles.get("logreg-rajpurkar"), testsets.get("tiny-train"),
                             seed=1), runner, store, device="gpu")
     assert (on_cpu.row["device"], on_gpu.row["device"]) == ("cpu", "gpu")
