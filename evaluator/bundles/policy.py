@@ -118,15 +118,9 @@ class Policy:
         granted = self.endpoint_keys.get(name)
         if granted is None:
             return False
-        want, have = urlsplit(granted), urlsplit(url)
-        try:
-            same_origin = (want.scheme, want.hostname, want.port or _PORTS[want.scheme]) == \
-                (have.scheme, have.hostname, have.port or _PORTS.get(have.scheme))
-        except ValueError:  # a port that is not a number
-            return False
-        prefix = want.path.rstrip("/")
-        return same_origin and not have.username and (have.path == prefix or
-                                                      have.path.startswith(prefix + "/"))
+        have, prefix = urlsplit(url), urlsplit(granted).path.rstrip("/")
+        return _origin(url) is not None and _origin(url) == _origin(granted) and \
+            not have.username and (have.path == prefix or have.path.startswith(prefix + "/"))
 
     def resources(self, requested: object, where: Path | str) -> dict:
         """The bundle's resources: the defaults with what it asks for, checked against the
@@ -156,6 +150,19 @@ class Policy:
 _PORTS = {"http": 80, "https": 443}
 
 
+def _origin(url: str) -> tuple[str, str | None, int] | None:
+    """(scheme, host, port, the scheme's own where none is given) of an http(s) URL; None
+    for another scheme or a port that is not a positive number."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:  # a port that is not a number
+        return None
+    if parts.scheme not in _PORTS or (port is not None and port <= 0):
+        return None
+    return parts.scheme, parts.hostname, port or _PORTS[parts.scheme]
+
+
 def _endpoint_keys(given: object, path: Path) -> dict:
     """`endpoint_keys:` checked: variable names to http(s) URL prefixes."""
     if not isinstance(given, dict):
@@ -165,12 +172,8 @@ def _endpoint_keys(given: object, path: Path) -> dict:
             raise ConfigError(f"{path}: endpoint_keys: {name!r} is not an environment "
                               f"variable name (A-Z, 0-9, _)")
         parts = urlsplit(url) if isinstance(url, str) else None
-        try:
-            port_ok = parts is not None and (parts.port is None or parts.port > 0)
-        except ValueError:  # a port that is not a number
-            port_ok = False
-        if not port_ok or parts.scheme not in _PORTS or not parts.hostname \
-                or parts.username or parts.query or parts.fragment:
+        if parts is None or _origin(url) is None or not parts.hostname or parts.username \
+                or parts.query or parts.fragment:
             raise ConfigError(f"{path}: endpoint_keys.{name}: {url!r} is not an http(s) URL "
                               f"prefix such as https://api.example.com/v1")
     return dict(given)

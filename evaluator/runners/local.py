@@ -44,7 +44,7 @@ class LocalRunner:
 
     def run(self, request: RunRequest) -> RunRecord:
         bundle = request.bundle
-        device = "gpu" if _gpus_here(bundle, request.device) else "cpu"
+        device = _device_for(bundle, request.device)
         return self._execute(bundle, bundle.command, bundle.id, None, request.cpus, device,
                              input=str(request.input_path), output=str(request.output_path),
                              model=str(bundle.model.get("path", "")),
@@ -54,7 +54,7 @@ class LocalRunner:
         """Run an approach's train command; its checkpoints survive a killed attempt."""
         for folder in (request.model_dir, request.checkpoint_dir):
             folder.mkdir(parents=True, exist_ok=True)
-        device = "gpu" if _gpus_here(request.approach, request.device) else "cpu"
+        device = _device_for(request.approach, request.device)
         return self._execute(request.approach, request.approach.train_command, request.label,
                              request.pid_file, (), device, train=str(request.train_path),
                              config=str(request.config_path), model=str(request.model_dir),
@@ -65,8 +65,8 @@ class LocalRunner:
                  cpus: tuple[int, ...] = (), device: str = "cpu",
                  **paths: str | None) -> RunRecord:
         """`command` with its placeholders filled, in a private copy of the bundle folder, on
-        `cpus` where given. `device` is what the run was asked to use (a training's config
-        names it to the approach), recorded with the run."""
+        `cpus` where given. `device` ("cpu" or "gpu", `_device_for`) is what the run gets,
+        recorded with it; a "cpu" run sees no GPU."""
         with run_tempdir("local") as tmp:
             workdir = Path(tmp) / "bundle"
             shutil.copytree(bundle.folder, workdir, symlinks=True,  # links were checked on load
@@ -94,7 +94,7 @@ class LocalRunner:
                 cpus)
             log = read_tail(log_path)
         record = RunRecord(runner=self.name, wall_s=wall, exit_code=exit_code, log=log,
-                           peak_memory_bytes=peak, device="gpu" if device == "gpu" else "cpu",
+                           peak_memory_bytes=peak, device=device,
                            cpu_s=cpu,
                            details={"isolated": False, "cpus": list(cpus) or None})
         classify(label, Exit(exit_code, log, timed_out, bundle.timeout, peak_memory=peak))
@@ -105,14 +105,15 @@ NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")  # a loaded NVIDIA driver (L
 NVIDIA_SMI = shutil.which("nvidia-smi")  # its tool, also where /proc has no driver (WSL2)
 
 
-def _gpus_here(bundle: Bundle, device: str) -> int:
-    """The GPUs a run gets (`gpus_for`), or RunFailure no-gpu when it should get one and
-    this host shows no NVIDIA GPU (neither a loaded driver nor nvidia-smi)."""
+def _device_for(bundle: Bundle, device: str) -> str:
+    """"gpu" where the run gets GPUs (`gpus_for`), else "cpu"; RunFailure no-gpu when it
+    should get one and this host shows no NVIDIA GPU (neither a loaded driver nor
+    nvidia-smi)."""
     gpus = gpus_for(bundle.resources, device)
     if gpus and not (NVIDIA_DRIVER.is_file() or NVIDIA_SMI):
         raise RunFailure("no-gpu", f"{bundle.id} asks for {gpus} GPU(s) but this host shows "
                          f"none (no NVIDIA driver or nvidia-smi); retry with --device cpu")
-    return gpus
+    return "gpu" if gpus else "cpu"
 
 
 def _path(path: Path | None) -> str | None:
