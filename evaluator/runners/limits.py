@@ -18,9 +18,11 @@ from evaluator.runners import interrupts
 _ACTIVE: set[int] = set()  # process groups of running submissions, for cancel_all()
 _ACTIVE_LOCK = threading.RLock()  # held from start to registration: cancel_all misses none
 
-# The guard reads a pipe whose only writer is this process: first the run's process group,
-# then end of file, which means this process closed the pipe (the run is over) or died;
-# either way the group is killed.
+# The guard reads a pipe held open by this process: first the run's process group, then end
+# of file, which means this process closed the pipe (the run is over) or died; either way the
+# group is killed. The run writes its group itself (`_ANNOUNCE`) before its command starts,
+# so the guard knows it before the run can start anything: this process may be killed right
+# after the start, before it could write anything (on a loaded machine, by a test's time-out).
 _GUARD = ("import os, signal, sys\n"
           "group = sys.stdin.buffer.readline().strip()\n"
           "sys.stdin.buffer.read()\n"
@@ -28,6 +30,11 @@ _GUARD = ("import os, signal, sys\n"
           "    os.killpg(int(group), signal.SIGKILL)\n"
           "except (ValueError, ProcessLookupError, PermissionError):\n"
           "    pass\n")
+
+# The run's first shell, whose standard input is the guard's pipe: it writes its pid (its new
+# session's process group) there, then becomes the command with /dev/null as input, so the
+# command holds no end of the pipe. A guard that is gone costs the run only its safety net.
+_ANNOUNCE = "(trap '' PIPE; echo $$ >&0) 2>/dev/null; exec /bin/sh -c \"$1\" </dev/null"
 
 
 def cancel_all() -> int:
@@ -56,15 +63,11 @@ def run_with_limit(command: str, cwd: Path, env: dict, log_path: Path, timeout: 
             with _ACTIVE_LOCK:
                 if interrupts.stopping():
                     raise KeyboardInterrupt("cancelled: this controller is stopping")
-                proc = subprocess.Popen([*pinned, "/bin/sh", "-c", command], cwd=cwd, env=env,
-                                        stdout=log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, start_new_session=True)
+                proc = subprocess.Popen([*pinned, "/bin/sh", "-c", _ANNOUNCE, "sh", command],
+                                        cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                        stdin=guard_pipe, start_new_session=True)
                 _ACTIVE.add(proc.pid)
             _keep_niceness(proc.pid)
-            try:
-                os.write(guard_pipe, b"%d\n" % proc.pid)
-            except OSError:  # a guard that died early: the run goes on without the safety net
-                pass
             status, usage = _wait(proc, timeout, timed_out, pid_file)
         finally:
             os.close(guard_pipe)
@@ -115,8 +118,8 @@ def _wait(proc: subprocess.Popen, timeout: float, timed_out: threading.Event,
 
 def _start_guard() -> tuple[subprocess.Popen, int]:
     """A process, in a session of its own (a terminal's Ctrl-C does not reach it), that kills
-    the process group written to the returned pipe once this process closes the pipe or
-    dies."""
+    the process group written to the returned pipe once every writer has closed it: this
+    process, by closing it or by dying, and the run, once it has written its group."""
     read_end, write_end = os.pipe()  # not inheritable: no other child holds the write end
     try:
         guard = subprocess.Popen([sys.executable, "-I", "-S", "-c", _GUARD],
