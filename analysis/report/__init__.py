@@ -27,6 +27,7 @@ import pandas as pd
 from analysis import figures
 from analysis.sources.tidy import METRICS, NO_PAIRS, new_testsets, paired
 from analysis.stats import concurrence, fits, gaps
+from evaluator.core.files import READABLE, write_atomic
 
 FLOAT_FORMAT = "%.6g"  # the precision of every published table
 
@@ -102,12 +103,12 @@ def write(df: pd.DataFrame, out: Path | str, tables_dir: Path | str | None = Non
     for name, table in tables.items():
         path = tables_dir / f"{name}.csv"
         text = table.to_csv(index=False, float_format=FLOAT_FORMAT)
-        path.write_bytes(text.encode("utf-8"))
+        write_atomic(path, text.encode("utf-8"), READABLE)
         written.append(path)
         published[name] = _read_back(text)
     if df.attrs.get("coverage"):
         path = tables_dir / "coverage.txt"
-        path.write_text(df.attrs["coverage"], encoding="utf-8")
+        write_atomic(path, df.attrs["coverage"].encode("utf-8"), READABLE)
         written.append(path)
     return Report(written, published)
 

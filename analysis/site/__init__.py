@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
 import struct
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -47,6 +46,7 @@ from analysis.sources.tidy import METRICS, SHIFT_SETS, new_testsets, paired
 from analysis.stats import fits as fits_mod
 from analysis.stats import gaps as gaps_mod
 from evaluator.core import provenance
+from evaluator.core.files import READABLE, remove_tree, safe_cell, write_atomic
 from evaluator.core.hashing import file_sha256
 from evaluator.core.schema import ID_PATTERN
 
@@ -109,8 +109,7 @@ def build(df: pd.DataFrame, out: Path | str, *, source: str, runs: RunInfo | Non
     for name, table in sorted(tables.items()):
         _write_json(data_dir / f"{name}.json", table)
     for name in ("site.css", "site.js"):
-        (out / "static").mkdir(exist_ok=True)
-        shutil.copyfile(STATIC / name, out / "static" / name)
+        write_atomic(out / "static" / name, (STATIC / name).read_bytes(), READABLE)
 
     testsets = _testset_order(df)
     models = _models(df, runs)
@@ -167,10 +166,9 @@ def build(df: pd.DataFrame, out: Path | str, *, source: str, runs: RunInfo | Non
             failures=[f for f in _failure_rows(runs, models) if f["model"] == name]
             if runs else [])
     for rel, html in pages.items():
-        path = _inside(out, rel)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(html, encoding="utf-8")
-    (out / MARKER).write_text("written by qashift report; the whole folder is regenerated\n")
+        write_atomic(_inside(out, rel), html.encode("utf-8"), READABLE)
+    write_atomic(out / MARKER, b"written by qashift report; the whole folder is regenerated\n",
+                 READABLE)
     return out / "index.html"
 
 
@@ -357,8 +355,7 @@ def _write_logs(folder: Path, runs: RunInfo) -> None:
     for sha in shas:
         data = runs.read_log(sha)
         if data is not None:
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / f"{sha}.txt").write_bytes(data)
+            write_atomic(folder / f"{sha}.txt", data, READABLE)
 
 
 def _model_scores(df: pd.DataFrame, model: str, testsets: list[str],
@@ -525,15 +522,21 @@ def _tidy_for_export(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _write_table(stem: Path, table: pd.DataFrame) -> None:
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(stem.with_suffix(".csv"), index=False)
+    """A table as CSV, for people (text a spreadsheet would run as a formula is written as
+    text: `safe_cell`), and as JSON, whose values are exact."""
+    text = table.copy()
+    for column in text.columns:
+        if pd.api.types.is_object_dtype(text[column]) or \
+                pd.api.types.is_string_dtype(text[column]):
+            text[column] = text[column].map(safe_cell)
+    write_atomic(stem.with_suffix(".csv"), text.to_csv(index=False).encode("utf-8"), READABLE)
     _write_json(stem.with_suffix(".json"), table)
 
 
 def _write_json(path: Path, table: pd.DataFrame) -> None:
     rows = [{k: _plain(v) for k, v in r.items()} for r in table.to_dict("records")]
-    path.write_text(json.dumps(rows, indent=1, ensure_ascii=False, allow_nan=False) + "\n",
-                    encoding="utf-8")
+    write_atomic(path, (json.dumps(rows, indent=1, ensure_ascii=False, allow_nan=False)
+                        + "\n").encode("utf-8"), READABLE)
 
 
 def _records(table: pd.DataFrame) -> list[dict]:
@@ -574,10 +577,10 @@ def _prepare(out: Path) -> None:
                             f"choose an empty or new folder")
         for name in GENERATED:
             path = out / name
-            if path.is_dir():
-                shutil.rmtree(path)
-            elif path.exists():
-                path.unlink()
+            if path.is_dir() and not path.is_symlink():
+                remove_tree(path)
+            elif path.exists() or path.is_symlink():
+                path.unlink()  # a link, never what it points to
     out.mkdir(parents=True, exist_ok=True)
 
 

@@ -14,6 +14,7 @@ import click
 from evaluator.cli.base import Command
 from evaluator.core import console, settings
 from evaluator.core.errors import UserError
+from evaluator.core.files import READABLE, check_output_path, write_atomic
 from evaluator.data import testsets
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
@@ -74,6 +75,7 @@ def figures_command(source, data_dir, exclude_extra_data, reference, metrics, ou
     from analysis import report  # lazy: pandas; fast --help
     from analysis.stats import fits  # lazy: pandas, statsmodels; fast --help
 
+    check_output_path(out, what="--out", folder=True)
     df = _load(source, data_dir, exclude_extra_data, reference, metrics)
     try:
         written = report.regenerate(df, out, n_boot=bootstrap, seed=seed,
@@ -131,7 +133,8 @@ def fit_command(source, data_dir, exclude_extra_data, reference, metrics, bootst
               help="store | squadshifts-published | PATH.csv")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("site"),
               show_default=True, help="Output folder (created; an earlier site there is "
-              "replaced).")
+              "replaced; a folder with other files, a link or a folder inside the workspace "
+              "is refused).")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Local data mirror for --source squadshifts-published (default: "
               "$QASHIFT_DATA_DIR, else ../shared/data).")
@@ -152,6 +155,7 @@ def report_command(source, out, data_dir, bootstrap, seed, concurrence_scores,
     from analysis.sources import load_source, store_inputs  # lazy: pandas; fast --help
     from analysis.studies import approach_concurrence as ac  # lazy: pandas; fast --help
 
+    check_output_path(out, what="--out", folder=True)
     approach_level = None
     if concurrence_scores is not None:
         try:
@@ -193,6 +197,8 @@ def reproduce_command(data_dir, joins, out):
     """The SQuADShifts study's published fits and average drops beside ours, from data."""
     from analysis.studies import reproduction  # lazy: pandas; fast --help
 
+    if out:
+        check_output_path(out, what="--out", folder=True)
     df = _load("squadshifts-published", data_dir, False)
     fit_rows = reproduction.fit_comparison(df)
     drop_rows = reproduction.drop_comparison(df)
@@ -206,9 +212,8 @@ def reproduce_command(data_dir, joins, out):
     if joins:
         click.echo("\n" + df.attrs.get("coverage", ""))
     if out:
-        out.mkdir(parents=True, exist_ok=True)
-        fit_rows.to_csv(out / "fits.csv", index=False)
-        drop_rows.to_csv(out / "drops.csv", index=False)
+        write_atomic(out / "fits.csv", fit_rows.to_csv(index=False).encode(), READABLE)
+        write_atomic(out / "drops.csv", drop_rows.to_csv(index=False).encode(), READABLE)
         click.echo(f"wrote {out / 'fits.csv'} and {out / 'drops.csv'}")
 
 
@@ -246,6 +251,7 @@ def population_command(table_path, data_dir, out, bootstrap, seed, markdown, new
     from analysis.sources import published_data_dir  # lazy: pandas; fast --help
     from analysis.studies import population  # lazy: pandas; fast --help
 
+    check_output_path(out, what="--out", folder=True)
     if new_sets:
         _score_population(plan, list(new_sets), table_path, parallel, runner)
 
@@ -290,6 +296,7 @@ def _score_population(plan: Path, new_sets: list[str], table_path: Path, paralle
     """Score every frozen or stored system of the plan on the new sets and add them to the
     table as each system's cells end (resumable: finished cells are stored; nothing is
     trained)."""
+    check_output_path(table_path, what="--table", columns=table.COLUMNS)
     found = study.with_testsets(study.load(plan), [testsets.get(t) for t in new_sets])
     store = Store.open_default()
 
@@ -357,6 +364,8 @@ def concurrence_command(reference, subsets, variant, versus, threshold, bootstra
     if layout:
         click.echo(ac.render(), nl=False)
         return
+    if out is not None:
+        check_output_path(out, what="--out", folder=True)
     if plan is not None and not scores_path:
         raise UserError("--paper compares a score table (--scores) with the paper's; give "
                         "both")
@@ -444,6 +453,9 @@ def strata_command(out, testset_names, table_path, plans, parallel, runner):
     from analysis.sources import per_question_scores, strata  # lazy: pandas; fast --help
     from analysis.studies import stratified  # lazy: pandas, spaCy; fast --help
 
+    check_output_path(out, what="--out", folder=True)
+    if table_path:
+        check_output_path(table_path, what="--table", columns=strata.TABLE_COLUMNS)
     kept = strata.read_table(table_path) if table_path else []
     store = Store.open_default()
 
@@ -534,6 +546,7 @@ def families_command(table, population, baseline, population_baseline, out, boot
     from analysis.sources import load_source  # lazy: pandas; fast --help
     from analysis.studies import families  # lazy: pandas, scipy; fast --help
 
+    check_output_path(out, what="--out", folder=True)
     published = load_source(str(table), None, reference="squad-dev")
     own = load_source(str(population), None)
     try:
@@ -549,7 +562,8 @@ def families_command(table, population, baseline, population_baseline, out, boot
         click.echo(f"\n{label}\n" + frame.drop(columns=["baseline", "scale"]).to_string(
             index=False, float_format="%.2f"))
     both = families.combined({str(table): theirs, str(population): ours})
-    both.to_csv(out / "families.csv", index=False, float_format="%.4f")
+    write_atomic(out / "families.csv",
+                 both.to_csv(index=False, float_format="%.4f").encode(), READABLE)
     written = [out / "families.csv"]
     for testset, fig in families.beside(published, own, "Awadalla et al. (2022)",
                                         "own population", n_boot=bootstrap):
@@ -579,6 +593,8 @@ def extra_data_command(base, metric, csv_path, table_paths, reference, show_all)
     from analysis.sources import load_source, load_tables, store_inputs  # lazy: pandas
     from analysis.studies import extra_data  # lazy: pandas; fast --help
 
+    if csv_path:
+        check_output_path(csv_path, what="--csv", columns=extra_data.COLUMNS)
     if table_paths:
         scores = load_tables(table_paths, reference)
     else:
@@ -599,5 +615,6 @@ def extra_data_command(base, metric, csv_path, table_paths, reference, show_all)
                    f"trained on {base} alone)\n"
                    + moved.to_string(index=False, float_format="%.2f"))
     if csv_path:
-        found.to_csv(csv_path, index=False, float_format="%.6g")
+        write_atomic(check_output_path(csv_path, what="--csv", columns=extra_data.COLUMNS),
+                     found.to_csv(index=False, float_format="%.6g").encode(), READABLE)
         click.echo(f"wrote {csv_path}")

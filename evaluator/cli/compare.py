@@ -4,7 +4,9 @@ Reads both cells' results (the one rule of `store.queries`) and their stored per
 scores, pairs them by question, and reports the paired difference in EM and F1 (bootstrap
 interval, paired t-test, McNemar's exact test for EM); with `--against`, also whether A's
 drop from the original set to SET differs from B's. `--diff FILE.csv` writes the questions
-where the two systems' answers differ (`qashift results diff A B -t SET` lists them).
+where the two systems' answers differ (`qashift results diff A B -t SET` lists them): a table
+for people, so an answer that a spreadsheet would run as a formula is written as text, and
+never into the workspace or over a file that is not such a table (`check_output_path`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 import click
 
 from evaluator.core.errors import UserError
-from evaluator.core.files import write_csv_atomic
+from evaluator.core.files import check_output_path, write_csv_atomic
 from evaluator.data import testsets
 from evaluator.scoring.squad_v1 import group_of, score_question
 from evaluator.stats.intervals import check_level, level_text
@@ -63,7 +65,8 @@ def _scores(units: dict, name: str, ids: list[str], metric: str) -> list[float]:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--level", type=float, default=0.95, show_default=True, help=LEVEL_HELP)
 @click.option("--diff", "diff_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="write the questions where the answers differ (CSV)")
+              default=None, help="write the questions where the answers differ (CSV; a new "
+              "file outside the workspace, or one --diff wrote)")
 @click.option("--json", "as_json", is_flag=True)
 def compare_command(names, testset, against, bootstrap, seed, level, diff_path,
                     as_json) -> None:
@@ -75,6 +78,8 @@ def compare_command(names, testset, against, bootstrap, seed, level, diff_path,
         check_level(level)  # the check `evaluate` makes of its --level
     except ValueError as exc:
         raise UserError(str(exc)) from None
+    if diff_path is not None:  # said now, before the bootstrap
+        check_output_path(diff_path, what="--diff", columns=DIFF_COLUMNS)
     from evaluator.stats import paired as paired_stats  # lazy: numpy, scipy; fast start
 
     store = Store.open_default()
@@ -177,5 +182,6 @@ def differing(store: Store, rows: dict, units: dict, ids: list[str], a: str, b: 
 def _write_diff(store: Store, rows: dict, units: dict, ids: list[str], a: str, b: str,
                 testset: str, path: Path) -> int:
     out = differing(store, rows, units, ids, a, b, testset)
-    write_csv_atomic(path, DIFF_COLUMNS, out)
+    write_csv_atomic(check_output_path(path, what="--diff", columns=DIFF_COLUMNS), DIFF_COLUMNS,
+                     out, for_people=True)
     return len(out)

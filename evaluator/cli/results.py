@@ -13,7 +13,7 @@ from evaluator.cli import compare
 from evaluator.cli.base import cut
 from evaluator.core import console
 from evaluator.core.errors import UserError
-from evaluator.core.files import READABLE, write_atomic, write_csv_atomic
+from evaluator.core.files import READABLE, check_output_path, write_atomic, write_csv_atomic
 from evaluator.data import testsets
 from evaluator.pipeline.samples import file_stem, write_samples
 from evaluator.stats.intervals import level_text
@@ -76,14 +76,15 @@ def results_list(bundle, testset, failures, include_samples) -> None:
 @results_group.command("export")
 @click.argument("bundle")
 @click.argument("testset")
-@click.option("--out", type=click.Path(file_okay=False), default=".", show_default=True)
+@click.option("--out", type=click.Path(file_okay=False), default=".", show_default=True,
+              help="the folder to write into (outside the workspace; not a link)")
 def results_export(bundle, testset, out) -> None:
     """Write a cell's predictions and per-question scores to --out, as
     BUNDLE.TESTSET.predictions.json and BUNDLE.TESTSET.scores.csv (a trained system's `/`
     written `_`, as `results samples` names its logs)."""
+    out_dir = check_output_path(Path(out), what="--out", folder=True)
     store = Store.open_default()
     row = _cell(store, bundle, testset)
-    out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     predictions = store.get_object(row["predictions_sha256"])
     if predictions is None:
@@ -94,7 +95,7 @@ def results_export(bundle, testset, out) -> None:
                      ["id", "em", "f1", "paragraph", "article", "missing"],
                      ({"id": u.id, "em": u.em, "f1": u.f1, "paragraph": u.paragraph,
                        "article": u.article, "missing": u.missing}
-                      for u in load_units(store, row)))
+                      for u in load_units(store, row)), for_people=True)
     click.echo(f"wrote {out_dir / (prefix + '.predictions.json')} and "
                f"{out_dir / (prefix + '.scores.csv')}")
 
@@ -102,12 +103,14 @@ def results_export(bundle, testset, out) -> None:
 @results_group.command("samples")
 @click.option("--bundle", "-b", "bundle_names", multiple=True, help="only these (repeatable)")
 @click.option("--testset", "-t", "testset_names", multiple=True, help="only these (repeatable)")
-@click.option("--out", type=click.Path(file_okay=False), required=True)
+@click.option("--out", type=click.Path(file_okay=False), required=True,
+              help="the folder to write into (outside the workspace; not a link)")
 def results_samples(bundle_names, testset_names, out) -> None:
     """Per-question logs (JSONL, and Parquet with pyarrow) of every stored cell selected, as
     `evaluate --log-samples` writes them: the newest full result of each cell."""
     from analysis.sources import latest_full_results, strata  # lazy: pandas; the strata cache
 
+    check_output_path(Path(out), what="--out", folder=True)
     store = Store.open_default()
     if not store.exists():
         raise UserError(f"no results store at {store.db_path}; run evaluate first")
@@ -215,10 +218,13 @@ def results_log(bundle, testset) -> None:
 @click.argument("bundle_b")
 @click.option("--testset", "-t", required=True, help="the set both were scored on")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="write them as CSV here instead of listing them")
+              help="write them as CSV here instead of listing them (a new file outside the "
+                   "workspace, or one this command or compare --diff wrote)")
 def results_diff(bundle_a, bundle_b, testset, out) -> None:
     """The questions of TESTSET where BUNDLE_A and BUNDLE_B answer differently (the stored
     results that `qashift compare` pairs), with the gold answers and both scores."""
+    if out is not None:
+        check_output_path(out, what="--out", columns=compare.DIFF_COLUMNS)
     store = Store.open_default()
     rows, units, ids = compare.paired_units(store, bundle_a, bundle_b, testset)
     found = compare.differing(store, rows, units, ids, bundle_a, bundle_b, testset)
@@ -226,7 +232,8 @@ def results_diff(bundle_a, bundle_b, testset, out) -> None:
     of = f"{len(found)} questions of the {len(ids)} {unit}" if unit else \
         f"{len(found)} of {len(ids)} questions"
     if out is not None:
-        write_csv_atomic(out, compare.DIFF_COLUMNS, found)
+        write_csv_atomic(check_output_path(out, what="--out", columns=compare.DIFF_COLUMNS),
+                         compare.DIFF_COLUMNS, found, for_people=True)
         click.echo(f"{of} answered differently: {out}")
         return
     for d in found:

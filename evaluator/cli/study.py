@@ -11,7 +11,7 @@ from analysis.studies.approach_matrix import approach_matrix
 from evaluator.cli.base import Group, configure, settings_options
 from evaluator.core import console
 from evaluator.core.errors import UserError
-from evaluator.core.files import write_csv_atomic
+from evaluator.core.files import check_output_path, write_csv_atomic
 from evaluator.core.hashing import canonical_json
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
@@ -53,6 +53,8 @@ def run_command(plan, runner, device, table_path, ledgers, only, parallel, data_
     """Train and evaluate what the plan lists and neither the store nor the table holds
     (resumes where it stopped)."""
     configure(data_dir, workspace)
+    if table_path is not None:
+        check_output_path(table_path, what="--table", columns=table.COLUMNS)
     found = study.load(plan)
     store = Store.open_default()
     earlier = table.ledger(table_path, ledgers)
@@ -97,6 +99,7 @@ def table_command(plan, out, data_dir, workspace) -> None:
     """Write the study's results table from the store (nothing is run); systems the store
     lacks keep their rows from the file already at --out."""
     configure(data_dir, workspace)
+    check_output_path(out, what="--out", columns=table.COLUMNS)
     rows = _write_table(study.load(plan), Store.open_default(), out)
     click.echo(f"wrote {len(rows)} rows to {out}")
 
@@ -115,6 +118,8 @@ def freeze_command(plan, table_path, data_dir, workspace) -> None:
     scores brought up to date (sets that only another study scored are kept). With --table,
     the table and the manifests are written from the same rows, so they cannot disagree."""
     configure(data_dir, workspace)
+    if table_path is not None:
+        check_output_path(table_path, what="--table", columns=table.COLUMNS)
     found = study.load(plan)
     store = Store.open_default()
     if table_path is None:
@@ -159,6 +164,7 @@ def _freeze(found: study.Study, store: Store, rows: list[dict]) -> None:
                f"{len(found.trainings) - written - kept} of the plan not trained in this store")
 
 
+MATRIX_COLUMNS = ("approach", "group", "mode")  # then one column per benchmark
 RUN_COLUMNS = ("approach", "benchmark", "system", "seed", "hyperparameters", "em", "f1",
                "selected", "selection")
 
@@ -185,6 +191,9 @@ def matrix_command(plan, out, runs_path, table_path, ledgers, keep, data_dir,
     every approach on the benchmarks all of them are scored on), by the plan's selection
     rule."""
     configure(data_dir, workspace)
+    check_output_path(out, what="--out", columns=MATRIX_COLUMNS)
+    if runs_path is not None:
+        check_output_path(runs_path, what="--runs", columns=RUN_COLUMNS)
     found = study.load(plan)
     earlier = table.ledger(table_path, ledgers)
     made = approach_matrix(found, study.rows(found, Store.open_default(), earlier))
@@ -198,7 +207,7 @@ def matrix_command(plan, out, runs_path, table_path, ledgers, keep, data_dir,
         if not complete:
             raise UserError(f"{plan}: no approach has a score on every benchmark yet "
                             f"(qashift study status {plan}); nothing written")
-    columns = ("approach", "group", "mode", *kept)
+    columns = (*MATRIX_COLUMNS, *kept)
     write_csv_atomic(out, columns, [
         {"approach": a, "group": made.groups[a], "mode": "approach-level",
          **{b: round(made.scores[a][b], 2) for b in kept}} for a in complete])

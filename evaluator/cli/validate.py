@@ -13,6 +13,7 @@ import click
 from evaluator.bundles import spec as bundles
 from evaluator.bundles.schema import BundleFile
 from evaluator.core.errors import ConfigError, DataError, UserError
+from evaluator.core.files import write_atomic
 from evaluator.core.folders import unknown_name
 from evaluator.data import checks, testsets
 from evaluator.data.fetch import cached_path
@@ -50,8 +51,11 @@ def _data_problems(testset: TestSet) -> list[str]:
 def _pin(folder: Path, version: str | None) -> str:
     """Write the data's sha256 (and `version`) into the folder's testset.yaml, once it passes
     every check: a folder's own data file, or a derived set's generated data (generated here
-    first); what was done, one line."""
+    first); what was done, one line. A testset.yaml or data file that is a link is refused."""
+    _own_file(folder, "testset.yaml")
     testset = testsets.from_folder(folder)
+    if testset.data_file:
+        _own_file(folder, testset.data_file)
     if testset.source is not None:
         raise UserError(f"{folder}: a fetched set is pinned by its source.sha256; only a "
                         f"folder's own data file or generated data is pinned here")
@@ -69,9 +73,18 @@ def _pin(folder: Path, version: str | None) -> str:
              if not line.startswith("sha256:") and not (version and line.startswith("version:"))]
     lines += [f"version: '{version}'"] if version else []
     lines.append(f"sha256: {sha}")
-    where.write_text("\n".join(lines) + "\n")
+    write_atomic(where, ("\n".join(lines) + "\n").encode(), where.stat().st_mode & 0o777)
     testsets.from_folder(folder)  # still a valid folder
     return f"pinned {folder.name}: sha256 {sha[:12]}" + (f", version {version}" if version else "")
+
+
+def _own_file(folder: Path, name: str) -> None:
+    """A UserError if the folder's file `name` is a link or leads outside the folder: --pin
+    would pin, or rewrite, a file elsewhere."""
+    path = folder / name
+    if path.is_symlink() or not path.resolve().is_relative_to(folder.resolve()):
+        raise UserError(f"{folder}: {name} is a link or leads outside the folder; --pin "
+                        f"pins a folder's own files only")
 
 
 def _reference_problem(testset: TestSet, known: set[str]) -> str | None:

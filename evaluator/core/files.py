@@ -5,7 +5,12 @@ Data goes to a temporary file beside the target (`.partial-*`, same file system)
 and fsync'ed, then renamed over the target; on any error the temporary file is removed.
 The temporary file is private (0600) and the target keeps that mode unless the writer gives
 another: a file written for people (a CSV table, an export) is `READABLE` (0644), as files a
-user writes are; the store's objects and caches stay private.
+user writes are; the store's objects and caches stay private. A rename replaces the name
+at the target: a link there is replaced, never followed.
+
+Where a command may write a file a user names (`--diff`, `--out`, `--table`, ...) is
+`check_output_path`: never inside the workspace, never a link, never over a file that is not
+the command's own table. Text cells of CSV tables for people go through `safe_cell`.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+from evaluator.core import settings
 from evaluator.core.errors import UserError
 from evaluator.core.owner import pid_alive
 
@@ -62,14 +68,86 @@ def write_json_atomic(target: Path, obj: object) -> None:
 
 
 def write_csv_atomic(target: Path, columns: Sequence[str], rows: Iterable[Mapping],
-                     mode: int = READABLE) -> None:
+                     mode: int = READABLE, *, for_people: bool = False) -> None:
     """A CSV table: the header, then one line per row ("\\n" line ends), written atomically;
-    a table is for people to read: READABLE unless `mode` says otherwise."""
+    a table is for people to read: READABLE unless `mode` says otherwise. `for_people`: text
+    a spreadsheet would run as a formula is neutralised (`safe_cell`): only for tables that
+    people open, never for tables the analysis reads back."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n")
     writer.writeheader()
+    if for_people:
+        rows = ({k: safe_cell(v) for k, v in row.items()} for row in rows)
     writer.writerows(rows)
     write_atomic(target, buffer.getvalue().encode(), mode)
+
+
+FORMULA_LEADS = ("=", "+", "-", "@", "\t", "\r")  # OWASP's CSV injection: what starts a formula
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def safe_cell(value: object) -> object:
+    """A CSV cell for people: text a spreadsheet would run as a formula (it starts with =, +,
+    -, @, a tab or a carriage return) gets a leading `'`, so it is shown, not run; numbers,
+    and text that is a plain number (-1.5), are left as they are."""
+    if isinstance(value, str) and value.startswith(FORMULA_LEADS) \
+            and not _NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def check_output_path(path: Path, *, what: str, columns: Sequence[str] | None = None,
+                      folder: bool = False) -> Path:
+    """`path`, if a command may write there what a user asked for; else a one-line UserError.
+    Refused: a path inside the workspace (the results store and its objects are qashift's
+    alone), a link (a write never goes where a link points), and anything the command did not
+    make: a `folder` must be a folder (the command writes its own file names in it); a file
+    that exists is replaced only when it is a table this command writes (an empty file, or a
+    CSV whose header has every one of `columns`), never another kind of file."""
+    path = Path(path)
+    workspace = settings.workspace_dir()
+    try:
+        inside = path.resolve().is_relative_to(workspace.resolve())
+    except (OSError, RuntimeError):  # a loop of links
+        raise UserError(f"{what} {path}: cannot be resolved (a loop of links?)") from None
+    if inside:
+        raise UserError(f"{what} {path} is inside the workspace {workspace} (the results "
+                        f"store); choose a path outside it")
+    if path.is_symlink():
+        raise UserError(f"{what} {path} is a link; name the file or folder itself")
+    if not path.exists():
+        return path
+    if folder:
+        if not path.is_dir():
+            raise UserError(f"{what} {path} exists and is not a folder")
+        return path
+    if not path.is_file():
+        raise UserError(f"{what} {path} exists and is not a file")
+    if columns is None:
+        raise UserError(f"{what} {path} already exists; move it away or choose a new path")
+    missing = _missing_column(path, columns)
+    if missing:
+        raise UserError(f"{what} {path} already exists and is not a table this command writes "
+                        f"(no column {missing}); move it away or choose a new path")
+    return path
+
+
+def _missing_column(path: Path, columns: Sequence[str]) -> str | None:
+    """The first of `columns` that the header of the CSV table at `path` lacks (None when it
+    has them all, or the file is empty: there is nothing in it to lose)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(64 * 1024)
+    except OSError:  # unreadable: not known to be the command's
+        return columns[0]
+    if not head:
+        return None
+    line = head.split(b"\n", 1)[0].decode("utf-8-sig", errors="replace")
+    try:
+        header = {h.strip() for h in next(csv.reader([line]), [])}
+    except csv.Error:
+        header = set()
+    return next((c for c in columns if c not in header), None)
 
 
 def read_csv_table(path: Path, columns: Sequence[str], what: str) -> list[dict]:
