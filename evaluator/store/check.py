@@ -24,6 +24,7 @@ already in the index (a controller that stored a cell meanwhile) is never replac
 
 from __future__ import annotations
 
+import re
 import shutil
 import sqlite3
 import time
@@ -41,7 +42,7 @@ from evaluator.store.rows import (
     system_problem,
     with_current_key,
 )
-from evaluator.store.store import ROW_OBJECT_CAP, Store, row_record
+from evaluator.store.store import ADDED_COLUMNS, ROW_OBJECT_CAP, SCHEMA, Store, row_record
 from evaluator.store.units import UNCHECKED, Gold, scores_problem
 
 OBJECT_FIELDS = ("predictions_sha256", "scores_sha256", "log_sha256")
@@ -86,6 +87,43 @@ def read_only_uri(db: Path) -> str:
     """A SQLite URI that opens `db` read-only, whatever its folder is named: the path is
     percent-encoded, so a '#', '?' or '%' in it is part of the name and never ends it."""
     return f"{db.absolute().as_uri()}?mode=ro"
+
+
+_TOKEN = re.compile(r"\w+|\S")
+# The words a store's own schema is written in (its statements, table, index and column names,
+# sqlite_sequence's), and the objects it makes: an index holding anything else (a view, a
+# trigger, a virtual table, another index, a generated column, a default or a check that
+# would run an expression) is no store of this tool's.
+_SCHEMA_WORDS = frozenset(re.findall(r"\w+", " ".join(
+    [SCHEMA, *(" ".join(added) for added in ADDED_COLUMNS)]).upper())) | \
+    {"SQLITE_SEQUENCE", "NAME", "SEQ"}
+_OBJECTS = {"table": {"results", "leases", "systems", "failures", "sqlite_sequence"},
+            "index": {"results_cell", "systems_name"}}
+_AUTOINDEX = re.compile(r"sqlite_autoindex_(results|leases|systems)_1")
+SCHEMA_OBJECTS_CAP = 64
+
+
+def schema_problem(conn: sqlite3.Connection) -> str:
+    """Why the schema of another store's index is not one this tool makes, or "": asked of an
+    index opened read-only, before any of its rows is read (a view can recurse until the disk
+    is full, a column's expression runs as its row is read)."""
+    objects = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY "
+                           "type IN ('table', 'index')"  # a view or trigger named first
+                           f" LIMIT {SCHEMA_OBJECTS_CAP + 1}").fetchall()
+    if len(objects) > SCHEMA_OBJECTS_CAP:
+        return f"its schema holds more than {SCHEMA_OBJECTS_CAP} objects"
+    for kind, name, table, sql in objects:
+        what = f"{str(kind)[:20]} {str(name)[:60]!r}"
+        if kind == "index" and sql is None and isinstance(name, str) and \
+                _AUTOINDEX.fullmatch(name) and name[len("sqlite_autoindex_"):-2] == table:
+            continue  # a primary key's own index
+        if kind not in _OBJECTS or name not in _OBJECTS[kind] or not isinstance(sql, str):
+            return f"its schema holds {what}, which no results store has"
+        words = _TOKEN.findall(sql.upper())
+        if words[:2] != ["CREATE", kind.upper()] or (kind == "table" and table != name) or \
+                not set(words) <= _SCHEMA_WORDS | {"(", ")", ","}:
+            return f"its schema's {what} is not as a results store makes it"
+    return ""
 
 
 def _index_rows(store: Store) -> tuple[list[dict] | None, str]:

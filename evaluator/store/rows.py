@@ -68,6 +68,26 @@ def _number(row: dict, field: str, lo: float, hi: float, integer: bool = False,
     return ""
 
 
+BOUNDS = ("em_lo", "em_hi", "f1_lo", "f1_hi")
+
+
+def bound(value: float | None) -> float | None:
+    """An interval bound, or None for "no interval": a cell whose every question scores the
+    same has none, NaN in an Interval, NULL in SQLite (which keeps no NaN), and NaN in the row
+    objects of stores written before rows were stored with None."""
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def without_nan_bounds(row: dict) -> dict:
+    """A row whose NaN bounds read None, as the index holds them."""
+    return {**row, **{f: bound(row[f]) for f in BOUNDS if f in row}}
+
+
+def _bound(row: dict, field: str) -> str:
+    """A bound is a score in [0, 100] or absent (None or NaN: no interval)."""
+    return "" if bound(row.get(field)) is None else _number(row, field, 0, 100)
+
+
 def _json_object(row: dict, field: str) -> str:
     value = row.get(field)
     if not isinstance(value, str) or len(value) > JSON_CAP:
@@ -89,7 +109,7 @@ def result_problem(row: dict) -> str:
         _number(row, "n", 1, big, integer=True), _number(row, "questions", 1, big, True),
         _number(row, "missing", 0, big, True), _number(row, "extra", 0, big, True),
         _number(row, "em", 0, 100), _number(row, "f1", 0, 100),
-        *(_number(row, f, 0, 100, optional=True) for f in ("em_lo", "em_hi", "f1_lo", "f1_hi")),
+        *(_bound(row, f) for f in BOUNDS),
         _number(row, "level", 0, 1), _digest(row, "predictions_sha256"),
         _digest(row, "scores_sha256"), _digest(row, "log_sha256", optional=True),
         _text(row, "runner", NAME), _text(row, "device", optional=True),

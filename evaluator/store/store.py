@@ -25,7 +25,7 @@ from evaluator.core.files import PARTIAL_PREFIX, remove_tree, write_atomic
 from evaluator.core.gate import Limits, is_digest, walk
 from evaluator.core.hashing import canonical_json, sha256_bytes, sha256_of
 from evaluator.core.owner import owner_alive, owner_id
-from evaluator.store.rows import with_current_key
+from evaluator.store.rows import with_current_key, without_nan_bounds
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
@@ -214,6 +214,7 @@ class Store:
     def put(self, row: dict, owner: str | None = None) -> None:
         """Insert a finished cell and release its lease, in one transaction. The row is also
         kept as an object, so `store repair` can rebuild a lost or corrupt index."""
+        row = without_nan_bounds(row)
         self._put(canonical_json({ROW_MARK: 1, "row": row}))
         self._insert_and_release("results", RESULT_FIELDS, row, owner)
 
@@ -221,6 +222,7 @@ class Store:
     def put_many(self, systems: list[dict], results: list[dict]) -> None:
         """Insert trained systems and results (their objects and weights already stored) in
         one transaction: all of them or none. Each row is kept as an object too."""
+        results = [without_nan_bounds(row) for row in results]
         for kind, rows in (("system", systems), ("row", results)):
             for row in rows:
                 self._put(canonical_json({ROW_MARK: 1, kind: row}))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import shutil
 import threading
 import time
@@ -142,7 +141,8 @@ def _train(job: TrainJob, runner: Dispatcher, store: Store, device: str,
         request = _prepare(job, cell, device)
         request = dataclasses.replace(request, prepared=prepared_inputs(
             job.approach, request.train_path, runner, store.workspace, job.system_id))
-        watcher = _ProgressWatch(request.checkpoint_dir / PROGRESS_FILE, progress)
+        watcher = _ProgressWatch(request.checkpoint_dir / PROGRESS_FILE, progress,
+                                 job.system_id)
         watcher.start()
         try:
             record = runner.runner_for(job.approach).train(request)
@@ -225,11 +225,14 @@ def _freeze(request: TrainRequest, store: Store, output_cap: int) -> str:
 class _ProgressWatch:
     """Hands each new progress document of the approach to `report` (epoch, loss, ETA)."""
 
-    def __init__(self, path: Path, report: Callable[[dict], None], interval: float = 1.0):
-        self.path, self.report, self.interval = path, report, interval
+    def __init__(self, path: Path, report: Callable[[dict], None], label: str,
+                 interval: float = 1.0, warn: Callable[[str], None] = console.warn):
+        self.path, self.report, self.label = path, report, label
+        self.interval, self.warn = interval, warn
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._last: bytes | None = None
+        self._last: dict | None = None
+        self._warned = False
 
     def start(self) -> None:
         self._thread.start()
@@ -244,30 +247,54 @@ class _ProgressWatch:
             self._look()
 
     def _look(self) -> None:
-        doc = _progress(self.path)
-        if doc is not None and doc != self._last:
+        found = _progress(self.path)
+        if found is None:
+            return
+        doc, ignored = found
+        if ignored and not self._warned:
+            self._warned = True  # once a training: an approach rewrites the file every epoch
+            self.warn(f"{self.label}: its {self.path.name} holds {', '.join(ignored)} out of "
+                      f"range or not a number; ignored")
+        if doc != self._last:
             self._last = doc
             self.report(doc)
 
 
-PROGRESS_FIELDS = ("epoch", "epochs", "step", "steps", "loss", "eta_s")
+# The numbers a progress document may hold, each with the range it is shown in: a count, a
+# loss or a time left outside it (NaN, the infinities, -1e308) is ignored, never printed.
+PROGRESS_RANGES = {"epoch": (0, 1e9), "epochs": (0, 1e9), "step": (0, 1e15),
+                   "steps": (0, 1e15), "loss": (-1e9, 1e9), "eta_s": (0, 10 * 365 * 86400.0)}
 PROGRESS_CAP = 64 << 10
 
 
-def _progress(path: Path) -> dict | None:
-    """The numbers of a progress document the approach wrote, through the bounded reader;
-    None for a missing, refused or unreadable one (progress is shown, never trusted)."""
+def progress_numbers(doc: dict) -> tuple[dict, list[str]]:
+    """The fields of a progress document that are numbers in their range, and the names of
+    those it holds otherwise (a NaN compares false, so it is never in range)."""
+    kept, ignored = {}, []
+    for name, (lo, hi) in PROGRESS_RANGES.items():
+        value = doc.get(name)
+        if value is None:
+            continue
+        if isinstance(value, int | float) and not isinstance(value, bool) and lo <= value <= hi:
+            kept[name] = value
+        else:
+            ignored.append(name)
+    return kept, ignored
+
+
+def _progress(path: Path) -> tuple[dict, list[str]] | None:
+    """The checked numbers of a progress document the approach wrote, through the bounded
+    reader, and the fields ignored; None for a missing, refused or unreadable one (progress
+    is shown, never trusted)."""
     try:
-        doc = read_json(path, PROGRESS_CAP)
+        doc = read_json(path, PROGRESS_CAP, allow_nan=True)  # a NaN field is ignored alone
     except Refused:
         return None
-    if not isinstance(doc, dict):
-        return None
-    return {k: doc[k] for k in PROGRESS_FIELDS
-            if isinstance(doc.get(k), int | float) and not isinstance(doc.get(k), bool)
-            and math.isfinite(doc[k])}
+    return progress_numbers(doc) if isinstance(doc, dict) else None
 
 
 def read_progress(store: Store, key: str) -> dict | None:
-    """The last progress document of a train cell that is running (for `qashift status`)."""
-    return _progress(cell_dir(store, key) / "checkpoints" / PROGRESS_FILE)
+    """The last progress document of a train cell that is running (for `qashift status`):
+    only its numbers in range."""
+    found = _progress(cell_dir(store, key) / "checkpoints" / PROGRESS_FILE)
+    return None if found is None else found[0]

@@ -17,6 +17,7 @@ from evaluator.core import settings
 from evaluator.core.files import exclusive, read_csv_table, write_csv_atomic
 from evaluator.core.hashing import sha256_bytes
 from evaluator.store.queries import latest_full
+from evaluator.store.rows import bound
 from evaluator.store.store import Store
 from evaluator.training.systems import current_digest, trained_rows
 
@@ -45,8 +46,8 @@ def rows(store: Store, references: dict[str, str | None], families: dict[str, st
         for metric in ("em", "f1"):
             out.append({
                 "model": name, "testset": testset, "metric": metric,
-                "value": round(row[metric], 4), "lo": round(row[f"{metric}_lo"], 4),
-                "hi": round(row[f"{metric}_hi"], 4), "n": row["n"],
+                "value": round(row[metric], 4), "lo": _bound(row[f"{metric}_lo"]),
+                "hi": _bound(row[f"{metric}_hi"]), "n": row["n"],
                 "reference": references.get(testset) or "",
                 "mode": "approach-level" if trains.get(testset) == system["split"]
                 else "system-level",
@@ -60,6 +61,13 @@ def rows(store: Store, references: dict[str, str | None], families: dict[str, st
                 "train_wall_s": round(system["wall_s"] or 0.0, 1),
                 "wall_s": round(row["wall_s"] or 0.0, 1), "runner": row["runner"]})
     return out
+
+
+def _bound(value: float | None) -> float | str:
+    """A bound rounded as the scores are, or empty for a cell without an interval (every
+    question scored the same: NULL in the store), as the analysis' importer reads it."""
+    value = bound(value)
+    return "" if value is None else round(value, 4)
 
 
 def ordered(rows: list[dict]) -> list[dict]:

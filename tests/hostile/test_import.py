@@ -13,6 +13,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -371,3 +372,56 @@ def test_a_refused_system_keeps_its_results_out_and_the_rest_comes_in(elsewhere)
     assert report.systems == 1 and report.results == 0
     assert any("is a FIFO" in line for line in report.refused), report.refused
     assert json.loads(Store(elsewhere["here"]).systems()[0]["hyperparameters"])
+
+
+GROWS = ("WITH RECURSIVE n(i, s) AS (SELECT 1, 'x' UNION SELECT i + 1, s || s || 'x' FROM n) "
+         "SELECT i, s FROM n")  # never ends: every row twice as long as the last
+
+
+def writable_schema(workspace: Path, statement: str) -> None:
+    """A change to sqlite_master itself, as a hand with the sqlite3 shell can make it."""
+    conn = sqlite3.connect(workspace / "results.sqlite")
+    conn.execute("PRAGMA writable_schema = ON")
+    with conn:
+        conn.execute(statement)
+    conn.close()
+
+
+@pytest.mark.parametrize("schema, named", [
+    ("recursive-view", "view 'grows'"), ("view-named-results", "view 'results'"),
+    ("trigger", "trigger 'stamp'"), ("index", "index 'results_em'"),
+    ("virtual-table", "table 'notes'"), ("generated-column", "schema's table 'systems'"),
+    ("default-expression", "schema's table 'results'")])
+def test_a_store_whose_schema_holds_other_objects_is_refused_before_it_is_read(
+        elsewhere, schema, named):
+    """Only the tables and indexes a store makes: a view (one that grows for ever, or one
+    standing for the results table), a trigger, an index, a virtual table or
+    a column computed by an expression is one line, before any row is read, and this store
+    is left as it was."""
+    other = elsewhere["other"]
+    if schema == "recursive-view":
+        sql(other, f"CREATE VIEW grows AS {GROWS}")
+    elif schema == "view-named-results":
+        sql(other, "ALTER TABLE results RENAME TO kept")
+        sql(other, f"CREATE VIEW results AS SELECT kept.* FROM kept, ({GROWS})")
+    elif schema == "trigger":
+        sql(other, "CREATE TRIGGER stamp AFTER INSERT ON results BEGIN SELECT 1; END")
+    elif schema == "index":
+        sql(other, "CREATE INDEX results_em ON results (em)")
+    elif schema == "virtual-table":
+        sql(other, "CREATE VIRTUAL TABLE notes USING fts5(body)")
+    elif schema == "generated-column":
+        sql(other, "ALTER TABLE systems ADD COLUMN extra TEXT AS (hex(zeroblob(1000000)))")
+    else:
+        writable_schema(other, "UPDATE sqlite_master SET sql = replace(sql, "
+                        "'created_at REAL NOT NULL', 'created_at REAL NOT NULL DEFAULT "
+                        "(random())') WHERE name = 'results'")
+    before = listing(elsewhere["here"])
+    started = time.monotonic()
+    done = run("qashift", "store", "import", str(other))
+    assert time.monotonic() - started < 60
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert named in line and "refused, nothing read from it" in line, line
+    assert listing(elsewhere["here"]) == before
+    assert "imported" not in done.stdout

@@ -6,6 +6,7 @@ believing no row object further than it can check it."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from evaluator.cli.main import evaluate_cmd, main
-from evaluator.core.hashing import canonical_json
+from evaluator.core.hashing import canonical_json, sha256_bytes
 from evaluator.store import check as store_check
 from evaluator.store.rows import result_key
 from evaluator.store.store import ROW_MARK, Store
@@ -27,7 +28,8 @@ needs_mounts = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tm
 @pytest.fixture
 def registry(tmp_path, small_dev, monkeypatch, workspace):
     tiny_registry(tmp_path, monkeypatch, {"toy": small_dev}, {
-        "honest": FIRST_WORD, "second": FIRST_WORD.replace("split()[0]", "split()[-1]")})
+        "honest": FIRST_WORD, "second": FIRST_WORD.replace("split()[0]", "split()[-1]"),
+        "silent": FIRST_WORD.replace('p["context"].split()[0]', '""')})
     return {"workspace": workspace}
 
 
@@ -92,6 +94,35 @@ def corrupt_index(ws: Path) -> None:
 def plant(store: Store, row: dict) -> None:
     """A row object in objects/ that no run wrote (runs cannot: see below)."""
     raw_object(store, canonical_json({ROW_MARK: 1, "row": row}))
+
+
+@pytest.mark.parametrize("older_store", [False, True])
+def test_repair_restores_a_cell_without_an_interval_after_the_index_became_a_csv(
+        registry, older_store):
+    """A cell whose every question scores F1 0 has no F1 interval (NULL in the index, NaN in
+    its row object): it is a genuine row, and the rebuild restores it with the others."""
+    ws = registry["workspace"]
+    assert evaluate("honest", "silent").exit_code == 0
+    before = {r["key"]: r for r in Store(ws).results()}
+    silent = next(r for r in before.values() if r["bundle"] == "silent")
+    assert (silent["f1"], silent["f1_lo"], silent["f1_hi"]) == (0.0, None, None)
+    store = Store(ws)
+    if older_store:  # its row object as earlier versions wrote it: NaN bounds
+        store.object_path(sha256_bytes(canonical_json({ROW_MARK: 1, "row": silent}))).unlink()
+        nan = canonical_json({ROW_MARK: 1, "row": dict(silent, f1_lo=math.nan,
+                                                          f1_hi=math.nan)})
+        assert b"NaN" in nan
+        raw_object(store, nan)
+    (ws / "results.sqlite").write_text("bundle,testset,em,f1\nhonest,toy,1.0,2.0\n")
+    for extra in ("results.sqlite-wal", "results.sqlite-shm"):
+        (ws / extra).unlink(missing_ok=True)
+    repaired = CliRunner().invoke(main, ["store", "repair"])
+    assert repaired.exit_code == 0, repaired.output
+    assert "rebuilt the index from 2 stored result rows" in repaired.output, repaired.output
+    assert {r["key"]: r for r in Store(ws).results()} == before
+    assert CliRunner().invoke(main, ["store", "check"]).exit_code == 0
+    again = evaluate("honest", "silent")
+    assert again.exit_code == 0 and all(r["cached"] for r in json.loads(again.stdout)["results"])
 
 
 def test_what_a_run_writes_is_never_kept_as_a_row_object(registry):

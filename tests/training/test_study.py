@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -28,6 +29,7 @@ from evaluator.training.run import train
 from evaluator.training.study.loop import _eta
 from evaluator.training.study.pace import Rates
 from tests.conftest import REPO, write_testset
+from tests.support.approaches import approach_registry
 from tests.training.tiny import tiny_folders
 
 PLAN = """\
@@ -554,3 +556,91 @@ def test_a_table_holds_a_reference_set_only_while_its_derived_sets_are_held_too(
     assert plans.held_cells(plan, both, job, "w2") == set()
     only_em = {job.system_id: both[job.system_id][:-1]}  # F1 of the ablation missing
     assert plans.held_cells(plan, only_em, job, "w1") == set()
+
+
+SILENT = r'''
+import json, os, sys
+if sys.argv[1] == "train":
+    open(os.path.join(sys.argv[4], "weights.txt"), "w").write("silent")
+else:
+    model, source, output = sys.argv[2:5]
+    doc = json.load(open(source))
+    json.dump({q["id"]: "" for a in doc["data"] for p in a["paragraphs"] for q in p["qas"]},
+              open(output, "w"))
+'''
+SILENT_PLAN = """\
+id: silent-population
+name: systems that answer nothing
+split: tiny-train
+testsets: [tiny-test, tiny-train]
+approaches:
+  silent:
+    settings: [{}]
+    seeds: [0, 1]
+"""
+
+
+def test_a_study_whose_systems_all_score_a_constant_writes_its_table(
+        tmp_path, dev_raw, monkeypatch, workspace):
+    """Every question scores F1 0: no Student-t interval exists (NULL bounds in the store).
+    Such a cell is an ordinary one: the table holds it with empty F1 bounds, by `study run
+    --table` and by `study table` alike."""
+    approach_registry(tmp_path, dev_raw, monkeypatch, workspace, "silent", SILENT)
+    plan = tmp_path / "silent.yaml"
+    plan.write_text(SILENT_PLAN)
+    out, again = tmp_path / "t.csv", tmp_path / "again.csv"
+    done = study("run", str(plan), "--runner", "local", "--table", str(out),
+                 workspace=workspace)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    rows = table(out)
+    assert len(rows) == 2 * 2 * 2  # two systems x two sets x two metrics
+    for row in rows:
+        assert row["value"] == "0.0"
+        if row["metric"] == "f1":
+            assert (row["lo"], row["hi"]) == ("", ""), row
+        else:  # Clopper-Pearson still gives an interval for EM 0
+            assert float(row["lo"]) == 0.0 and float(row["hi"]) > 0.0, row
+    written = study("table", str(plan), "--out", str(again), workspace=workspace)
+    assert written.returncode == 0, written.stderr
+    assert table(again) == rows
+    assert tables.read(again) == tables.read(out)  # a table with empty bounds reads back
+
+
+PROGRESS = r'''
+import json, os, sys, time
+if sys.argv[1] == "train":
+    model, checkpoints = sys.argv[4:6]
+    attack = json.load(open(sys.argv[3]))["hyperparameters"]["attack"]
+    docs = {"sane": ['{"epoch": 1, "epochs": 2, "loss": 0.5, "eta_s": 30}'],
+            "nan": ['{"epoch": 1, "epochs": 2, "loss": NaN, "eta_s": NaN}',
+                    '{"epoch": 2, "epochs": 2, "loss": -Infinity, "eta_s": Infinity}'],
+            "huge": ['{"epoch": 1, "epochs": 2, "loss": -1e308, "eta_s": -1e308}',
+                     '{"epoch": 2, "epochs": -3, "step": 1e400, "eta_s": -5}']}[attack]
+    for i, doc in enumerate(docs):
+        time.sleep(1.5 if i else 0)  # the controller looks once a second
+        open(os.path.join(checkpoints, "progress.json"), "w").write(doc)
+    open(os.path.join(model, "weights.txt"), "w").write("silent")
+'''
+
+
+@pytest.mark.parametrize("attack", ["sane", "nan", "huge"])
+def test_a_training_shows_only_progress_numbers_in_range(tmp_path, dev_raw, monkeypatch,
+                                                         workspace, attack):
+    """An approach's progress.json is shown, never trusted: a NaN, an infinity, -1e308 or a
+    negative count or time left is left out of the progress line (no 300-digit ETA), with
+    one warning for the whole training; numbers in range are shown as they are."""
+    approach_registry(tmp_path, dev_raw, monkeypatch, workspace, "progress", PROGRESS)
+    done = subprocess.run(["qashift", "train", "-a", "progress", "-t", "tiny-train", "--set",
+                           f"attack={attack}", "--runner", "local"], env=os.environ.copy(),
+                          capture_output=True, text=True, timeout=300)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0 and "Traceback" not in said, said
+    assert not re.search(r"\d{12}", said.replace(str(workspace), "")), said
+    warnings = [line for line in said.splitlines() if "out of range or not a number" in line]
+    if attack == "sane":
+        assert "loss 0.5000, eta 30 s" in said and warnings == [], said
+    else:
+        assert len(warnings) == 1 and "progress.json holds" in warnings[0], said
+        shown = [line for line in said.splitlines() if line.startswith("  epoch")]
+        assert shown and shown[0] == "  epoch 1/2", said
+        assert not any("eta" in line or "loss" in line for line in shown), said
