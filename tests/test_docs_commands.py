@@ -209,6 +209,8 @@ STEPS = [
     Step("evaluate -b r-net-plus-ensemble -t squad-dev --level 0.99 --cluster paragraph"),
     Step("evaluate -b sliding-window -t reddit"),
     Step("evaluate -b sliding-window -t new-wiki -t amazon --json"),
+    Step("qashift trend -b sliding-window -t reddit-test -t new-wiki-test",
+         covers=("qashift trend -b BUNDLE",)),
     Step("qashift run configs/squadshifts-sliding-window.yaml"),
     Step("qashift compare -b bert-ensemble -b r-net-plus-ensemble -t squad-dev",
          covers=("qashift compare -b A -b B -t SET",)),

@@ -65,12 +65,44 @@ def _se(lo: float, hi: float, level: float) -> float:
     return (hi - lo) / (2 * norm.ppf(0.5 + level / 2))
 
 
+def linear_trend(population: pd.DataFrame):
+    """statsmodels' OLS fit of y on x over a `tidy.paired` frame: the population's trend."""
+    import statsmodels.api as sm  # lazy: statsmodels loads in seconds
+
+    return sm.OLS(population["y"].to_numpy(float),
+                  sm.add_constant(population["x"].to_numpy(float))).fit()
+
+
+def place(fit, points: pd.DataFrame, level: float = 0.95) -> list[dict]:
+    """Where each of `points` (a `tidy.paired` frame of one new set and metric) lands against
+    a `linear_trend`: the trend's prediction at its x, its effective robustness with its
+    interval and whether that excludes 0 (`off_trend`), and the population's prediction band
+    as an effective-robustness range (`beyond_scatter`)."""
+    slope = float(fit.params[1])
+    z = norm.ppf(0.5 + level / 2)
+    out = []
+    for p in points.to_dict("records"):
+        prediction = fit.get_prediction(np.array([[1.0, p["x"]]]))
+        predicted = float(prediction.predicted_mean[0])
+        [[band_lo, band_hi]] = prediction.conf_int(obs=True, alpha=1 - level)
+        # the band as effective robustness: the score minus each edge of the band
+        spread_lo, spread_hi = p["y"] - float(band_hi), p["y"] - float(band_lo)
+        se = math.sqrt(_se(p["y_lo"], p["y_hi"], level) ** 2
+                       + (slope * _se(p["x_lo"], p["x_hi"], level)) ** 2
+                       + float(prediction.se_mean[0]) ** 2)
+        er = p["y"] - predicted
+        out.append({"predicted": predicted, "effective_robustness": er,
+                    "er_lo": er - z * se, "er_hi": er + z * se,
+                    "off_trend": bool(er - z * se > 0 or er + z * se < 0),
+                    "band_lo": spread_lo, "band_hi": spread_hi,
+                    "beyond_scatter": bool(spread_lo > 0 or spread_hi < 0)})
+    return out
+
+
 def table(df: pd.DataFrame, base: str = "squad-dev-train", metric: str = "f1",
           level: float = 0.95) -> pd.DataFrame:
     """Effective robustness of every trained system on every new set, against the trend of
     the systems trained on `base`."""
-    import statsmodels.api as sm  # lazy: statsmodels loads in seconds
-
     rows = []
     for testset in new_testsets(df):
         pairs = paired(df, testset, metric)
@@ -81,28 +113,11 @@ def table(df: pd.DataFrame, base: str = "squad-dev-train", metric: str = "f1",
         population = pairs[pairs["split"] == base]
         if len(population) < 3:
             continue
-        fit = sm.OLS(population["y"].to_numpy(float),
-                     sm.add_constant(population["x"].to_numpy(float))).fit()
-        slope = float(fit.params[1])
-        z = norm.ppf(0.5 + level / 2)
-        for p in pairs.to_dict("records"):
-            prediction = fit.get_prediction(np.array([[1.0, p["x"]]]))
-            predicted = float(prediction.predicted_mean[0])
-            [[band_lo, band_hi]] = prediction.conf_int(obs=True, alpha=1 - level)
-            # the band as effective robustness: the score minus each edge of the band
-            spread_lo, spread_hi = p["y"] - float(band_hi), p["y"] - float(band_lo)
-            se = math.sqrt(_se(p["y_lo"], p["y_hi"], level) ** 2
-                           + (slope * _se(p["x_lo"], p["x_hi"], level)) ** 2
-                           + float(prediction.se_mean[0]) ** 2)
-            er = p["y"] - predicted
+        placements = place(linear_trend(population), pairs, level)
+        for p, placed in zip(pairs.to_dict("records"), placements, strict=True):
             rows.append({"system": p["model"], "approach": p["approach"], "split": p["split"],
                          "extra": extra_kind(p["split"], base), "testset": testset,
-                         "reference": p["x_testset"], "x": p["x"], "y": p["y"],
-                         "predicted": predicted, "effective_robustness": er,
-                         "er_lo": er - z * se, "er_hi": er + z * se,
-                         "off_trend": bool(er - z * se > 0 or er + z * se < 0),
-                         "band_lo": spread_lo, "band_hi": spread_hi,
-                         "beyond_scatter": bool(spread_lo > 0 or spread_hi < 0),
+                         "reference": p["x_testset"], "x": p["x"], "y": p["y"], **placed,
                          "n_population": len(population)})
     return pd.DataFrame(rows, columns=COLUMNS)
 

@@ -39,13 +39,14 @@ COMMANDS = {  # every command of `qashift`, "module:attribute", imported when as
     "report": "evaluator.cli.analysis:report_command",
     "challenge": "evaluator.cli.derive:challenge",
     "compare": "evaluator.cli.compare:compare_command",
+    "trend": "evaluator.cli.trend:trend_command",
     "images": "evaluator.cli.images:images_group",
 }
 SECTIONS = {  # `qashift --help`, by what a user does
     "Evaluate": ("evaluate", "run", "check", "status", "results", "compare"),
     "Test sets and submissions": ("testsets", "bundles", "validate", "images"),
     "Train and study": ("train", "systems", "study"),
-    "Analyse": ("figures", "fit", "population", "concurrence", "strata", "extra-data",
+    "Analyse": ("trend", "figures", "fit", "population", "concurrence", "strata", "extra-data",
                 "families", "challenge", "reproduce", "report"),
     "Store": ("store",),
 }

@@ -1,0 +1,96 @@
+"""`qashift trend`: a researcher's model placed against the frozen population's trend."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import statsmodels.api as sm
+from click.testing import CliRunner
+
+from analysis.sources.tidy import from_csv, paired
+from analysis.studies import trend
+from evaluator.cli.trend import trend_command
+from evaluator.store.store import Store
+from tests.conftest import REPO
+
+POPULATION = REPO / "results" / "population.csv"
+
+
+@pytest.fixture(scope="module")
+def population():
+    return trend.population_of(from_csv(POPULATION, reference="squad-dev-heldout"),
+                               "squad-dev-train")
+
+
+def as_own(population, system: str, name: str):
+    """One system of the population, renamed: a model whose scores are known exactly."""
+    own = population[population["model"] == system].copy()
+    own["model"] = name
+    return own
+
+
+def test_a_population_systems_own_effective_robustness_is_its_residual_and_rank(population):
+    pairs = paired(population, "reddit-test", "f1")
+    fit = sm.OLS(pairs["y"].to_numpy(float), sm.add_constant(pairs["x"].to_numpy(float))).fit()
+    residuals = dict(zip(pairs["model"], fit.resid, strict=True))
+    system = pairs["model"].iloc[17]
+    [row] = trend.land(population, as_own(population, system, "mine"), ["reddit-test"]
+                       ).to_dict("records")
+    assert row["n_population"] == len(pairs) == 106
+    assert row["effective_robustness"] == pytest.approx(residuals[system], abs=1e-9)
+    # its own residual is one of the population's, a tie: only those above it count
+    assert row["rank"] == 1 + sum(r > residuals[system] + 1e-6 for r in residuals.values())
+    prediction = fit.get_prediction(np.array([[1.0, row["x"]]]))
+    [[lo, hi]] = prediction.conf_int(obs=True, alpha=0.05)
+    assert (row["predicted_lo"], row["predicted_hi"]) == pytest.approx((lo, hi))
+    assert row["slope"] == pytest.approx(fit.params[1])
+    assert row["er_lo"] < row["effective_robustness"] < row["er_hi"]
+
+
+def test_the_best_residual_ranks_first_and_a_set_without_the_model_is_left_out(population):
+    pairs = paired(population, "amazon-test", "f1")
+    fit = sm.OLS(pairs["y"].to_numpy(float), sm.add_constant(pairs["x"].to_numpy(float))).fit()
+    best = pairs["model"].iloc[int(np.argmax(fit.resid))]
+    own = as_own(population, best, "mine")
+    own = own[own["testset"] != "reddit-test"]
+    rows = trend.land(population, own, ["amazon-test", "reddit-test"])
+    assert list(rows["testset"]) == ["amazon-test"]
+    assert rows["rank"].iloc[0] == 1
+
+
+def test_a_model_without_an_interval_is_placed_with_the_trends_error_alone(population):
+    own = as_own(population, population["model"].iloc[0], "constant")
+    own["lo"], own["hi"] = math.nan, math.nan
+    [row] = trend.land(population, own, ["new-wiki-test"]).to_dict("records")
+    assert math.isfinite(row["er_lo"]) and math.isfinite(row["er_hi"])
+    assert row["er_hi"] - row["er_lo"] > 0
+
+
+@pytest.mark.slow
+def test_trend_scores_a_bundle_and_prints_its_place_within_120_columns(workspace, tmp_path):
+    """The sliding-window baseline on a clean workspace: its reference and shifted cells are
+    run (nothing trained), printed, and the same numbers come as JSON and as a figure."""
+    args = ["-b", "sliding-window", "-t", "reddit-test", "--runner", "local"]
+    result = CliRunner().invoke(trend_command, [*args, "--out", str(tmp_path / "fig")])
+    assert result.exit_code == 0, result.output
+    assert max(map(len, result.stdout.splitlines())) <= 120
+    assert "106 systems" in result.stdout and "reddit-test" in result.stdout
+    store = Store.open_default()
+    assert {r["testset"] for r in store.results("sliding-window")} == {"squad-dev-heldout",
+                                                                      "reddit-test"}
+    assert not store.systems()  # nothing trained
+    assert (tmp_path / "fig" / "trend-sliding-window-reddit-test.png").stat().st_size > 10_000
+    again = CliRunner().invoke(trend_command, [*args, "--json"])
+    [row] = json.loads(again.stdout)["rows"]
+    assert f"{row['effective_robustness']:+9.2f}" in result.stdout
+    assert f"{row['rank']:>3}/107" in result.stdout
+
+
+def test_trend_refuses_a_set_the_population_is_not_scored_on(workspace):
+    result = CliRunner().invoke(trend_command, ["-b", "sliding-window", "-t", "squad-dev"])
+    assert result.exit_code != 0
+    assert "not scored on squad-dev" in result.output
+    assert len(result.output.strip().splitlines()) == 1
