@@ -27,6 +27,7 @@ import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 
 from evaluator.core.errors import RunFailure
@@ -388,18 +389,81 @@ def open_bounded(path: Path, cap: int, label: str = "") -> Iterator[Callable[[],
         os.close(fd)
 
 
-def parse_json(data: bytes, label: str, **options) -> object:
-    """JSON from bytes a submission wrote; any failure (syntax, encoding, nesting too deep)
-    is a refusal naming the file."""
+JSON_DEPTH = 64  # arrays and objects inside each other; a SQuAD file needs 7
+
+
+class _Constant(ValueError):
+    """NaN, Infinity or -Infinity, which strict JSON does not have."""
+
+
+def _no_constant(name: str) -> object:
+    raise _Constant(name)
+
+
+def parse_json(data: bytes | str, label: str, *, depth: int = JSON_DEPTH,
+               allow_nan: bool = False, **options) -> object:
+    """JSON from bytes a submission (or anyone but this process) wrote; any failure is a
+    refusal naming the file, in one line: syntax, bytes that are not UTF-8, nesting deeper
+    than `depth` (found by a linear scan, before the recursive parser sees it), NaN and the
+    infinities (unless `allow_nan`: no score, count or size is one), and a string holding a
+    lone surrogate (no UTF-8 writer can write it back)."""
     try:
-        return json.loads(data, **options)
+        if isinstance(data, str):
+            data.encode("utf-8")
+        else:
+            data = bytes(data).decode("utf-8")
+    except UnicodeError as error:
+        raise Refused(f"{label} is not valid JSON (not UTF-8: character {error.start:,} "
+                      f"cannot be {'de' if isinstance(error, UnicodeDecodeError) else 'en'}"
+                      f"coded)") from None
+    if _deeper_than(data, depth):
+        raise Refused(f"{label} is nested too deeply (more than {depth} levels of arrays "
+                      f"and objects)")
+    if not allow_nan:
+        options.setdefault("parse_constant", _no_constant)
+    try:
+        doc = json.loads(data, **options)
+    except _Constant as constant:
+        raise Refused(f"{label} holds {constant}, which is not a JSON number") from None
     except RecursionError:
         raise Refused(f"{label} is nested too deeply to be read") from None
     except (ValueError, TypeError) as error:
         raise Refused(f"{label} is not valid JSON ({str(error).splitlines()[0]})") from None
+    if _lone_surrogate(data):
+        raise Refused(f"{label} holds a lone surrogate escape (a \\uD800-\\uDFFF without "
+                      f"its pair), which is no text")
+    return doc
+
+
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def _deeper_than(text: str, depth: int) -> bool:
+    """Whether arrays and objects nest deeper than `depth` in `text`, brackets inside strings
+    not counted: regular expressions and a running sum, linear in the text, never recursive."""
+    if text.count("[") + text.count("{") <= depth:
+        return False
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    return len(brackets) > depth and max(accumulate(map(_STEP.__getitem__, brackets))) > depth
+
+
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_PAIR = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def _lone_surrogate(text: str) -> bool:
+    """Whether valid JSON `text` escapes a surrogate outside a high-low pair. Escaped
+    backslashes go first, left to right as the parser reads them, so `\\\\ud800` (a
+    backslash, then the letters) is no escape; then every pair; any surrogate left is lone."""
+    if not _SURROGATE.search(text):
+        return False
+    return _SURROGATE.search(_PAIR.sub("", text.replace("\\\\", ""))) is not None
 
 
 def read_json(path: Path, cap: int, label: str = "", **options) -> object:
-    """A JSON file that a container or a submission wrote, through the bounded reader."""
+    """A JSON file that a container or a submission wrote, through the bounded reader and the
+    bounded parser (`parse_json`, whose options it takes)."""
     label = label or str(path)
     return parse_json(read_bounded(path, cap, label), label, **options)

@@ -8,7 +8,6 @@ file with every answer removed.
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass, field
 from functools import cache
@@ -17,6 +16,7 @@ from pathlib import Path
 from evaluator.core import folders as registry
 from evaluator.core import settings
 from evaluator.core.errors import ConfigError, DataError
+from evaluator.core.gate import Refused, parse_json
 from evaluator.core.hashing import file_sha256, sha256_bytes
 from evaluator.core.schema import validate
 from evaluator.data import checks
@@ -186,13 +186,20 @@ def _check_derive_chain(start: TestSet) -> None:
 
 
 def read_document(path: Path | str, set_id: str) -> dict:
-    """A test set's JSON file; a one-line DataError when it is not valid JSON."""
+    """A test set's JSON file, through the bounded parser (`gate.parse_json`): data nested
+    deeper than it allows, not UTF-8, with NaN or a lone surrogate is a one-line DataError,
+    as is a file that is not valid JSON. A set's data comes from anyone who wrote a folder
+    or a mirror, and the checks, the scorer and every writer after this walk it."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"test set {set_id!r}: {path} is not valid JSON ({exc}); the file is "
-                        f"truncated or corrupt: replace it") from None
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise DataError(f"test set {set_id!r}: {path} cannot be read ({exc.strerror})"
+                        ) from None
+    try:
+        return parse_json(data, str(path))
+    except Refused as exc:
+        raise DataError(f"test set {set_id!r}: {exc}; the file is truncated or corrupt: "
+                        f"replace it") from None
 
 
 def _read_dataset(path: str, set_id: str, expected: int, cluster: str, sha256: str,

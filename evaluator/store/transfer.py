@@ -9,11 +9,13 @@ schema (`store.rows`: names are never paths); every object it names is read thro
 bounded reader and must hash to its name, and none may be a row object (which `store repair`
 would read as a row); every weights folder is walked through the gate and must hash to the
 digest its row names; no row may be dated more than a day ahead. A system row's key must be
-the train key its own fields give, and its system id must name them; a result row's key must
-be the job key its own fields give, and its predictions are scored again against this machine's
-gold (`units.Gold`: the test set registered here under its id with the row's sha256): its n,
-missing, EM/F1 and per-question scores must be what they give. A row whose test set is not
-here cannot be checked and is left out.
+the train key its own fields give, its system id must name them, and its runner, device and
+train time must be those of its run record (`system_claims_problem`, the rule frozen systems
+are read by too); a result row's key must be the job key its own fields give, and its
+predictions are scored again against this machine's gold (`units.Gold`: the test set
+registered here under its id with the row's sha256): its n, missing, EM/F1 and per-question
+scores must be what they give. A row whose test set is not here cannot be checked and is
+left out.
 
 What that proves, and what it does not: an imported result is consistent, and its predictions
 score as it states on this machine's gold. Nothing in a store can prove that the bundle it
@@ -32,6 +34,8 @@ stay out with it.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import sqlite3
 import stat
@@ -47,7 +51,7 @@ from evaluator.core.files import PARTIAL_PREFIX, remove_tree, write_atomic
 from evaluator.core.gate import Refused, read_bounded, walk
 from evaluator.core.hashing import sha256_bytes
 from evaluator.core.owner import owner_id
-from evaluator.store.check import OBJECT_FIELDS, read_only_uri
+from evaluator.store.check import OBJECT_FIELDS, read_only_uri, schema_problem
 from evaluator.store.rows import (
     fields_system_id,
     future_problem,
@@ -86,6 +90,39 @@ class ImportReport:
                          f"key, date, objects, weights, scores or their re-scoring here):")
             lines += [f"  {why}" for why in self.refused]
         return lines
+
+
+TIME_SLACK_S = 60.0  # a wall clock may step back a little between two of its readings
+
+
+def system_claims_problem(row: dict) -> str:
+    """Why a system row made elsewhere (another store's, a frozen manifest's) does not say
+    what its own fields and run record give, or "": the schema (`rows.system_problem`), its
+    key the train key and its system id the id its approach, split, size, seed and
+    hyperparameters give (`rows.system_key_problem`), and its runner, device and train time
+    those of its run record, the time within the span its provenance states, before the
+    row was made. This is one rule for `store import` and for frozen systems: a row that
+    claims another id, device or train time than its fields is listed as nothing. It proves
+    consistency, not honesty: whoever wrote every field alike is believed."""
+    if why := system_problem(row) or system_key_problem(row):
+        return why
+    record = json.loads(row["run_record"])
+    for name in ("runner", "device", "wall_s"):
+        if record.get(name) != row[name]:
+            return (f"its {name} {str(row[name])[:40]!r} is not the "
+                    f"{str(record.get(name))[:40]!r} its run record states")
+    details = record.get("details")
+    provenance = details.get("provenance") if isinstance(details, dict) else None
+    if isinstance(provenance, dict) and {"started_at", "finished_at"} <= set(provenance):
+        started, finished = provenance["started_at"], provenance["finished_at"]
+        if not all(isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t)
+                   for t in (started, finished)) or not \
+                started <= finished <= row["created_at"] + TIME_SLACK_S:
+            return "its run record's start and end are not times before the row was made"
+        if row["wall_s"] is not None and row["wall_s"] > finished - started + TIME_SLACK_S:
+            return (f"its train time {row['wall_s']:.0f} s is longer than the "
+                    f"{finished - started:.0f} s its run record's provenance spans")
+    return ""
 
 
 def import_store(store: Store, source: Path) -> ImportReport:
@@ -128,7 +165,7 @@ class _Batch:
         training = {lease["key"] for lease in self.store.live_leases()}
         for row in systems:
             label = f"{str(row.get('system'))[:80]} ({str(row.get('key'))[:12]})"
-            if (why := system_problem(row) or system_key_problem(row) or future_problem(row)):
+            if (why := system_claims_problem(row) or future_problem(row)):
                 report.refused.append(f"{label}: {why}")
                 left_out.add(str(row.get("system")))  # and the id its fields give, if another
                 if not system_problem(row):
@@ -267,6 +304,8 @@ def _rows(other: Store, table: str, fields: tuple[str, ...]) -> Iterator[dict]:
         try:
             conn.execute("PRAGMA trusted_schema = OFF")
             conn.execute("PRAGMA query_only = ON")
+            if why := schema_problem(conn):
+                raise UserError(f"{db}: {why}; refused, nothing read from it")
             kinds = dict(conn.execute("SELECT name, type FROM sqlite_master "
                                       "WHERE name IN ('systems', 'results')"))
             if kinds.get(table) != "table":

@@ -9,17 +9,23 @@ every frozen system without training it, which is the premise of evaluating froz
 on new test sets.
 
 A frozen system is written once from the store (`write`), through the gate; an artifact is
-never replaced silently. Using one walks its weights through the gate again and refuses, in
-one line naming the file, any file whose bytes are not the manifest's.
+never replaced silently. Reading its manifest checks it as `store import` checks a system row
+(`transfer.system_claims_problem`: its key, system id, runner, device and train time are what
+its fields and run record give) and that it sits in the folder its system id names, so it is
+never listed as a system it is not. Using one walks its weights through the gate again and
+refuses, in one line naming the file, any file whose bytes are not the manifest's, and any
+whose suffix is not one that loads without running code (`SAFE_SUFFIXES`: no pickle).
 
 A file that xz shrinks to three quarters or less (a sparse array, a vocabulary; dense float
 weights do not shrink) is kept packed, as `NAME.xz`, its sha256 under `packed` in the
 manifest. `files` and the weights digest stay those of the files the approach wrote: a
 system with packed files runs from an unpacked copy in the store's `models/<digest>/`, made
 once and checked byte for byte against the manifest, so packing changes no score. A packed
-file may declare no more bytes unpacked than the gate allows a file (nor all of them more than
-it allows a folder); it is unpacked in a stream to a partial file on disk, hashed as it goes,
-refused as soon as it passes its declared size, and moved into place only whole and right.
+file may declare at most UNPACK_RATIO times its packed bytes unpacked, and an artifact's
+packed files at most UNPACK_CAP in all (a manifest declaring more is refused before a byte is
+unpacked: an xz bomb is refused by its declaration); it is unpacked in a stream to a partial
+file on disk, hashed as it goes, refused as soon as it passes its declared size, and moved
+into place only whole and right.
 """
 
 from __future__ import annotations
@@ -33,13 +39,14 @@ import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from evaluator.core import settings
+from evaluator.core import console, settings
 from evaluator.core.errors import UserError
 from evaluator.core.files import atomic_file, remove_tree, run_tempdir, write_atomic
 from evaluator.core.gate import CHUNK, Limits, Refused, is_digest, open_bounded, read_json, walk
 from evaluator.core.hashing import sha256_bytes
 from evaluator.jobs.job import parse_system_id
 from evaluator.store.store import SYSTEM_FIELDS, Store
+from evaluator.store.transfer import system_claims_problem
 from evaluator.training.job import TrainJob
 
 MANIFEST = "manifest.json"
@@ -50,8 +57,10 @@ MANIFEST_CAP = 4 << 20
 PACKED = ".xz"  # the suffix of a packed file: NAME.xz unpacks to NAME
 PACK_MIN_BYTES = 256 << 10  # smaller files are left as they are
 PACK_RATIO = 0.75  # packed when xz makes a file at most this share of its size
-FILE_CAP = Limits.file_bytes  # a packed file unpacks to at most the gate's bytes per file,
-FOLDER_CAP = Limits.total_bytes  # and all of an artifact's to at most its bytes per folder
+FILE_CAP = Limits.file_bytes  # a stored file that is not packed: the gate's bytes per file
+UNPACK_RATIO = 100  # a packed file declares at most this many times its bytes (the 124 of
+# the repository: at most 8.1; the tests' vocabulary 58; zeros pack some 7,000 to one)
+UNPACK_CAP = 1 << 30  # all of an artifact's packed files, unpacked (the largest: 0.7 MB)
 UNPACK_MEMORY = 256 << 20  # xz's own presets need at most 65 MiB to unpack
 
 
@@ -69,13 +78,26 @@ def folder_of(job: TrainJob) -> Path:
         f"s{job.seed}" + (f"-h{hp}" if hp else ""))
 
 
+_WARNED: set[str] = set()  # refused manifests already named in this process
+
+
 def manifests() -> list[dict]:
-    """Every frozen system's manifest (read, not yet verified), in path order; a manifest
-    that cannot be read is a one-line error naming it."""
+    """Every frozen system's manifest (read, not yet verified), in path order. A manifest
+    that is refused (unreadable, or claiming what its fields and run record do not give) is
+    left out with a one-line warning naming it: one bad artifact never hides the others, and
+    running its system is that line as an error (`find`)."""
     base = root()
     if not base.is_dir():
         return []
-    return [_manifest(path) for path in sorted(base.glob(f"*/*/*/{MANIFEST}"))]
+    out = []
+    for path in sorted(base.glob(f"*/*/*/{MANIFEST}")):
+        try:
+            out.append(_manifest(path))
+        except UserError as exc:
+            if str(path) not in _WARNED:
+                _WARNED.add(str(path))
+                console.warn(f"{exc}; left out")
+    return out
 
 
 def _manifest(path: Path) -> dict:
@@ -84,25 +106,46 @@ def _manifest(path: Path) -> dict:
     except Refused as exc:
         raise UserError(f"frozen system manifest {path}: {exc}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or \
-            not isinstance(doc.get("system"), dict) or not _packed_entries(doc.get("packed", {})):
+            not isinstance(doc.get("system"), dict) or not _packed_entries(doc.get("packed", {})) \
+            or not isinstance(doc.get("files"), dict):
         raise UserError(f"{path} is not a frozen-system manifest of format {FORMAT}")
+    _refuse_claims(path.parent, doc["system"])
     _refuse_oversized(path.parent, doc.get("packed") or {})
     return {**doc, "folder": str(path.parent)}
 
 
+def _refuse_claims(folder: Path, system: dict) -> None:
+    """Refuse a manifest whose system row says another training, id, device or train time
+    than its own fields and run record give (the rule `store import` holds a row to), or
+    that sits in a folder other than the one its system id names: a one-line error."""
+    if why := system_claims_problem(system):
+        raise UserError(f"frozen system {folder}: its manifest's system row is refused: "
+                        f"{why}")
+    parts = parse_system_id(system["system"])
+    if parts is None:
+        raise UserError(f"frozen system {folder}: its manifest names no system id; refused")
+    size = f"~{parts['size']}" if parts["size"] else ""
+    named = (parts["approach"], f"{parts['split']}{size}",
+             f"s{parts['seed']}" + (f"-h{parts['hp']}" if parts["hp"] else ""))
+    if folder.parts[-3:] != named:
+        raise UserError(f"frozen system {folder}: its manifest names {system['system']}, "
+                        f"whose folder is {'/'.join(named)}; refused")
+
+
 def _refuse_oversized(folder: Path, packed: dict[str, dict]) -> None:
-    """Refuse a manifest whose packed files declare more bytes than the gate lets a weights
-    file (or folder) hold: the declared size bounds what unpacking writes, so it must be one
-    the store would take; a one-line error naming the first such file."""
+    """Refuse a manifest whose packed files declare more bytes unpacked than UNPACK_RATIO
+    times their packed bytes, or more than UNPACK_CAP in all: the declared size bounds what
+    unpacking writes, so an xz bomb (150 KB of xz that unpack to 1 GiB of zeros) is refused
+    here, before a byte is unpacked; a one-line error naming the first such file."""
     for rel, entry in sorted(packed.items()):
-        if entry["size"] > FILE_CAP:
+        if entry["size"] > UNPACK_RATIO * entry["bytes"]:
             raise UserError(f"frozen system {folder}: {WEIGHTS}/{rel}{PACKED} declares "
-                            f"{entry['size']:,} bytes unpacked, over the {FILE_CAP:,} allowed "
-                            f"per file; refused")
+                            f"{entry['size']:,} bytes unpacked from {entry['bytes']:,}, more "
+                            f"than {UNPACK_RATIO} times its size; refused")
     total = sum(entry["size"] for entry in packed.values())
-    if total > FOLDER_CAP:
+    if total > UNPACK_CAP:
         raise UserError(f"frozen system {folder}: its packed files declare {total:,} bytes "
-                        f"unpacked, over the {FOLDER_CAP:,} allowed in all; refused")
+                        f"unpacked, over the {UNPACK_CAP:,} allowed in all; refused")
 
 
 def _packed_entries(packed: object) -> bool:
@@ -140,10 +183,15 @@ def _manifest_of(job: TrainJob) -> dict | None:
 
 def verify(manifest: dict) -> None:
     """Walk the artifact's weights through the gate: every file the manifest names (packed
-    ones as `NAME.xz`), with its sha256, and nothing else; a one-line refusal naming the
-    first that differs."""
+    ones as `NAME.xz`), with its sha256, and nothing else, each of a format that loads
+    without running code; a one-line refusal naming the first that differs."""
     folder = Path(manifest["folder"])
     weights = folder / WEIGHTS
+    packed = manifest.get("packed") or {}
+    if unsafe := _unsafe([*manifest["files"], *packed]):
+        stored = unsafe + (PACKED if unsafe in packed else "")
+        raise UserError(f"frozen system {folder}: {WEIGHTS}/{stored} is not a format that "
+                        f"loads without running code ({', '.join(SAFE_SUFFIXES)}); refused")
     try:
         walked = walk(weights, label=f"frozen system {folder}")
     except Refused as exc:
@@ -159,6 +207,12 @@ def verify(manifest: dict) -> None:
     if not manifest.get("packed") and walked.digest != manifest["system"].get("weights_digest"):
         raise UserError(f"frozen system {folder}: its weights do not hash to the digest "
                         f"its manifest names; refused")
+
+
+def _unsafe(names: list[str]) -> str | None:
+    """The first of `names` (files as the approach wrote them) whose suffix is not one that
+    loads without running code: a pickle (`.pkl`, `.pt`, `.bin`) runs code as it loads."""
+    return next((name for name in sorted(names) if not name.endswith(SAFE_SUFFIXES)), None)
 
 
 def _stored_files(manifest: dict) -> dict[str, str]:
@@ -247,19 +301,20 @@ def _unpacked(read: Callable[[], bytes], size: int) -> Iterator[bytes]:
 
 def _pack(weights: Path, files: dict[str, str], packed: dict[str, dict]) -> dict[str, dict]:
     """Write NAME.xz for each file of `files` not packed yet that xz shrinks to PACK_RATIO or
-    less; `packed` with their entries added (sha256 and bytes of NAME.xz, size of NAME). NAME
-    itself goes once a manifest names it packed (`_tidy`)."""
+    less, and not below 1/UNPACK_RATIO, while the packed files stay within UNPACK_CAP (what
+    a manifest may declare); `packed` with their entries added (sha256 and bytes of NAME.xz,
+    size of NAME). NAME itself goes once a manifest names it packed (`_tidy`)."""
     packed = dict(packed)
     for rel in sorted(set(files) - set(packed)):
         path = weights / rel
         size = path.stat().st_size
-        if size < PACK_MIN_BYTES:
+        if size < PACK_MIN_BYTES or size + sum(e["size"] for e in packed.values()) > UNPACK_CAP:
             continue
         data = path.read_bytes()
         if sha256_bytes(data) != files[rel]:
             raise UserError(f"{path} does not match its sha256 in the manifest; not packed")
         small = lzma.compress(data, format=lzma.FORMAT_XZ, preset=9 | lzma.PRESET_EXTREME)
-        if len(small) > PACK_RATIO * size:
+        if len(small) > PACK_RATIO * size or size > UNPACK_RATIO * len(small):
             continue
         with _writable(path.parent):
             write_atomic(path.with_name(path.name + PACKED), small)
@@ -313,9 +368,8 @@ def write(job: TrainJob, store: Store, scores: dict[str, dict]) -> tuple[Path, b
         walked = walk(source, target=partial / WEIGHTS, label=job.system_id)
         if walked.digest != row["weights_digest"]:
             raise UserError(f"{job.system_id}: the store's weights do not hash to their digest")
-        unsafe = [rel for rel, _, _ in walked.files if not rel.endswith(SAFE_SUFFIXES)]
-        if unsafe:
-            raise UserError(f"{job.system_id}: {unsafe[0]} is not a format that loads "
+        if unsafe := _unsafe([rel for rel, _, _ in walked.files]):
+            raise UserError(f"{job.system_id}: {unsafe} is not a format that loads "
                             f"without running code ({', '.join(SAFE_SUFFIXES)})")
         files = {rel: sha for rel, sha, _ in walked.files}
         packed = _pack(partial / WEIGHTS, files, {})

@@ -4,6 +4,7 @@ went wrong and how to fix it; submissions get an input file with no answers in i
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -14,7 +15,8 @@ from evaluator.cli.main import main
 from evaluator.core.errors import ConfigError, DataError, UnknownNameError
 from evaluator.data import testsets
 from evaluator.data.testsets import input_document
-from tests.conftest import write_testset
+from evaluator.store.store import Store
+from tests.conftest import FIRST_WORD, tiny_registry, write_testset
 
 LOCAL = {"squad-dev": 10570, "new-wiki": 7938, "reddit": 9803, "amazon": 9885,
          "addsent": 3560, "addonesent": 1787}
@@ -70,6 +72,48 @@ def test_a_truncated_file_in_a_plain_folder_says_so(tmp_path, small_dev):
     (folder / "data.json").write_text(json.dumps(small_dev)[:1000])
     with pytest.raises(DataError, match="not valid JSON.*truncated or corrupt"):
         testsets.get("mine", tmp_path).load()
+
+
+def malformed(small_dev: dict, how: str) -> bytes:
+    """The bytes of `small_dev` spoiled in one way a hostile or broken data file may be."""
+    text = json.dumps(small_dev)
+    context = json.dumps(small_dev["data"][0]["paragraphs"][0]["context"])
+    return {
+        "nested": text[:-1].encode() + b', "x": ' + b"[" * 200_000 + b"]" * 200_000 + b"}",
+        "nan": (text[:-1] + ', "weight": NaN}').encode(),
+        "not-utf8": text.replace(context, context[:-1] + ' \xff"', 1).encode("latin-1"),
+        "lone-surrogate": text.replace(context, context[:-1] + '\\ud800"', 1).encode(),
+    }[how]
+
+
+MALFORMED = {"nested": r"nested too deeply \(more than 64 levels",
+             "nan": r"holds NaN, which is not a JSON number",
+             "not-utf8": r"is not valid JSON \(not UTF-8",
+             "lone-surrogate": r"holds a lone surrogate escape"}
+
+
+@pytest.mark.parametrize("how", sorted(MALFORMED))
+def test_malformed_data_is_one_line_in_validate_and_evaluate(tmp_path, small_dev, monkeypatch,
+                                                             workspace, how):
+    """Data nested 200,000 deep reached the recursive parser (a traceback in `validate`);
+    NaN, bytes that are not UTF-8 and a lone surrogate went on to crash what reads or
+    writes the set later. Each is one line naming the file, and `evaluate` runs nothing."""
+    sets, _ = tiny_registry(tmp_path, monkeypatch, {"toy": small_dev}, {"honest": FIRST_WORD})
+    (sets / "toy" / "data.json").write_bytes(malformed(small_dev, how))
+    with pytest.raises(DataError, match=MALFORMED[how]) as loaded:
+        testsets.get("toy").load()
+    assert "\n" not in str(loaded.value) and str(sets / "toy" / "data.json") in str(loaded.value)
+    checked = CliRunner().invoke(main, ["validate", str(sets / "toy")])
+    assert checked.exit_code == 1 and isinstance(checked.exception, SystemExit), checked
+    [line] = [x for x in checked.output.splitlines() if x.startswith("test set toy:")]
+    assert re.search(MALFORMED[how], line) and "Traceback" not in checked.output, checked.output
+    ran = CliRunner().invoke(main, ["evaluate", "-b", "honest", "-t", "toy", "--runner",
+                                    "local"])
+    assert ran.exit_code != 0 and isinstance(ran.exception, SystemExit), ran
+    [line] = [x for x in ran.output.splitlines() if x.startswith("error")]
+    assert re.search(MALFORMED[how], line), ran.output
+    assert "Traceback" not in ran.output
+    assert not (workspace / "results.sqlite").exists() or not Store(workspace).results()
 
 
 def test_a_wrong_question_count_is_reported(tmp_path, small_dev):

@@ -285,3 +285,60 @@ def test_the_reader_caps_the_size_before_parsing_and_any_parse_error_is_a_refusa
     path.write_bytes(b"\xff\xfe{")
     with pytest.raises(Refused, match=r"is not valid JSON"):
         read_json(path, 1 << 20)
+
+
+@pytest.mark.parametrize("data", [b"[" * 1_000_000, b"[" * 200_000 + b"]" * 200_000,
+                                  b'{"a": ' * 65 + b"1" + b"}" * 65,
+                                  b"[" * 500 + b"]" * 500],
+                         ids=["million-open", "200k-deep", "65-objects", "500-deep"])
+def test_nesting_past_the_limit_is_refused_before_the_parser_sees_it(data):
+    """A linear scan counts the depth first: a million `[` (a RecursionError, an internal
+    error, in the recursive parser) and 500 levels (which it parses, and which every
+    recursive walk after it may not) are one line naming the file."""
+    with pytest.raises(Refused, match=r"^the reply is nested too deeply \(more than 64 levels "
+                                      r"of arrays and objects\)$") as refused:
+        gate.parse_json(data, "the reply")
+    assert refused.value.failure_class == "refused-files"
+
+
+def test_the_depth_limit_counts_arrays_and_objects_and_not_brackets_in_strings():
+    deepest = b"[" * 64 + b'"]]]] [[[[ \\" {{{{"' + b"]" * 64
+    assert gate.parse_json(deepest, "x") == json.loads(deepest)
+    text = json.dumps({"context": "[" * 10_000 + "{" * 10_000, "qas": [[[]]]}).encode()
+    assert gate.parse_json(text, "x")["qas"] == [[[]]]
+    assert gate.parse_json(b"[" * 10 + b"]" * 10, "x", depth=10)
+    with pytest.raises(Refused, match=r"more than 9 levels"):
+        gate.parse_json(b"[" * 10 + b"]" * 10, "x", depth=9)
+
+
+@pytest.mark.parametrize("data, why", [
+    (b'{"f1": NaN}', r"^x holds NaN, which is not a JSON number$"),
+    (b"[1, Infinity]", r"^x holds Infinity, which is not a JSON number$"),
+    (b"-Infinity", r"^x holds -Infinity, which is not a JSON number$"),
+    (b'{"answer": "caf\xe9"}', r"^x is not valid JSON \(not UTF-8: character 15 cannot be "
+                               r"decoded\)$"),
+    (b'{"a": "\\ud800"}', r"^x holds a lone surrogate escape"),
+    (b'{"\\udfff": "a"}', r"^x holds a lone surrogate escape"),
+    (b'["\\\\\\ud83d"]', r"^x holds a lone surrogate escape"),  # a backslash, then \ud83d
+    (b'["\\ude00\\ud83d"]', r"^x holds a lone surrogate escape"),  # a pair the wrong way round
+    (b'["\\ud83d\\ude00\\ude00"]', r"^x holds a lone surrogate escape"),
+], ids=["nan", "infinity", "minus-infinity", "latin-1", "high", "low-key", "after-backslash",
+        "reversed", "pair-and-one"])
+def test_values_that_no_writer_can_write_back_are_refused_in_one_line(data, why):
+    """NaN and the infinities are no JSON (a score, a count, a size is never one), bytes that
+    are not UTF-8 are no text, and a lone surrogate parses to a str that every UTF-8 writer
+    after it fails on (UnicodeEncodeError): each is one line naming the file."""
+    with pytest.raises(Refused, match=why) as refused:
+        gate.parse_json(data, "x")
+    assert "\n" not in str(refused.value)
+
+
+def test_text_that_only_looks_like_a_surrogate_and_nan_by_request_are_read(tmp_path):
+    assert gate.parse_json(b'["\\ud83d\\ude00", "\\\\ud800", "\\u00e9", "NaN"]', "x") == \
+        ["\U0001f600", "\\ud800", "é", "NaN"]
+    assert gate.parse_json('["\u00e9"]', "x") == ["é"]
+    assert gate.parse_json(b"[NaN]", "x", allow_nan=True)[0] != 0
+    (tmp_path / "progress.json").write_bytes(b'{"loss": NaN}')
+    with pytest.raises(Refused, match=r"progress.json holds NaN"):
+        read_json(tmp_path / "progress.json", 1 << 20)
+    assert read_json(tmp_path / "progress.json", 1 << 20, allow_nan=True)["loss"] != 0
