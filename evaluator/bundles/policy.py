@@ -8,11 +8,14 @@ file named by $QASHIFT_POLICY:
     defaults: {cpus: 1, memory: 4g, timeout: 3600}
     caps: {memory: 32g, timeout: 86400, gpus: 2}
     build_network: none        # or bridge: network for `RUN` steps of submission images
+    endpoint_origins:          # where a generative endpoint may be although its address is
+      - http://127.0.0.1:8000  # not public (loopback, private, link-local...): none by default
     endpoint_keys:             # the API keys a generative endpoint bundle may have sent,
       OPENAI_API_KEY: https://api.openai.com/v1   # each only to URLs under its prefix
 
 A value out of the policy (unknown key, wrong type, not finite, not positive, above a cap)
-is a one-line ConfigError naming the bundle file and the key.
+is a one-line ConfigError naming the bundle file and the key. An endpoint URL is read one
+way only (`endpoint_url_problem`): the key check and the request see the same URL.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote_to_bytes, urlsplit
 
 from evaluator.core import settings
 from evaluator.core.errors import ConfigError, UserError
@@ -36,6 +39,10 @@ CAPS = {"gpus": 8, "cpus": 64.0, "memory": 256 << 30, "timeout": 7 * 86400.0, "p
 USER = "65534:65534"  # nobody:nogroup: containers never run as root
 BUILD_NETWORKS = ("none", "bridge", "default")
 KEY_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+POLICY_KEYS = ("defaults", "caps", "build_network", "endpoint_origins", "endpoint_keys")
+URL_HOST = re.compile(r"[a-z0-9._-]+|\[[0-9a-f:.]+\]", re.IGNORECASE)
+URL_PATH = re.compile(r"[A-Za-z0-9._~!$&'()*+,=:@/%-]*")
+UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 MEMORY_KEYS = ("memory", "output")
 
 
@@ -83,14 +90,15 @@ class Policy:
     user: str = USER
     build_network: str = "none"
     endpoint_keys: dict = field(default_factory=dict)  # variable -> URL prefix it may go to
+    endpoint_origins: frozenset = frozenset()  # (scheme, host, port) at any address
 
     @classmethod
     def from_file(cls, path: Path) -> Policy:
         data = read_yaml(path)
-        unknown = set(data) - {"defaults", "caps", "build_network", "endpoint_keys"}
+        unknown = set(data) - set(POLICY_KEYS)
         if unknown:
             raise ConfigError(f"{path}: unknown policy key(s) {', '.join(sorted(unknown))}; "
-                              f"allowed: defaults, caps, build_network, endpoint_keys")
+                              f"allowed: {', '.join(POLICY_KEYS)}")
         parts = {}
         for part in ("defaults", "caps"):
             given = data.get(part) or {}
@@ -110,17 +118,24 @@ class Policy:
             if value > parts["caps"][key]:
                 raise ConfigError(f"{path}: the default {key} {value} is above its cap")
         return cls(parts["defaults"], parts["caps"], USER, network,
-                   _endpoint_keys(data.get("endpoint_keys") or {}, path))
+                   _endpoint_keys(data.get("endpoint_keys") or {}, path),
+                   _endpoint_origins(data.get("endpoint_origins"), path))
 
     def key_allowed(self, name: str, url: str) -> bool:
-        """Whether the operator lets the key in variable `name` be sent to `url`: same scheme,
-        host and port as the prefix granted to it, and a path at or under the prefix's."""
+        """Whether the operator lets the key in variable `name` be sent to `url`: a URL read
+        one way only (see `endpoint_url_problem`), with the same scheme, host and port as the
+        prefix granted to it and a path at or under the prefix's."""
         granted = self.endpoint_keys.get(name)
-        if granted is None:
+        if granted is None or endpoint_url_problem(url) is not None:
             return False
         have, prefix = urlsplit(url), urlsplit(granted).path.rstrip("/")
         return _origin(url) is not None and _origin(url) == _origin(granted) and \
             not have.username and (have.path == prefix or have.path.startswith(prefix + "/"))
+
+    def origin_allowed(self, scheme: str, host: str, port: int) -> bool:
+        """Whether the operator lists this origin in `endpoint_origins`, so that it is
+        connected to whatever its address (else only public addresses are)."""
+        return (scheme, host.strip("[]").lower(), port) in self.endpoint_origins
 
     def resources(self, requested: object, where: Path | str) -> dict:
         """The bundle's resources: the defaults with what it asks for, checked against the
@@ -161,6 +176,54 @@ def _origin(url: str) -> tuple[str, str | None, int] | None:
     if parts.scheme not in _PORTS or (port is not None and port <= 0):
         return None
     return parts.scheme, parts.hostname, port or _PORTS[parts.scheme]
+
+
+def endpoint_url_problem(url: str) -> str | None:
+    """Why `url` cannot name an endpoint, or None. An endpoint URL is http(s) with a host
+    and no user, query or fragment, and a path that a key check, the HTTP client and a server
+    all read alike: no `.` or `..` segments, empty segments, backslashes or `;`, and no
+    percent-escape of a separator, a dot, `%` or any character that needs none (the client
+    would write those back as that character, a server could read them as a separator)."""
+    parts = urlsplit(url)
+    if _origin(url) is None or not parts.hostname or "?" in url or "#" in url:
+        return "is not an http(s) URL with a host, a valid port and no query or fragment"
+    host = parts.netloc.rpartition(":")[0] if parts.port is not None else parts.netloc
+    if "@" in parts.netloc or not URL_HOST.fullmatch(host):
+        return "names a user or a host that is not a plain name or address"
+    if not URL_PATH.fullmatch(parts.path):
+        return ("has a path with a character other than letters, digits and "
+                "-._~!$&'()*+,=:@/ (a backslash, `;`, a space...)")
+    for escape in re.findall(r"%(.{0,2})", parts.path):
+        if not re.fullmatch(r"[0-9A-Fa-f]{2}", escape):
+            return "has a path with a broken percent-escape"
+        byte = unquote_to_bytes("%" + escape)[0]
+        if byte in UNRESERVED or byte in b"/\\;%" or byte < 0x20 or byte == 0x7F:
+            return f"has a path with the percent-escape %{escape} (an encoded separator, dot " \
+                   f"or plain character)"
+    segments = parts.path.split("/")[1:]
+    if any(segment in (".", "..") for segment in segments):
+        return "has a path with a dot segment (. or ..)"
+    if "" in segments[:-1]:
+        return "has a path with an empty segment (//)"
+    return None
+
+
+def _endpoint_origins(given: object, path: Path) -> frozenset:
+    """`endpoint_origins:` checked: a list of http(s) origins (scheme, host, port; no path)."""
+    if given is None:
+        return frozenset()
+    if not isinstance(given, list):
+        raise ConfigError(f"{path}: endpoint_origins must be a list of origins such as "
+                          f"http://127.0.0.1:8000")
+    origins = set()
+    for url in given:
+        parts = urlsplit(url) if isinstance(url, str) else None
+        if parts is None or _origin(url) is None or endpoint_url_problem(url) is not None \
+                or parts.path not in ("", "/"):
+            raise ConfigError(f"{path}: endpoint_origins: {url!r} is not an http(s) origin "
+                              f"(scheme, host and port only) such as http://127.0.0.1:8000")
+        origins.add(_origin(url))
+    return frozenset(origins)
 
 
 def _endpoint_keys(given: object, path: Path) -> dict:

@@ -258,6 +258,9 @@ def _generative(spec: BundleFile, where: Path) -> dict:
     out = _prompt_and_generation(spec, where)
     if spec.endpoint is not None:
         out["endpoint"] = spec.endpoint.model_dump()
+        problem = policy.endpoint_url_problem(str(out["endpoint"]["url"]))
+        if problem:
+            raise ConfigError(f"{where}: endpoint.url {problem}")
     return out
 
 

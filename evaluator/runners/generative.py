@@ -76,7 +76,7 @@ class GenerativeRunner:
         raw = json.loads(request.input_path.read_text(encoding="utf-8"))
         items = prompting.prompted(raw, config)
         spec = prompting.generation_spec(config)
-        server = endpoints.Endpoint(ref, bundle.id)
+        server = endpoints.Endpoint(ref, bundle.id, time_limit=bundle.timeout)
         answers, generations = prompting.answers(
             endpoints.ask_all(server, items, spec, progress=self.progress), spec)
         request.output_path.write_text(json.dumps(answers, ensure_ascii=False))

@@ -28,7 +28,7 @@ from evaluator.runners.docker import daemon_available
 from evaluator.runners.slurm.controller import cluster_available
 from evaluator.store.store import Store
 from tests.conftest import SLURM, tiny_registry
-from tests.support.generative import Misbehaving, write_generative_bundle
+from tests.support.generative import Misbehaving, allow_endpoints, write_generative_bundle
 from tests.tiny_bert import subset
 
 
@@ -59,8 +59,9 @@ def stored(workspace: Path, bundle: str) -> tuple[dict, dict]:
 
 
 def test_a_local_model_and_the_same_model_served_answer_alike(roots, tiny_lm, served,
-                                                              workspace):
+                                                              workspace, tmp_path, monkeypatch):
     _, subs = roots
+    allow_endpoints(tmp_path, monkeypatch, served.origin)
     write_generative_bundle(subs, "local-lm", model=tiny_lm)
     write_generative_bundle(subs, "served-lm", endpoint=endpoint(served.url, str(tiny_lm)))
     code, doc = evaluate("-b", "local-lm", "-b", "served-lm", "-t", "few")
@@ -115,8 +116,10 @@ def test_the_prompt_is_part_of_the_cell(roots, tiny_lm):
 
 
 def test_a_killed_endpoint_run_asks_no_answered_question_again(roots, tiny_lm, served,
-                                                               workspace):
+                                                               workspace, tmp_path,
+                                                               monkeypatch):
     _, subs = roots
+    allow_endpoints(tmp_path, monkeypatch, served.origin)
     write_generative_bundle(subs, "served", endpoint=endpoint(served.url, str(tiny_lm)))
     before = served.completions_answered()
     argv = [sys.executable, "-m", "evaluator", "evaluate", "-b", "served", "-t", "few",
@@ -141,12 +144,15 @@ def test_a_killed_endpoint_run_asks_no_answered_question_again(roots, tiny_lm, s
 
 
 def test_a_bad_endpoint_fails_its_cell_in_one_line_and_the_matrix_goes_on(roots, tiny_lm,
-                                                                           served):
+                                                                           served, tmp_path,
+                                                                           monkeypatch):
     _, subs = roots
     failing = Misbehaving(500, b'{"error": {"message": "overloaded"}}')
     huge = Misbehaving(200, json.dumps({"choices": [{"text": "x" * (2 << 20)}]}).encode())
     closed = Misbehaving(200, b"{}")
     closed.close()  # nothing listens on its port any more
+    allow_endpoints(tmp_path, monkeypatch, served.origin, failing.origin, huge.origin,
+                    closed.origin)
     try:
         write_generative_bundle(subs, "refused", endpoint=endpoint(closed.url, "m",
                                                                    ", retries: 1"))
@@ -168,8 +174,8 @@ def test_a_bad_endpoint_fails_its_cell_in_one_line_and_the_matrix_goes_on(roots,
     assert len(failing.authorizations) == 3  # the first try and two retries
     for failure in doc["failed"]:
         assert "\n" not in failure["message"] and len(failure["message"]) < 400
-    assert "overloaded" in next(f["message"] for f in doc["failed"]
-                                if f["bundle"] == "failing")
+    failed = next(f["message"] for f in doc["failed"] if f["bundle"] == "failing")
+    assert "HTTP 500" in failed and "overloaded" not in failed  # the reply is never shown
 
 
 def test_the_api_key_is_sent_and_kept_nowhere(roots, workspace, monkeypatch, tmp_path):
@@ -179,7 +185,8 @@ def test_the_api_key_is_sent_and_kept_nowhere(roots, workspace, monkeypatch, tmp
     key = f"sk-test-{uuid.uuid4().hex}"
     monkeypatch.setenv("QASHIFT_TEST_API_KEY", key)
     server = Misbehaving(200, json.dumps({"choices": [{"text": " Denver\n"}]}).encode())
-    grant_key(tmp_path, monkeypatch, "QASHIFT_TEST_API_KEY", server.url)
+    allow_endpoints(tmp_path, monkeypatch, server.origin,
+                    keys={"QASHIFT_TEST_API_KEY": server.url})
     try:
         write_generative_bundle(subs, "keyed", endpoint=endpoint(
             server.url, "m", ", api_key_env: QASHIFT_TEST_API_KEY"))
@@ -210,12 +217,6 @@ def test_the_api_key_is_sent_and_kept_nowhere(roots, workspace, monkeypatch, tmp
     assert "QASHIFT_TEST_API_KEY" in failure["message"]
 
 
-def grant_key(tmp_path: Path, monkeypatch, name: str, url: str) -> None:
-    """The operator's policy lets the key in `name` be sent to URLs under `url`."""
-    (tmp_path / "policy.yaml").write_text(f"endpoint_keys: {{{name}: '{url}'}}\n")
-    monkeypatch.setenv("QASHIFT_POLICY", str(tmp_path / "policy.yaml"))
-
-
 @pytest.mark.parametrize("granted", [None, "http://127.0.0.1:1/v1"])
 def test_a_key_the_operator_did_not_grant_to_the_endpoint_is_never_sent(
         roots, workspace, monkeypatch, tmp_path, granted):
@@ -224,8 +225,8 @@ def test_a_key_the_operator_did_not_grant_to_the_endpoint_is_never_sent(
     _, subs = roots
     monkeypatch.setenv("QASHIFT_TEST_SECRET", "operator-secret")
     server = Misbehaving(200, json.dumps({"choices": [{"text": " Denver\n"}]}).encode())
-    if granted:
-        grant_key(tmp_path, monkeypatch, "QASHIFT_TEST_SECRET", granted)  # another port
+    allow_endpoints(tmp_path, monkeypatch, server.origin,  # the origin, not the key
+                    keys={"QASHIFT_TEST_SECRET": granted} if granted else {})  # another port
     try:
         write_generative_bundle(subs, "greedy", endpoint=endpoint(
             server.url, "m", ", api_key_env: QASHIFT_TEST_SECRET"))

@@ -1,13 +1,18 @@
 """What the generative tests share: a tiny causal language model, a generative bundle folder,
-and a real OpenAI-compatible server (`transformers serve`) on the loopback address whose
-access log counts the requests it answered."""
+a real OpenAI-compatible server (`transformers serve`) on the loopback address whose access
+log counts the requests it answered, small real HTTP servers that answer as a test scripts
+them, and the operator's policy that lets an endpoint be on the loopback address at all."""
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
 import socket
 import subprocess
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -36,7 +41,8 @@ class Server:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.origin = f"http://127.0.0.1:{self.port}"
+        self.url = f"{self.origin}/v1"
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         self.proc = subprocess.Popen(
             ["transformers", "serve", str(model), "--host", "127.0.0.1", "--port",
@@ -77,14 +83,15 @@ def served(tiny_lm, tmp_path_factory) -> Server:
 
 def write_generative_bundle(root: Path, bundle_id: str, *, model: Path | None = None,
                             endpoint: str | None = None, extra: str = "",
-                            generation: str = "{max_new_tokens: 6, stop: []}") -> Path:
+                            generation: str = "{max_new_tokens: 6, stop: []}",
+                            resources: str = "{timeout: 300}") -> Path:
     """A generative bundle folder: a local model, or an endpoint (`endpoint:` YAML body)."""
     folder = root / bundle_id
     folder.mkdir(parents=True)
     source = f"model: {{path: {model}}}\n" if model else f"endpoint: {endpoint}\n"
     (folder / "bundle.yaml").write_text(
         f"id: {bundle_id}\nname: {bundle_id}\nkind: generative\n{source}"
-        f"generation: {generation}\nresources: {{timeout: 300}}\n{extra}")
+        f"generation: {generation}\nresources: {resources}\n{extra}")
     return folder
 
 
@@ -100,34 +107,91 @@ def write_served_twin(root: Path, bundle_id: str, server: Server, approach: Path
         extra=f"prompt:\n{prompt}\n")
 
 
-class Misbehaving:
-    """A server on the loopback address that answers every POST with `status` and `body`
-    (a real HTTP server behaving badly), noting each request's Authorization header."""
+class Loopback:
+    """A real HTTP server on a loopback address whose every request `answer` replies to; it
+    notes each request's path and Authorization header and the most requests in flight at
+    once. `host` "::1" serves on the IPv6 loopback address."""
 
-    def __init__(self, status: int, body: bytes):
-        import http.server
-        import threading
-
+    def __init__(self, answer: Callable[[http.server.BaseHTTPRequestHandler], None],
+                 host: str = "127.0.0.1"):
         outer = self
+        self.paths: list[str] = []
         self.authorizations: list[str | None] = []
+        self.in_flight = self.most_in_flight = 0
+        self.closed = threading.Event()
+        lock = threading.Lock()
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802 - the stdlib's name
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                outer.authorizations.append(self.headers.get("Authorization"))
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                with lock:
+                    outer.paths.append(self.path)
+                    outer.authorizations.append(self.headers.get("Authorization"))
+                    outer.in_flight += 1
+                    outer.most_in_flight = max(outer.most_in_flight, outer.in_flight)
+                try:
+                    answer(self)
+                except OSError:  # the client went away
+                    pass
+                finally:
+                    with lock:
+                        outer.in_flight -= 1
+
+            do_GET = do_POST  # noqa: N815 - the stdlib's name
 
             def log_message(self, *args):
                 pass
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        class Server(http.server.ThreadingHTTPServer):
+            address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+        self.httpd = Server((host, 0), Handler)
+        self.httpd.closing = self.closed  # a slow answer stops when the server closes
+        self.port = self.httpd.server_address[1]
+        self.origin = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+        self.url = f"{self.origin}/v1"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
+    @property
+    def requests(self) -> int:
+        return len(self.paths)
+
     def close(self) -> None:
+        self.closed.set()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def reply(status: int, body: bytes, headers: dict | None = None):
+    """An answer: `status`, then `body` at once."""
+    def answer(handler: http.server.BaseHTTPRequestHandler) -> None:
+        handler.send_response(status)
+        for name, value in {"Content-Type": "application/json", **(headers or {})}.items():
+            handler.send_header(name, value)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+    return answer
+
+
+def completion(text: str) -> bytes:
+    return json.dumps({"choices": [{"text": text}]}).encode()
+
+
+class Misbehaving(Loopback):
+    """A server on the loopback address that answers every POST with `status` and `body`
+    (a real HTTP server behaving badly)."""
+
+    def __init__(self, status: int, body: bytes):
+        super().__init__(reply(status, body))
+
+
+def allow_endpoints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *origins: str,
+                    keys: dict[str, str] | None = None) -> Path:
+    """The operator's policy ($QASHIFT_POLICY) lets endpoints be at `origins` and grants
+    each key variable in `keys` to its URL prefix."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(json.dumps({"endpoint_origins": list(origins),
+                                "endpoint_keys": dict(keys or {})}) + "\n")
+    monkeypatch.setenv("QASHIFT_POLICY", str(path))
+    return path

@@ -15,7 +15,7 @@ from evaluator.runners.docker import daemon_available
 from evaluator.store.store import Store
 from tests.conftest import REPO, write_testset
 from tests.docker_kit import needs_docker
-from tests.support.generative import Server, write_served_twin
+from tests.support.generative import Server, allow_endpoints, write_served_twin
 
 APPROACHES = ("minilm-span", "drqa-reader", "bidaf", "match-lstm", "rasor", "r-net", "qanet",
               "fusionnet", "mnemonic-reader", "bidaf-plus-plus", "minilm-frozen",
@@ -112,8 +112,8 @@ def test_bidaf_trains_in_a_container_and_answers(tiny):
 
 
 @pytest.mark.slow
-def test_the_generative_reader_learns_and_its_system_answers_alike_here_and_served(tiny,
-                                                                                   tmp_path):
+def test_the_generative_reader_learns_and_its_system_answers_alike_here_and_served(
+        tiny, tmp_path, monkeypatch):
     """A system of an approach with a prompt is a generative bundle: its weights folder is a
     Transformers model that the local generative runner and `transformers serve` (a real
     server on the loopback address) both run, to the same answers."""
@@ -128,6 +128,7 @@ def test_the_generative_reader_learns_and_its_system_answers_alike_here_and_serv
     weights = store.model_path(row["weights_digest"])
     assert all(f.stat().st_size <= 50 * 2**20 for f in weights.iterdir())
     server = Server(weights, tmp_path / "access.log")
+    allow_endpoints(tmp_path, monkeypatch, server.origin)
     try:
         write_served_twin(tmp_path / "subs", "served", server,
                           REPO / "submissions" / "generative-reader")
