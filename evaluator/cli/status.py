@@ -12,7 +12,7 @@ from evaluator.data import testsets
 from evaluator.pipeline.status import CellStatus, matrix_status
 from evaluator.store.store import Store
 from evaluator.training import systems
-from evaluator.training.run import read_progress
+from evaluator.training.run import progress_text, read_progress
 
 
 @click.command("status")
@@ -61,10 +61,8 @@ def status_cmd(bundle_names, testset_names, include_waiting, wide) -> None:
     for lease in store.live_leases() if store.exists() else []:
         progress = read_progress(store, lease["key"])  # a train cell, when it has one
         if progress is not None:
-            click.echo(f"training {lease['bundle']} on {lease['testset']}: epoch "
-                       f"{progress.get('epoch')}/{progress.get('epochs')}, loss "
-                       f"{float(progress.get('loss') or 0):.4f}, eta "
-                       f"{console.duration(float(progress.get('eta_s') or 0))}")
+            click.echo(f"training {lease['bundle']} on {lease['testset']}: "
+                       f"{progress_text(progress)}")
 
 
 def _status_text(cell: CellStatus) -> str:

@@ -81,7 +81,10 @@ def progress(message: str) -> None:
 
 
 def duration(seconds: float) -> str:
-    """A time left or taken as a person reads it: '42 s', '17 min', '13 h 36 min'."""
+    """A time left or taken as a person reads it: '42 s', '17 min', '13 h 36 min'; '?'
+    for what is no time (NaN, an infinity, a negative number)."""
+    if not (0 <= seconds < float("inf")):
+        return "?"
     if seconds < 90:
         return f"{seconds:.0f} s"
     minutes = round(seconds / 60)

@@ -282,6 +282,20 @@ def progress_numbers(doc: dict) -> tuple[dict, list[str]]:
     return kept, ignored
 
 
+def progress_text(doc: dict) -> str:
+    """A training's checked progress numbers as a person reads them ('epoch 2/6, loss
+    0.4170, eta 3 min'); a number the document lacks is not shown (never '2/None' or
+    'eta 0 s')."""
+    epoch, epochs = doc.get("epoch"), doc.get("epochs")
+    parts = [] if epoch is None else [f"epoch {epoch:g}" + ("" if epochs is None
+                                                             else f"/{epochs:g}")]
+    if doc.get("loss") is not None:
+        parts.append(f"loss {float(doc['loss']):.4f}")
+    if doc.get("eta_s") is not None:
+        parts.append(f"eta {console.duration(float(doc['eta_s']))}")
+    return ", ".join(parts) or "started"
+
+
 def _progress(path: Path) -> tuple[dict, list[str]] | None:
     """The checked numbers of a progress document the approach wrote, through the bounded
     reader, and the fields ignored; None for a missing, refused or unreadable one (progress

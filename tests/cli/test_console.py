@@ -103,3 +103,8 @@ def test_progress_rewrites_one_line_on_a_terminal_and_stays_plain_elsewhere(monk
 ])
 def test_an_eta_reads_in_the_unit_a_person_would_use(seconds, said):
     assert duration(seconds) == said
+
+
+@pytest.mark.parametrize("seconds", [float("nan"), float("inf"), -1.0, -1e308])
+def test_what_is_no_time_reads_as_unknown_never_as_a_hundred_digits(seconds):
+    assert duration(seconds) == "?"

@@ -644,3 +644,23 @@ def test_a_training_shows_only_progress_numbers_in_range(tmp_path, dev_raw, monk
         shown = [line for line in said.splitlines() if line.startswith("  epoch")]
         assert shown and shown[0] == "  epoch 1/2", said
         assert not any("eta" in line or "loss" in line for line in shown), said
+
+
+@pytest.mark.parametrize("written", ["nan", "inf", "-1e308", "-5", "soon", ""])
+def test_a_hand_edited_time_in_a_table_is_no_time_rather_than_a_broken_eta(written):
+    from evaluator.training.study.pace import _seconds
+
+    assert _seconds({"wall_s": written}, "wall_s") == 0.0
+    assert _seconds({"wall_s": "12.5"}, "wall_s") == 12.5
+
+
+@pytest.mark.parametrize("doc, said", [
+    ({"epoch": 2, "epochs": 6, "loss": 0.417, "eta_s": 180}, "epoch 2/6, loss 0.4170, eta 3 min"),
+    ({"epoch": 2, "loss": 0.5}, "epoch 2, loss 0.5000"),
+    ({"eta_s": 30}, "eta 30 s"),
+    ({}, "started"),
+])
+def test_progress_shows_only_the_numbers_it_has(doc, said):
+    from evaluator.training.run import progress_numbers, progress_text
+
+    assert progress_text(progress_numbers(doc)[0]) == said

@@ -21,8 +21,13 @@ from evaluator.training.study.rows import Rows
 
 
 def _seconds(row: dict, column: str) -> float:
-    """A time column of a table row; 0 where a table has none."""
-    return float(row.get(column) or 0.0)
+    """A time column of a table row; 0 where a table has none or holds no time (a word,
+    NaN, an infinity or a negative number in a hand-edited table)."""
+    try:
+        value = float(row.get(column) or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+    return value if math.isfinite(value) and value > 0 else 0.0
 
 
 def _work(job: TrainJob) -> int:
