@@ -5,11 +5,13 @@ studies) choose what to draw and where it goes.
 
 Everything renders with the Agg backend and is saved without dates or random ids
 (``svg.hashsalt`` fixed, no CreationDate/Date metadata), so the same input gives
-byte-identical PNG, PDF and SVG files.
+byte-identical PNG, PDF and SVG files, each written whole through `write_atomic` (a link
+at a figure's path is replaced, never followed).
 """
 
 from __future__ import annotations
 
+import io
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +27,7 @@ import pandas as pd  # noqa: E402
 from analysis.sources import facts  # noqa: E402
 from analysis.sources.tidy import paired  # noqa: E402
 from analysis.stats.fits import Fit, fit_panel, to_scale  # noqa: E402
+from evaluator.core.files import READABLE, write_atomic  # noqa: E402
 
 FORMATS = ("png", "pdf", "svg")
 METRIC_LABEL = {"em": "EM", "f1": "F1"}
@@ -351,7 +354,9 @@ def save(fig, stem: Path | str, formats: Sequence[str] = FORMATS) -> list[Path]:
     with plt.rc_context(STYLE):
         for fmt in formats:
             path = stem.with_suffix(f".{fmt}")
-            fig.savefig(path, format=fmt, metadata=meta[fmt])
+            buffer = io.BytesIO()  # savefig opens a path as it finds it: a link is followed
+            fig.savefig(buffer, format=fmt, metadata=meta[fmt])
+            write_atomic(path, buffer.getvalue(), READABLE)
             out.append(path)
     plt.close(fig)
     return out

@@ -18,6 +18,7 @@ from analysis import figures
 from analysis.sources import strata
 from analysis.sources.records import SystemScores
 from analysis.stats import reweighting
+from evaluator.core.files import READABLE, write_atomic
 from evaluator.data import testsets
 
 
@@ -132,6 +133,6 @@ def write(scores: pd.DataFrame, features: Mapping[str, Mapping[str, dict]],
     for name, frame in (("drops", table), ("drops_mean", summary), ("shares", shares),
                         ("strata_f1", per_stratum)):
         path = out / f"{name}.csv"
-        frame.to_csv(path, index=False, float_format="%.6g")
+        write_atomic(path, frame.to_csv(index=False, float_format="%.6g").encode(), READABLE)
         written.append(path)
     return written, summary

@@ -1,7 +1,8 @@
 """What every command shares: a UserError becomes one line on stderr and exit status 1, Ctrl-C
 one line and an end by the signal itself (so a shell loop around a command stops too), the
 run folders that killed runs left in /tmp are removed at start, --data-dir/--workspace
-apply for as long as the command runs, and -v/-q/--log-file set up the console."""
+apply for as long as the command runs, and -v/-q/--log-file set up the console (the log
+file once the workspace it may not be in is known)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ import logging
 import os
 import signal
 import sys
+from pathlib import Path
 
 import click
 
 from evaluator.core import console, settings
 from evaluator.core.errors import Terminated, UserError
-from evaluator.core.files import remove_stale_tempdirs
+from evaluator.core.files import check_output_path, remove_stale_tempdirs
 
 COLUMNS, NAME_WIDTH = 120, 44  # listings fit this many columns unless --wide
 
@@ -116,9 +118,39 @@ class Command(OneLineErrors, click.Command):
 
 
 def configure(data_dir: tuple[str, ...], workspace: str | None) -> None:
-    """Apply --data-dir/--workspace to the settings for as long as this command runs."""
-    click.get_current_context().with_resource(
-        settings.override(data_dir=tuple(data_dir), workspace=workspace))
+    """Apply --data-dir/--workspace to the settings for as long as this command runs; then
+    open --log-file, now that the workspace it may not be in is known."""
+    ctx = click.get_current_context()
+    ctx.with_resource(settings.override(data_dir=tuple(data_dir), workspace=workspace))
+    _open_log(ctx.meta)
+
+
+def _open_log(meta: dict) -> None:
+    """Open --log-file (appended to: an earlier log, empty or not, is fine) if it passes the
+    output rule: never inside the workspace, never a link. A log refused once a subcommand's
+    --workspace is known is closed, and removed if this run began it."""
+    if meta.get("console.log_file") is None:
+        return
+    path = Path(meta["console.log_file"])
+    try:
+        earlier = path.is_file() and not path.is_symlink() and os.access(path, os.R_OK)
+        check_output_path(path, what="--log-file", columns=() if earlier else None)
+    except UserError:
+        if meta.pop("console.log_open", None) is not None:
+            _setup_console(meta)
+            if path in meta.get("console.logs_begun", ()):
+                path.unlink(missing_ok=True)
+        raise
+    if not os.path.lexists(path):
+        meta.setdefault("console.logs_begun", set()).add(path)
+    meta["console.log_open"] = path
+    _setup_console(meta)
+
+
+def _setup_console(meta: dict) -> None:
+    """The console as -v/-q say, logging to the --log-file already checked, if any."""
+    console.setup(meta.get("console.verbose", 0), meta.get("console.quiet", False),
+                  meta.get("console.log_open"))
 
 
 def settings_options(fn):
@@ -134,15 +166,14 @@ def console_options(fn):
     def apply(ctx: click.Context, param: click.Parameter, value):
         if value:  # a default never undoes what the group's options said
             ctx.meta[f"console.{param.name}"] = value
-        meta = ctx.meta
-        console.setup(meta.get("console.verbose", 0), meta.get("console.quiet", False),
-                      meta.get("console.log_file"))
+        _setup_console(ctx.meta)  # the log file is opened by `configure`
         return value
 
     fn = click.option("--log-file", type=click.Path(dir_okay=False), expose_value=False,
                       callback=apply, is_eager=True,
                       help="also write progress, warnings, errors and debug detail, with "
-                           "times, to this file")(fn)
+                           "times, to this file (appended to; outside the workspace, not a "
+                           "link)")(fn)
     fn = click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=apply,
                       is_eager=True, help="print errors only (results still go to stdout)")(fn)
     return click.option("-v", "--verbose", count=True, expose_value=False, callback=apply,

@@ -23,7 +23,7 @@ from evaluator import __version__
 from evaluator.cli.base import Command, configure, console_options, settings_options
 from evaluator.core import console, settings
 from evaluator.core.errors import FAILURE_CLASSES, UserError
-from evaluator.core.files import write_json_atomic
+from evaluator.core.files import check_output_path, write_json_atomic
 from evaluator.core.folders import read_yaml
 from evaluator.core.provenance import cpu, software
 from evaluator.pipeline.samples import write_samples
@@ -205,9 +205,9 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
         raise UserError("--log-samples without a folder writes under --output-path; give one "
                         "of them a folder")
     configure(data_dir, workspace)
-    for flag, folder in (("--output-path", output_path), ("--log-samples", samples_dir)):
-        if folder and folder != UNDER_OUTPUT:
-            _writable_folder(flag, Path(folder))  # said now, not after every cell has run
+    if output_path and samples_dir in (None, UNDER_OUTPUT):
+        samples_dir = str(Path(output_path) / "samples")
+    _check_outputs(output_path, samples_dir)
     config = EvaluationConfig(tuple(bundle_names), tuple(testset_names), runner, level, cluster,
                               rerun, device, parallel, limit, seed,
                               _parse_model_args(model_args), partition, account,
@@ -216,8 +216,6 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
     done = evaluation.evaluate(config, store, progress=console.say, warn=console.warn)
     report, skipped = done.report, done.not_applicable
     results = [o.result.to_dict() for o in report.outcomes if o.result is not None]
-    if output_path and samples_dir in (None, UNDER_OUTPUT):
-        samples_dir = str(Path(output_path) / "samples")
     failed = [{"bundle": o.job.bundle.id, "testset": o.job.testset.id,
                "failure_class": o.failure_class, "message": o.message} for o in report.failed]
     not_applicable = [{"bundle": b, "testset": t, "reason": r} for b, t, r in skipped]
@@ -271,6 +269,18 @@ def _write_samples(report, folder: Path) -> None:
             for path in write_samples(dataset, predictions, folder, o.job.bundle.id,
                                       o.job.testset.id, strata.cached(dataset.sha256)):
                 console.say(f"wrote {path}")
+
+
+def _check_outputs(output_path: str | None, samples_dir: str | None) -> None:
+    """Say now, not after every cell has run, that a folder the outputs go to may not be
+    written: each folder written into (the figures/ and samples/ of --output-path too, a
+    link there would take the files elsewhere) passes the output rule and can be written."""
+    folders = [("--log-samples", samples_dir)] if samples_dir else []
+    if output_path:
+        folders = [("--output-path", output_path),
+                   ("--output-path", str(Path(output_path) / "figures")), *folders]
+    for flag, folder in folders:
+        _writable_folder(flag, check_output_path(Path(folder), what=flag, folder=True))
 
 
 def _writable_folder(flag: str, folder: Path) -> None:

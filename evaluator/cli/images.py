@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from evaluator.core.errors import UserError
+from evaluator.core.files import check_output_path
 from evaluator.runners import images
 
 
@@ -57,7 +58,9 @@ def images_python(force) -> None:
 @click.option("--gpu", is_flag=True, help="onnxruntime-gpu and PyPI's CUDA torch")
 @click.option("--extra", multiple=True, help="another requirement to include (repeatable)")
 def images_wheelhouse(dest: Path, gpu, extra) -> None:
-    """Download the runner image's wheels into DEST (run where pip reaches PyPI)."""
+    """Download the runner image's wheels into DEST (run where pip reaches PyPI; outside
+    the workspace, not a link)."""
+    check_output_path(dest, what="the wheelhouse", folder=True)
     _guard(lambda: images.make_wheelhouse(dest, gpu=gpu, extra=tuple(extra), say=click.echo))
     click.echo(f"wheelhouse ready: {dest} ({len(list(dest.glob('*.whl')))} wheels)")
 

@@ -13,7 +13,7 @@ import click
 from evaluator.cli.base import COLUMNS, NAME_WIDTH, Group, cut
 from evaluator.core import console, settings
 from evaluator.core.errors import UserError
-from evaluator.core.files import write_csv_atomic
+from evaluator.core.files import check_output_path, write_csv_atomic
 from evaluator.core.folders import unknown_name
 from evaluator.data import stats, testsets
 from evaluator.data.fetch import cached_path
@@ -97,11 +97,14 @@ def testsets_show(name: str) -> None:
 @testsets_group.command("stats")
 @click.argument("names", nargs=-1)
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write the table as CSV.")
+              help="Also write the table as CSV (outside the workspace, not a link).")
 def testsets_stats(names, csv_path) -> None:
     """Articles, paragraphs, questions, mean paragraph/question/answer length (words) and
     answers per question of each test set (default: every folder, training splits
     included); a set whose data cannot be had here is listed with the reason."""
+    columns = ["testset", *stats.COLUMNS]
+    if csv_path:
+        check_output_path(csv_path, what="--csv", columns=columns)
     rows, width = [], max((len(n) for n in testsets.available()), default=10)
     click.echo(f"{'id':<{width}} {'articles':>8} {'paragraphs':>10} {'questions':>9} "
                f"{'para_w':>7} {'quest_w':>7} {'answ_w':>6} {'answ/q':>6}")
@@ -116,7 +119,7 @@ def testsets_stats(names, csv_path) -> None:
                    f"{s.paragraph_words:>7.1f} {s.question_words:>7.1f} {s.answer_words:>6.2f} "
                    f"{s.answers_per_question:>6.2f}")
     if csv_path:
-        write_csv_atomic(csv_path, ["testset", *stats.COLUMNS], rows)
+        write_csv_atomic(csv_path, columns, rows)
         click.echo(f"wrote {csv_path}")
 
 

@@ -12,6 +12,7 @@ from evaluator.bundles import spec as bundles
 from evaluator.cli.base import configure, settings_options
 from evaluator.core import console
 from evaluator.core.errors import RunFailure, UserError
+from evaluator.core.files import check_output_path
 from evaluator.data import testsets
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
@@ -83,10 +84,13 @@ def train_command(approach, split_id, seed, size, overrides, runner, device, rer
 @click.command("systems")
 @click.option("--table", "table_path", type=click.Path(dir_okay=False), default=None,
               help="also write the results table of every trained system to this CSV "
-                   "(rows it already holds of systems this store lacks are kept)")
+                   "(rows it already holds of systems this store lacks are kept; outside "
+                   "the workspace, not a link)")
 def systems_command(table_path) -> None:
     """The trained systems in the store, and optionally their results table (CSV)."""
     earlier = table.read(Path(table_path)) if table_path else []  # not a table: one line
+    if table_path:
+        check_output_path(Path(table_path), what="--table", columns=table.COLUMNS)
     store = Store.open_default()
     found = trained_rows(store)
     if not found:

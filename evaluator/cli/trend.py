@@ -44,8 +44,8 @@ SHIFTS = ("new-wiki-test", "reddit-test", "amazon-test", "addonesent-heldout",
 def trend_command(bundle, sets, table_path, runner, level, as_json, out):
     """Score a model on the population's reference set and shifted sets (stored cells are
     reused) and print its effective robustness against the population's trend."""
-    from analysis.sources.load import load_source
-    from analysis.studies import trend
+    from analysis.sources.load import load_source  # lazy: pandas; fast --help
+    from analysis.studies import trend  # lazy: statsmodels, matplotlib; fast --help
 
     if out:
         check_output_path(out, what="--out", folder=True)
@@ -75,7 +75,7 @@ def trend_command(bundle, sets, table_path, runner, level, as_json, out):
 def _own_rows(bundle: str, sets: tuple[str, ...], runner: str, level: float):
     """The model's F1 cells on the reference set and `sets` as tidy rows: from the store, or
     run now; a failed cell is one line."""
-    from analysis.sources.tidy import frame
+    from analysis.sources.tidy import frame  # lazy: pandas; fast --help
 
     config = EvaluationConfig((bundle,), (REFERENCE, *sets), runner=runner, level=level)
     report = evaluate(config, Store.open_default(), progress=console.progress).report
@@ -139,8 +139,8 @@ def _json_row(row: dict) -> dict:
 
 
 def _figures(population, rows, out: Path) -> list[Path]:
-    from analysis import figures
-    from analysis.studies import trend
+    from analysis import figures  # lazy: matplotlib; fast --help
+    from analysis.studies import trend  # lazy: statsmodels, matplotlib; fast --help
 
     paths = []
     for row in rows.to_dict("records"):

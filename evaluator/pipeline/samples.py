@@ -2,16 +2,19 @@
 answers, the prediction and its official EM/F1, plus the question's strata (answer type,
 syntactic divergence, ...) when they have been computed for the set (and Parquet beside it
 when pyarrow is installed). For an adversarial-min set the lines are per question; the
-set's total is the mean over question groups, so the lines' mean differs from it there."""
+set's total is the mean over question groups, so the lines' mean differs from it there.
+Both files are written whole through `write_atomic`: a link at their path is replaced, never
+followed."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from evaluator.core.files import atomic_file
+from evaluator.core.files import READABLE, write_atomic
 from evaluator.data.testsets import Dataset
 from evaluator.scoring.squad_v1 import score_question
 
@@ -48,15 +51,15 @@ def write_samples(dataset: Dataset, predictions: Mapping[str, str], out_dir: Pat
     stem = file_stem(bundle, testset)
     rows = list(sample_rows(dataset, predictions, features))
     target = out_dir / f"{stem}.jsonl"
-    with atomic_file(target) as (handle, _):
-        for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False).encode() + b"\n")
+    write_atomic(target, b"".join(json.dumps(row, ensure_ascii=False).encode() + b"\n"
+                                  for row in rows), READABLE)
     written = [target]
     try:
         import pyarrow  # lazy: optional; without it the JSON lines are the log
         import pyarrow.parquet  # lazy: optional, as above
     except ImportError:
         return written
-    table = pyarrow.Table.from_pylist(rows)
-    pyarrow.parquet.write_table(table, out_dir / f"{stem}.parquet")
+    buffer = io.BytesIO()  # pyarrow opens a path as it finds it: a link there is followed
+    pyarrow.parquet.write_table(pyarrow.Table.from_pylist(rows), buffer)
+    write_atomic(out_dir / f"{stem}.parquet", buffer.getvalue(), READABLE)
     return [*written, out_dir / f"{stem}.parquet"]

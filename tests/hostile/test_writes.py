@@ -1,6 +1,7 @@
 """Commands write only where they should: never inside the workspace, never through a link,
-never over a file they did not make; `validate --pin` pins a folder's own files only; a
-cell a spreadsheet would run as a formula reaches a CSV for people as text."""
+never over a file they did not make (a log file is appended to); `validate --pin` pins a
+folder's own files only; a cell a spreadsheet would run as a formula reaches a CSV for
+people as text."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from analysis import site
+from analysis import figures, site
 from evaluator.cli.main import evaluate_cmd, main
 from evaluator.core.errors import UserError
 from evaluator.core.files import check_output_path, safe_cell, write_atomic
+from evaluator.data.testsets import Dataset
+from evaluator.pipeline.samples import write_samples
 from tests.conftest import FIRST_WORD, REPO, tiny_registry, write_testset
 
 SECOND_WORD = FIRST_WORD.replace('p["context"].split()[0]', 'p["context"].split()[1]')
@@ -120,6 +123,73 @@ def test_write_atomic_replaces_a_link_at_its_target_and_never_follows_it(tmp_pat
     assert not link.is_symlink() and link.read_text() == "new"
 
 
+def test_figures_and_samples_replace_a_link_at_their_path_and_never_follow_it(tmp_path):
+    """matplotlib and pyarrow open a path as they find it; the files are written whole
+    through `write_atomic` instead, so a link left where one goes is replaced."""
+    pytest.importorskip("pyarrow")
+    outside, out = tmp_path / "outside", tmp_path / "out"
+    outside.mkdir()
+    out.mkdir()
+    names = ["fig.png", "fig.pdf", "fig.svg", "first.toy.jsonl", "first.toy.parquet"]
+    for name in names:
+        (outside / name).write_text("keep")
+        (out / name).symlink_to(outside / name)
+    fig = figures.plt.figure()
+    fig.add_subplot().plot([0, 1], [0, 1])
+    figures.save(fig, out / "fig")
+    raw = {"data": [{"title": "T", "paragraphs": [{"context": "a b", "qas": [
+        {"id": "q1", "question": "?", "answers": [{"text": "a", "answer_start": 0}]}]}]}]}
+    write_samples(Dataset(raw, (), ""), {"q1": "a"}, out, "first", "toy")
+    assert {n: (outside / n).read_bytes() for n in names} == dict.fromkeys(names, b"keep")
+    assert not [n for n in names if (out / n).is_symlink() or not (out / n).is_file()]
+    assert (out / "fig.png").read_bytes().startswith(b"\x89PNG")
+    assert json.loads((out / "first.toy.jsonl").read_text())["em"] == 1.0
+
+
+def test_evaluate_refuses_an_output_folder_that_is_a_link_before_anything_runs(
+        two_cells, tmp_path):
+    """--output-path and --log-samples, and the figures/ and samples/ the first writes
+    into: a link would take the files elsewhere."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "linked").symlink_to(elsewhere)
+    for sub in ("figures", "samples"):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / sub).symlink_to(elsewhere)
+    for flags in (["--output-path", str(tmp_path / "linked")],
+                  ["--log-samples", str(tmp_path / "linked")],
+                  ["--output-path", str(tmp_path / "figures")],
+                  ["--output-path", str(tmp_path / "samples")]):
+        refused = CliRunner().invoke(main, ["evaluate", "-b", "first", "-t", "toy", "--rerun",
+                                            "--runner", "local", *flags])
+        assert refused.exit_code != 0 and "is a link" in refused.output, refused.output
+        assert len(refused.output.strip().splitlines()) == 1
+    assert list(elsewhere.iterdir()) == [] and stored_cells(two_cells) == 3
+
+
+def test_a_log_file_is_appended_to_but_never_through_a_link_nor_in_the_workspace(
+        two_cells, tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text("an earlier run\n")
+    done = CliRunner().invoke(main, ["-v", "--log-file", str(log), "evaluate", "-b", "first",
+                                     "-t", "toy", "--runner", "local"])
+    assert done.exit_code == 0, done.output
+    assert log.read_text().startswith("an earlier run\n") and log.read_text().count("\n") > 1
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    link = tmp_path / "link.log"
+    link.symlink_to(notes)
+    refused = CliRunner().invoke(main, ["--log-file", str(link), "results", "list"])
+    assert refused.exit_code != 0 and "is a link" in refused.output
+    assert notes.read_text() == "mine"
+    other = tmp_path / "other-workspace"
+    for args in (["--log-file", str(other / "run.log"), "evaluate", "--workspace", str(other)],
+                 ["evaluate", "--workspace", str(other), "--log-file", str(other / "run.log")]):
+        refused = CliRunner().invoke(main, [*args, "-b", "first", "-t", "toy"])
+        assert refused.exit_code != 0 and "inside the workspace" in refused.output
+        assert not (other / "run.log").exists()
+
+
 PLAN = str(REPO / "studies" / "population.yaml")
 WRITERS = {  # every command that writes where a user names, with that place as {out}
     "compare --diff": ["compare", "-b", "a", "-b", "b", "-t", "t", "--diff", "{out}.csv"],
@@ -139,6 +209,13 @@ WRITERS = {  # every command that writes where a user names, with that place as 
     "study matrix": ["study", "matrix", PLAN, "--out", "{out}.csv"],
     "study matrix --runs": ["study", "matrix", PLAN, "--out", "{elsewhere}.csv", "--runs",
                             "{out}.csv"],
+    "evaluate --output-path": ["evaluate", "-b", "a", "-t", "t", "--output-path", "{out}"],
+    "evaluate --log-samples": ["evaluate", "-b", "a", "-t", "t", "--log-samples", "{out}"],
+    "evaluate --log-file": ["evaluate", "-b", "a", "-t", "t", "--log-file", "{out}.log"],
+    "qashift --log-file": ["--log-file", "{out}.log", "results", "list"],
+    "systems --table": ["systems", "--table", "{out}.csv"],
+    "testsets stats --csv": ["testsets", "stats", "t", "--csv", "{out}.csv"],
+    "images wheelhouse": ["images", "wheelhouse", "{out}"],
 }
 
 
