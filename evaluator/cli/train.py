@@ -18,7 +18,7 @@ from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
 from evaluator.training import table
 from evaluator.training.job import TrainJob
-from evaluator.training.run import train
+from evaluator.training.run import progress_text, train
 from evaluator.training.systems import trained_rows
 
 
@@ -33,12 +33,7 @@ def _overrides(pairs: tuple[str, ...]) -> dict:
 
 
 def _progress(doc: dict) -> None:
-    parts = [f"epoch {doc.get('epoch')}/{doc.get('epochs')}"]
-    if doc.get("loss") is not None:
-        parts.append(f"loss {float(doc['loss']):.4f}")
-    if doc.get("eta_s") is not None:
-        parts.append(f"eta {console.duration(float(doc['eta_s']))}")
-    console.progress("  " + ", ".join(parts))
+    console.progress("  " + progress_text(doc))
 
 
 @click.command("train")
