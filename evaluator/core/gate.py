@@ -435,7 +435,10 @@ def parse_json(data: bytes | str, label: str, *, depth: int = JSON_DEPTH,
     return doc
 
 
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+# A string, or an unterminated one to the end: a match never fails once it has started, so
+# no start is tried again inside a string and the scan stays linear (an unterminated string
+# is invalid JSON the parser refuses anyway).
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 

@@ -301,6 +301,25 @@ def test_nesting_past_the_limit_is_refused_before_the_parser_sees_it(data):
     assert refused.value.failure_class == "refused-files"
 
 
+def test_the_depth_scan_ends_on_a_megabyte_of_escaped_quotes_in_an_open_string():
+    """Deep enough to be scanned, then one string that never closes, made of escaped quotes: a
+    scan that tries each quote again as a string's start takes hours on this megabyte (the
+    reply cap of an endpoint; a predictions file may hold 512 MiB of it); the linear one ends
+    at once, and the parser refuses the text in one line."""
+    data = b"[" * 70 + b'"' + b'\\"' * 500_000
+    done = threading.Event()
+
+    def parse() -> None:
+        with pytest.raises(Refused, match=r"^the reply is "):
+            gate.parse_json(data, "the reply")
+        done.set()
+
+    worker = threading.Thread(target=parse, daemon=True)
+    worker.start()
+    worker.join(120)  # not a speed check: the quadratic scan would not end today
+    assert done.is_set()
+
+
 def test_the_depth_limit_counts_arrays_and_objects_and_not_brackets_in_strings():
     deepest = b"[" * 64 + b'"]]]] [[[[ \\" {{{{"' + b"]" * 64
     assert gate.parse_json(deepest, "x") == json.loads(deepest)
