@@ -12,6 +12,8 @@ file named by $QASHIFT_POLICY:
       - http://127.0.0.1:8000  # not public (loopback, private, link-local...): none by default
     endpoint_keys:             # the API keys a generative endpoint bundle may have sent,
       OPENAI_API_KEY: https://api.openai.com/v1   # each only to URLs under its prefix
+    endpoint_ca_bundle: /etc/ssl/our-ca.pem   # the CAs an https endpoint is checked against
+                                              # (default: certifi's; the environment's never)
 
 A value out of the policy (unknown key, wrong type, not finite, not positive, above a cap)
 is a one-line ConfigError naming the bundle file and the key. An endpoint URL is read one
@@ -39,7 +41,8 @@ CAPS = {"gpus": 8, "cpus": 64.0, "memory": 256 << 30, "timeout": 7 * 86400.0, "p
 USER = "65534:65534"  # nobody:nogroup: containers never run as root
 BUILD_NETWORKS = ("none", "bridge", "default")
 KEY_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
-POLICY_KEYS = ("defaults", "caps", "build_network", "endpoint_origins", "endpoint_keys")
+POLICY_KEYS = ("defaults", "caps", "build_network", "endpoint_origins", "endpoint_keys",
+               "endpoint_ca_bundle")
 URL_HOST = re.compile(r"[a-z0-9._-]+|\[[0-9a-f:.]+\]", re.IGNORECASE)
 URL_PATH = re.compile(r"[A-Za-z0-9._~!$&'()*+,=:@/%-]*")
 UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
@@ -91,6 +94,7 @@ class Policy:
     build_network: str = "none"
     endpoint_keys: dict = field(default_factory=dict)  # variable -> URL prefix it may go to
     endpoint_origins: frozenset = frozenset()  # (scheme, host, port) at any address
+    endpoint_ca_bundle: str | None = None  # a PEM file of CAs for https endpoints
 
     @classmethod
     def from_file(cls, path: Path) -> Policy:
@@ -119,7 +123,8 @@ class Policy:
                 raise ConfigError(f"{path}: the default {key} {value} is above its cap")
         return cls(parts["defaults"], parts["caps"], USER, network,
                    _endpoint_keys(data.get("endpoint_keys") or {}, path),
-                   _endpoint_origins(data.get("endpoint_origins"), path))
+                   _endpoint_origins(data.get("endpoint_origins"), path),
+                   _ca_bundle(data.get("endpoint_ca_bundle"), path))
 
     def key_allowed(self, name: str, url: str) -> bool:
         """Whether the operator lets the key in variable `name` be sent to `url`: a URL read
@@ -206,6 +211,17 @@ def endpoint_url_problem(url: str) -> str | None:
     if "" in segments[:-1]:
         return "has a path with an empty segment (//)"
     return None
+
+
+def _ca_bundle(given: object, path: Path) -> str | None:
+    """`endpoint_ca_bundle:` checked: a PEM file that exists (relative to the policy file)."""
+    if given is None:
+        return None
+    where = path.parent / given if isinstance(given, str) else None
+    if where is None or not where.is_file():
+        raise ConfigError(f"{path}: endpoint_ca_bundle: {given!r} is not a PEM file of "
+                          f"certificate authorities")
+    return str(where.resolve())
 
 
 def _endpoint_origins(given: object, path: Path) -> frozenset:

@@ -10,6 +10,7 @@ import atexit
 import importlib
 import logging
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -126,14 +127,15 @@ def configure(data_dir: tuple[str, ...], workspace: str | None) -> None:
 
 
 def _open_log(meta: dict) -> None:
-    """Open --log-file (appended to: an earlier log, empty or not, is fine) if it passes the
-    output rule: never inside the workspace, never a link. A log refused once a subcommand's
-    --workspace is known is closed, and removed if this run began it."""
+    """Open --log-file (appended to: an empty file or an earlier log of qashift's is fine,
+    another file is not) if it passes the output rule: never inside the workspace, never a
+    link. A log refused once a subcommand's --workspace is known is closed, and removed if
+    this run began it."""
     if meta.get("console.log_file") is None:
         return
     path = Path(meta["console.log_file"])
     try:
-        earlier = path.is_file() and not path.is_symlink() and os.access(path, os.R_OK)
+        earlier = path.is_file() and not path.is_symlink() and _a_log(path)
         check_output_path(path, what="--log-file", columns=() if earlier else None)
     except UserError:
         if meta.pop("console.log_open", None) is not None:
@@ -145,6 +147,20 @@ def _open_log(meta: dict) -> None:
         meta.setdefault("console.logs_begun", set()).add(path)
     meta["console.log_open"] = path
     _setup_console(meta)
+
+
+LOG_LINE = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ERROR|CRITICAL) ")
+
+
+def _a_log(path: Path) -> bool:
+    """Whether the file at `path` is empty or starts as the logs `console.setup` writes: a
+    typo (`--log-file ~/.bashrc`) must not append lines a submission chose to another file."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(64)
+    except OSError:
+        return False
+    return not head or LOG_LINE.match(head) is not None
 
 
 def _setup_console(meta: dict) -> None:

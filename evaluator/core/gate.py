@@ -21,6 +21,7 @@ import contextlib
 import errno
 import hashlib
 import json
+import math
 import os
 import re
 import stat
@@ -400,6 +401,15 @@ def _no_constant(name: str) -> object:
     raise _Constant(name)
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or exponent; one too large for a float (1e400), which
+    Python would read as an infinity, is refused as the infinities are."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Constant(f"{text[:20]} (an infinity as a float)")
+    return value
+
+
 def parse_json(data: bytes | str, label: str, *, depth: int = JSON_DEPTH,
                allow_nan: bool = False, **options) -> object:
     """JSON from bytes a submission (or anyone but this process) wrote; any failure is a
@@ -421,6 +431,7 @@ def parse_json(data: bytes | str, label: str, *, depth: int = JSON_DEPTH,
                       f"and objects)")
     if not allow_nan:
         options.setdefault("parse_constant", _no_constant)
+        options.setdefault("parse_float", _finite_float)
     try:
         doc = json.loads(data, **options)
     except _Constant as constant:
@@ -435,34 +446,40 @@ def parse_json(data: bytes | str, label: str, *, depth: int = JSON_DEPTH,
     return doc
 
 
-# A string, or an unterminated one to the end: a match never fails once it has started, so
-# no start is tried again inside a string and the scan stays linear (an unterminated string
-# is invalid JSON the parser refuses anyway).
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
+_ESCAPE = re.compile(r"\\.", re.DOTALL)
+# A string once its escapes are gone, or an unterminated one to the end: a match never fails
+# once it has started, so no start is tried again inside a string, and no repeated group
+# keeps state per character: linear in time and memory (an unterminated string is invalid
+# JSON, which the parser refuses anyway).
+_STRING = re.compile(r'"[^"]*"?')
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 def _deeper_than(text: str, depth: int) -> bool:
     """Whether arrays and objects nest deeper than `depth` in `text`, brackets inside strings
-    not counted: regular expressions and a running sum, linear in the text, never recursive."""
+    not counted: regular expressions and a running sum, linear in the text, never recursive.
+    Escapes go first, left to right as the parser reads them, so an escaped quote ends no
+    string."""
     if text.count("[") + text.count("{") <= depth:
         return False
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", _ESCAPE.sub("", text)))
     return len(brackets) > depth and max(accumulate(map(_STEP.__getitem__, brackets))) > depth
 
 
 _SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-_PAIR = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+# every escape, left to right as the parser reads them: a high-low pair, a surrogate alone
+# (group 1), or any other escape (an escaped backslash among them, so that `\\ud800` is a
+# backslash and letters)
+_ESCAPES = re.compile(r"\\(?:u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+                      r"|(u[dD][89a-fA-F][0-9a-fA-F]{2})|.)", re.DOTALL)
 
 
 def _lone_surrogate(text: str) -> bool:
-    """Whether valid JSON `text` escapes a surrogate outside a high-low pair. Escaped
-    backslashes go first, left to right as the parser reads them, so `\\\\ud800` (a
-    backslash, then the letters) is no escape; then every pair; any surrogate left is lone."""
+    """Whether valid JSON `text` escapes a surrogate outside a high-low pair."""
     if not _SURROGATE.search(text):
         return False
-    return _SURROGATE.search(_PAIR.sub("", text.replace("\\\\", ""))) is not None
+    return any(match.group(1) for match in _ESCAPES.finditer(text))
 
 
 def read_json(path: Path, cap: int, label: str = "", **options) -> object:

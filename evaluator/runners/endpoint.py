@@ -96,9 +96,9 @@ def refused_address(address: str) -> str | None:
                                      ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
                                      if ip in NAT64 else None) if inner is not None]
     for each in seen:
-        for kind in ("loopback", "unspecified", "link_local", "multicast", "private",
-                     "reserved"):
-            if getattr(each, f"is_{kind}"):
+        for kind in ("loopback", "unspecified", "link_local", "site_local", "multicast",
+                     "private", "reserved"):
+            if getattr(each, f"is_{kind}", False):  # site-local: IPv6's fec0::/10 only
                 return kind.replace("_", "-")
         if not each.is_global:
             return "not global"
@@ -173,17 +173,17 @@ class Endpoint:
         """Shut the sockets of every request past its deadline, or of all once stopping: a
         read blocked on a slow server returns at once."""
         now, stopping = time.monotonic(), self.stopping()
-        with self._lock:
-            late = [r for r in self._requests if stopping or r.cut or now >= r.deadline]
-        for request in late:
-            if not request.cut:
-                request.cut = "stop" if stopping else "cell" if now >= self.deadline \
-                    else "request"
-            for sock in list(request.socks):
-                try:
-                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
-                except OSError:
-                    pass
+        with self._lock:  # held while shutting: a request's own sockets close under it
+            for request in [r for r in self._requests
+                            if stopping or r.cut or now >= r.deadline]:
+                if not request.cut:
+                    request.cut = "stop" if stopping else "cell" if now >= self.deadline \
+                        else "request"
+                for sock in request.socks:
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
 
     def timed_out(self) -> RunFailure:
         return RunFailure("timeout", f"{self.label}: the endpoint cell ran past its time "
@@ -207,6 +207,7 @@ class Endpoint:
         if not hasattr(self._local, "session"):
             session = requests.Session()
             session.trust_env = False  # no netrc, proxies or CA bundle from the environment
+            session.verify = self._policy.endpoint_ca_bundle or True  # the operator's CAs
             session.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
             adapter = _Adapter(self._pools)
             session.mount("http://", adapter)
@@ -215,7 +216,8 @@ class Endpoint:
         return self._local.session
 
     def _headers(self) -> dict:
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json",  # a reply the cap reads as it is
+                   "Accept-Encoding": "identity"}
         name = self.ref.get("api_key_env")
         if name:
             if not self._policy.key_allowed(name, self.url):
@@ -294,6 +296,8 @@ class Endpoint:
         finally:
             with self._lock:
                 self._requests.discard(request)
+                for sock in request.socks:
+                    sock.close()
             self._local.request = None
             if response is not None:
                 response.close()
@@ -308,12 +312,19 @@ class Endpoint:
         return response.status_code, data, _retry_after(response.headers.get("Retry-After"))
 
     def watch(self, sock: socket.socket | None) -> None:
-        """Note that this thread's request uses `sock`, so the watch can shut it (a
-        connection drops its socket once a reply that closes it has started: the socket is
-        noted, not the connection)."""
+        """Note that this thread's request uses `sock`, so the watch can shut it. What is
+        kept is a duplicate of its descriptor, closed when the request ends: TLS takes the
+        socket's own descriptor over (the socket object then shuts nothing), and a
+        connection drops its socket once a reply that closes it has started, while a
+        duplicate shuts the connection whatever holds it."""
         request = getattr(self._local, "request", None)
         if request is not None and sock is not None:
-            request.socks.append(sock)
+            try:
+                duplicate = socket.fromfd(sock.fileno(), sock.family, sock.type)
+            except OSError:  # already closed: nothing left to shut
+                return
+            with self._lock:
+                request.socks.append(duplicate)
 
     def connect(self, conn: HTTPConnection, scheme: str) -> socket.socket:
         """The socket of a new connection: resolved once, every address checked (unless the

@@ -95,6 +95,13 @@ class ImportReport:
 TIME_SLACK_S = 60.0  # a wall clock may step back a little between two of its readings
 
 
+def _a_time(value: object) -> bool:
+    """Whether `value` is a number of epoch seconds: finite, and small enough to be a float
+    (JSON integers may have thousands of digits)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and \
+        abs(value) < 1e12 and math.isfinite(value)
+
+
 def system_claims_problem(row: dict) -> str:
     """Why a system row made elsewhere (another store's, a frozen manifest's) does not say
     what its own fields and run record give, or "": the schema (`rows.system_problem`), its
@@ -115,8 +122,7 @@ def system_claims_problem(row: dict) -> str:
     provenance = details.get("provenance") if isinstance(details, dict) else None
     if isinstance(provenance, dict) and {"started_at", "finished_at"} <= set(provenance):
         started, finished = provenance["started_at"], provenance["finished_at"]
-        if not all(isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t)
-                   for t in (started, finished)) or not \
+        if not all(_a_time(t) for t in (started, finished)) or not \
                 started <= finished <= row["created_at"] + TIME_SLACK_S:
             return "its run record's start and end are not times before the row was made"
         if row["wall_s"] is not None and row["wall_s"] > finished - started + TIME_SLACK_S:

@@ -93,10 +93,12 @@ def manifests() -> list[dict]:
     for path in sorted(base.glob(f"*/*/*/{MANIFEST}")):
         try:
             out.append(_manifest(path))
-        except UserError as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever a bad manifest raises, the rest list
             if str(path) not in _WARNED:
                 _WARNED.add(str(path))
-                console.warn(f"{exc}; left out")
+                why = str(exc) if isinstance(exc, UserError) else \
+                    f"frozen system manifest {path}: {type(exc).__name__}: {exc}"[:300]
+                console.warn(f"{why}; left out")
     return out
 
 

@@ -116,7 +116,7 @@ def test_an_endpoint_reaches_no_loopback_address_by_any_spelling(subs, servers, 
 @pytest.mark.parametrize("address", [
     "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1", "224.0.0.1",
     "255.255.255.255", "0.0.0.0", "::", "::1", "fe80::1", "fc00::1", "ff02::1",
-    "::ffff:10.0.0.1", "64:ff9b::7f00:1", "2002:7f00:1::1", "2001:db8::1"])
+    "::ffff:10.0.0.1", "64:ff9b::7f00:1", "2002:7f00:1::1", "2001:db8::1", "fec0::1"])
 def test_no_private_link_local_multicast_or_reserved_address_is_public(address):
     assert endpoints.refused_address(address)
 
@@ -246,6 +246,36 @@ def test_a_dripping_server_does_not_outlive_the_request_timeout(subs, servers, t
     failure = failure_of(doc)
     assert failure["failure_class"] == "endpoint-unreachable", failure
     assert "no complete answer within 2 s" in failure["message"]
+
+
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, made by openssl."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    return cert, key
+
+
+def test_a_dripping_https_server_does_not_outlive_the_request_timeout(subs, tmp_path,
+                                                                      monkeypatch):
+    """Over TLS too: the watch cuts the connection, not a socket TLS has taken over, and
+    the operator's CA bundle (never the environment's) checks the server."""
+    cert, key = self_signed(tmp_path)
+    service = Loopback(drip(False), tls=(cert, key))
+    try:
+        policy_file = allow_endpoints(tmp_path, monkeypatch, service.origin)
+        doc = json.loads(policy_file.read_text())
+        policy_file.write_text(json.dumps({**doc, "endpoint_ca_bundle": str(cert)}))
+        start = time.monotonic()
+        _, doc = ask(subs, service.url, ", timeout: 2, retries: 0", resources="{timeout: 60}")
+        assert time.monotonic() - start < 10
+        failure = failure_of(doc)
+        assert failure["failure_class"] == "endpoint-unreachable", failure
+        assert "no complete answer within 2 s" in failure["message"]
+        assert service.requests == 1  # the TLS handshake passed: the request was read
+    finally:
+        service.close()
 
 
 def test_retries_and_retry_after_end_at_the_cells_time_limit(subs, servers, tmp_path,

@@ -253,10 +253,15 @@ def rekeyed(system: dict, **fields) -> dict:
         "runner": "local", "device": "cpu", "wall_s": 3600.0, "details": {"provenance": {
             "started_at": s["created_at"] - 20, "finished_at": s["created_at"] - 1}}})},
      r"its train time 3600 s is longer than the 19 s its run record's provenance spans"),
+    (lambda s: {**s, "run_record": json.dumps({
+        "runner": "local", "device": "cpu", "wall_s": 1.0, "details": {"provenance": {
+            "started_at": 10 ** 400, "finished_at": s["created_at"] - 1}}})},
+     r"its run record's start and end are not times before the row was made"),
     (lambda s: {**s, "seed": 7}, r"its key is not the train key"),
     (lambda s: rekeyed(s, seed=7),
      r"its manifest names words@tiny-train/s7, whose folder is words/tiny-train/s7"),
-], ids=["system-id", "device", "train-time", "time-past-provenance", "seed", "moved"])
+], ids=["system-id", "device", "train-time", "time-past-provenance", "time-of-400-digits",
+        "seed", "moved"])
 def test_a_manifest_that_claims_another_system_is_refused_and_never_listed_as_it(
         untrained, tmp_path, monkeypatch, claim, why):
     """A manifest's system row edited to claim another id, device, train time or seed than its

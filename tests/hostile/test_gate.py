@@ -341,8 +341,12 @@ def test_the_depth_limit_counts_arrays_and_objects_and_not_brackets_in_strings()
     (b'["\\\\\\ud83d"]', r"^x holds a lone surrogate escape"),  # a backslash, then \ud83d
     (b'["\\ude00\\ud83d"]', r"^x holds a lone surrogate escape"),  # a pair the wrong way round
     (b'["\\ud83d\\ude00\\ude00"]', r"^x holds a lone surrogate escape"),
+    # two lone halves with an escaped backslash between them: no pair once it is read
+    (b'["\\ud800\\\\\\udc00"]', r"^x holds a lone surrogate escape"),
+    (b"[1e400]", r"^x holds 1e400 \(an infinity as a float\), which is not a JSON number$"),
+    (b'{"f1": -1e999}', r"^x holds -1e999 \(an infinity as a float\)"),
 ], ids=["nan", "infinity", "minus-infinity", "latin-1", "high", "low-key", "after-backslash",
-        "reversed", "pair-and-one"])
+        "reversed", "pair-and-one", "halves-around-a-backslash", "overflow", "minus-overflow"])
 def test_values_that_no_writer_can_write_back_are_refused_in_one_line(data, why):
     """NaN and the infinities are no JSON (a score, a count, a size is never one), bytes that
     are not UTF-8 are no text, and a lone surrogate parses to a str that every UTF-8 writer

@@ -170,13 +170,17 @@ def test_evaluate_refuses_an_output_folder_that_is_a_link_before_anything_runs(
 def test_a_log_file_is_appended_to_but_never_through_a_link_nor_in_the_workspace(
         two_cells, tmp_path):
     log = tmp_path / "run.log"
-    log.write_text("an earlier run\n")
+    earlier = "2026-12-01 20:47:21,123 INFO an earlier run\n"
+    log.write_text(earlier)
     done = CliRunner().invoke(main, ["-v", "--log-file", str(log), "evaluate", "-b", "first",
                                      "-t", "toy", "--runner", "local"])
     assert done.exit_code == 0, done.output
-    assert log.read_text().startswith("an earlier run\n") and log.read_text().count("\n") > 1
+    assert log.read_text().startswith(earlier) and log.read_text().count("\n") > 1
     notes = tmp_path / "notes.txt"
     notes.write_text("mine")
+    refused = CliRunner().invoke(main, ["--log-file", str(notes), "results", "list"])
+    assert refused.exit_code != 0 and "already exists" in refused.output  # not a log
+    assert notes.read_text() == "mine"
     link = tmp_path / "link.log"
     link.symlink_to(notes)
     refused = CliRunner().invoke(main, ["--log-file", str(link), "results", "list"])

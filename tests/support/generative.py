@@ -9,6 +9,7 @@ import http.server
 import json
 import os
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -110,10 +111,11 @@ def write_served_twin(root: Path, bundle_id: str, server: Server, approach: Path
 class Loopback:
     """A real HTTP server on a loopback address whose every request `answer` replies to; it
     notes each request's path and Authorization header and the most requests in flight at
-    once. `host` "::1" serves on the IPv6 loopback address."""
+    once. `host` "::1" serves on the IPv6 loopback address; `tls` (a certificate and its
+    key, PEM files) serves https."""
 
     def __init__(self, answer: Callable[[http.server.BaseHTTPRequestHandler], None],
-                 host: str = "127.0.0.1"):
+                 host: str = "127.0.0.1", tls: tuple[Path, Path] | None = None):
         outer = self
         self.paths: list[str] = []
         self.authorizations: list[str | None] = []
@@ -147,8 +149,13 @@ class Loopback:
 
         self.httpd = Server((host, 0), Handler)
         self.httpd.closing = self.closed  # a slow answer stops when the server closes
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*map(str, tls))
+            self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
-        self.origin = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+        scheme = "https" if tls else "http"
+        self.origin = f"{scheme}://{f'[{host}]' if ':' in host else host}:{self.port}"
         self.url = f"{self.origin}/v1"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
