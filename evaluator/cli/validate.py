@@ -45,7 +45,7 @@ def _data_problems(testset: TestSet) -> list[str]:
     except DataError as error:
         return [str(error)]
     return checks.problems(raw, path, expected=testset.questions,
-                           aligned=testset.answers_aligned)
+                           aligned=testset.answers_aligned, content=True)
 
 
 def _pin(folder: Path, version: str | None) -> str:
@@ -97,22 +97,21 @@ def _reference_problem(testset: TestSet, known: set[str]) -> str | None:
             f"test set here ({hint})")
 
 
-def _check_folder(folder: Path) -> tuple[str, str | None]:
-    """(what the folder is, its problem or None)."""
+def _check_folder(folder: Path) -> tuple[str, list[str]]:
+    """(what the folder is, its problems: one line each)."""
     try:
         if (folder / "testset.yaml").is_file():
             testset = testsets.from_folder(folder)
             found = _data_problems(testset)
             reference = _reference_problem(testset, {*testsets.available(), folder.name})
-            found += [reference] if reference else []
-            return f"test set {folder.name}", "; ".join(found) if found else None
+            return f"test set {folder.name}", found + ([reference] if reference else [])
         if (folder / "bundle.yaml").is_file():
             bundles.from_folder(folder)
-            return f"bundle {folder.name}", None
+            return f"bundle {folder.name}", []
     except ConfigError as error:
-        return folder.name, str(error)
-    return folder.name, f"{folder}: neither a test-set folder (testset.yaml) nor a bundle " \
-                        f"folder (bundle.yaml)"
+        return folder.name, [str(error)]
+    return folder.name, [f"{folder}: neither a test-set folder (testset.yaml) nor a bundle "
+                         f"folder (bundle.yaml)"]
 
 
 SCHEMAS = {"bundle": BundleFile, "testset": TestSetFile, "study": StudyFile}
@@ -146,11 +145,12 @@ def validate_command(paths, schema, pin, version) -> None:
         click.echo(json.dumps(doc, indent=2, sort_keys=True))
         return
     problems: list[str] = []
+    failing = 0
     if paths:
         for folder in paths:
-            what, problem = _check_folder(folder)
-            if problem:
-                problems.append(f"{what}: {problem}")
+            what, found = _check_folder(folder)
+            problems += [f"{what}: {problem}" for problem in found]
+            failing += bool(found)
         checked = len(paths)
     else:
         good_sets, broken_sets = testsets.scan()
@@ -163,8 +163,9 @@ def validate_command(paths, schema, pin, version) -> None:
                      if (p := _reference_problem(t, known))]
         problems += [f"bundle {n}: {p}" for n, p in sorted(broken_bundles.items())]
         checked = len(good_sets) + len(broken_sets) + len(good_bundles) + len(broken_bundles)
+        failing = len({line.split(": ", 1)[0] for line in problems})
     for line in problems:
         click.echo(line)
-    click.echo(f"{checked} folders checked, {len(problems)} with a problem",
+    click.echo(f"{checked} folders checked, {failing} with a problem",
                err=bool(problems))
     sys.exit(1 if problems else 0)

@@ -15,9 +15,11 @@ MAX_LISTED = 20
 
 
 def problems(raw: object, path: Path | str, *, expected: int | None = None,
-             aligned: bool = True) -> list[str]:
+             aligned: bool = True, content: bool = False) -> list[str]:
     """Every problem of a SQuAD-format document (at most MAX_LISTED are spelled out, then a
-    count); `aligned`: each answer text must stand at its answer_start in the context."""
+    count); `aligned`: each answer text must stand at its answer_start in the context;
+    `content` (`qashift validate` of a folder's own or fetched data): no gold answer and no
+    context is empty, each named once."""
     out: list[str] = []
     seen: set[str] = set()
     count = 0
@@ -40,6 +42,11 @@ def problems(raw: object, path: Path | str, *, expected: int | None = None,
                 say(f"article {title!r}", "not a SQuAD-format file (a paragraph without a "
                                           "\"context\" text or \"qas\" list)")
                 continue
+            first = qas[0].get("id") if qas and isinstance(qas[0], dict) else None
+            blank = content and not context.strip()
+            if blank:  # once for the paragraph, not once for each of its answers
+                say(f"article {title!r}, the paragraph of question {first!r}",
+                    f"has an empty context ({len(qas)} questions on it)")
             for qa in qas:
                 count += 1
                 qid = qa.get("id") if isinstance(qa, dict) else None
@@ -61,7 +68,10 @@ def problems(raw: object, path: Path | str, *, expected: int | None = None,
                     start = answer.get("answer_start") if isinstance(answer, dict) else None
                     if not isinstance(text, str):
                         say(where, "has an answer without a text")
-                    elif aligned and (not isinstance(start, int) or
+                    elif content and not text.strip():
+                        say(where, "has an empty gold answer (any answer would match it "
+                                   "in part, an empty one exactly)")
+                    elif aligned and not blank and (not isinstance(start, int) or
                                       context[start:start + len(text)] != text):
                         say(where, f"answer {text[:40]!r} is not at its answer_start "
                                    f"{start!r} in the context")

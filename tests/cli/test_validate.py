@@ -108,3 +108,26 @@ def test_a_folder_whose_name_is_no_id_is_one_line_naming_the_rule(tmp_path, smal
         line = next(line for line in lines if f" {name}: " in line)
         assert f"id: is not an id: a letter or digit, then letters, digits and _.+:- " \
                f"(at most 200 characters) (got '{name}')" in line
+
+
+def test_an_empty_context_and_an_empty_gold_answer_are_named_once_each_one_line_apiece(
+        tmp_path, small_dev, monkeypatch):
+    """A paragraph whose context is empty is one problem, not one per answer that is then
+    nowhere in it; an empty gold answer, which any answer matches in part, is one too; a named
+    folder's problems are a line each."""
+    raw = json.loads(json.dumps(small_dev))
+    emptied = raw["data"][0]["paragraphs"][0]
+    emptied["context"] = ""
+    second = raw["data"][0]["paragraphs"][1]["qas"][0]
+    second["answers"][0] = {"text": " ", "answer_start": 0}
+    sets = tmp_path / "sets"
+    folder = write_testset(sets, "mine", raw, reference="mine")
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    result = CliRunner().invoke(main, ["validate", str(folder)])
+    assert result.exit_code == 1
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 2, lines
+    assert "has an empty context" in lines[0] and f"({len(emptied['qas'])} questions" in lines[0]
+    assert repr(second["id"]) in lines[1] and "has an empty gold answer" in lines[1]
+    assert all(len(line) < 400 for line in lines)
+    assert "1 folders checked, 1 with a problem" in result.stderr
