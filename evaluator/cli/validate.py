@@ -66,8 +66,9 @@ def _pin(folder: Path, version: str | None) -> str:
     what = testset.data_file or "its generated data"
     sha = unpinned.sha256  # a derived set is generated (and checked by its transform) here
     if testset.pinned and testset.pinned.lower() != sha and version in (None, testset.version):
-        raise UserError(f"{folder}: {what} changed since it was pinned; pin it again with a "
-                        f"new version (--version, now {testset.version})")
+        raise UserError(f"{folder}: {what} changed since it was pinned (version "
+                        f"{testset.version}); pin it under a new version: "
+                        f"{testset.repin_command()}")
     where = folder / "testset.yaml"
     lines = [line for line in where.read_text().splitlines()
              if not line.startswith("sha256:") and not (version and line.startswith("version:"))]

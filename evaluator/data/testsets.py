@@ -9,6 +9,7 @@ file with every answer removed.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -70,6 +71,13 @@ class Dataset:
                        self.sha256)
 
 
+def next_version(version: str) -> str:
+    """The version after `version`: its last number raised ('1' -> '2', '1.2' -> '1.3'), or
+    '.2' added where it ends in no number."""
+    head, number = re.fullmatch(r"(.*?)(\d*)", str(version)).groups()
+    return f"{head}{int(number) + 1}" if number else f"{version}.2"
+
+
 @dataclass(frozen=True)
 class TestSet:
     id: str
@@ -106,9 +114,13 @@ class TestSet:
         if self.pinned is not None and actual != self.pinned.lower():
             raise DataError(f"test set {self.id!r}: {path} was changed after it was pinned "
                             f"(sha256 {actual[:12]}, testset.yaml pins {self.pinned[:12]}); "
-                            f"if the change is meant, raise its version and run `qashift "
-                            f"validate --pin {self.folder}`")
+                            f"if the change is meant, pin it anew: {self.repin_command()}")
         return actual
+
+    def repin_command(self) -> str:
+        """The command that pins this set's data as it is now, under the next version: a pin
+        is only moved with a new version, so the same version would be refused."""
+        return f"`qashift validate --pin --version {next_version(self.version)} {self.folder}`"
 
     def local_path(self, mirrors: list[Path] | None = None) -> Path:
         if self.source is not None:
@@ -148,7 +160,7 @@ class TestSet:
                             f"(sha256 {derived.sha256[:12]}, testset.yaml pins "
                             f"{self.pinned[:12]}); the generator, its parent or this "
                             f"machine's numerics gave other bytes. If the change is meant, "
-                            f"raise its version and run `qashift validate --pin {self.folder}`")
+                            f"pin it anew: {self.repin_command()}")
         return derived
 
     @property
