@@ -15,11 +15,12 @@ from evaluator.core.errors import RunFailure, UserError
 from evaluator.core.files import check_output_path
 from evaluator.data import testsets
 from evaluator.runners.dispatch import Dispatcher
+from evaluator.store.queries import cell_result
 from evaluator.store.store import Store
-from evaluator.training import table
+from evaluator.training import frozen, table
 from evaluator.training.job import TrainJob
 from evaluator.training.run import progress_text, train
-from evaluator.training.systems import trained_rows
+from evaluator.training.systems import digest_today, trained_rows
 
 
 def _overrides(pairs: tuple[str, ...]) -> dict:
@@ -76,13 +77,43 @@ def train_command(approach, split_id, seed, size, overrides, runner, device, rer
                f"device {row['device']}")
 
 
+def _headlines(found: list[dict], store: Store, sets: dict) -> list[tuple]:
+    """Per system: the questions it trained on, and its F1 on the held-out set of its split
+    (the set whose `train:` the split is, or its first parent is), with that set's name:
+    the store's result of the cell, else the score its frozen manifest states; (questions,
+    None, "") without one."""
+
+    held_out = {t.train: t.id for t in sets.values() if t.train}
+    for name, split in sets.items():  # a split grown from another (plus extra data): its own
+        parent = split.derive.parent if split.derive else None
+        while name not in held_out and parent in sets:
+            if parent in held_out:
+                held_out[name] = held_out[parent]
+            parent = sets[parent].derive.parent if sets[parent].derive else None
+    stated = {m["folder"]: m.get("scores") or {} for m in frozen.manifests()}
+    today = digest_today(store) if store.exists() else None
+    out = []
+    for s in found:
+        split = sets.get(s["split"])
+        questions = s["train_size"] or (split.questions if split else "?")
+        target = held_out.get(s["split"])
+        if target is None:
+            out.append((questions, None, ""))
+            continue
+        row = cell_result(store, s["system"], target, digest_today=today) if today else None
+        f1 = row["f1"] if row else (stated.get(s.get("frozen"), {}).get(target) or {}).get("f1")
+        out.append((questions, f1, target if f1 is not None else ""))
+    return out
+
+
 @click.command("systems")
 @click.option("--table", "table_path", type=click.Path(dir_okay=False), default=None,
               help="also write the results table of every trained system to this CSV "
                    "(rows it already holds of systems this store lacks are kept; outside "
                    "the workspace, not a link)")
 def systems_command(table_path) -> None:
-    """The trained systems in the store, and optionally their results table (CSV)."""
+    """The trained systems (the store's and frozen/'s): family, questions trained on, F1 on
+    the held-out set of their split; optionally their results table (CSV)."""
     earlier = table.read(Path(table_path)) if table_path else []  # not a table: one line
     if table_path:
         check_output_path(Path(table_path), what="--table", columns=table.COLUMNS)
@@ -91,15 +122,17 @@ def systems_command(table_path) -> None:
     if not found:
         console.say("no trained systems: none in the store and none frozen in the repository "
                     "(train one with `qashift train -a APPROACH -t SPLIT`)")
+    good, _ = testsets.scan()
+    approaches, _ = bundles.scan()
     width = max([len(s["system"]) for s in found] + [6])
-    click.echo(f"{'system':<{width}}  {'weights':<12}  {'kept':<6}  {'device':<6}  train_s")
-    for s in found:
-        click.echo(f"{s['system']:<{width}}  {s['weights_digest'][:12]}  "
-                   f"{'frozen' if s.get('frozen') else 'store':<6}  {s['device'] or '':<6}  "
-                   f"{s['wall_s'] or 0:.0f}")
+    click.echo(f"{'system':<{width}}  {'family':<14} {'trained':>7}  {'F1 held-out':<23}  kept")
+    for s, (questions, f1, where) in zip(found, _headlines(found, store, good), strict=True):
+        family = approaches[s["approach"]].metadata.get("family") \
+            if s["approach"] in approaches else None
+        click.echo(f"{s['system']:<{width}}  {family or '-':<14} {questions:>7}  "
+                   f"{(f'{f1:5.2f} ' + where) if f1 is not None else '-':<23}  "
+                   f"{'frozen' if s.get('frozen') else 'store'}")
     if table_path:
-        good, _ = testsets.scan()
-        approaches, _ = bundles.scan()
         rows = table.rows(store, {k: t.reference for k, t in good.items()},
                           {k: b.metadata.get("family") for k, b in approaches.items()},
                           {k: t.train for k, t in good.items()})

@@ -15,8 +15,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from analysis.sources import strata
+from evaluator.cli.main import main
 from evaluator.data import testsets
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
@@ -542,3 +544,24 @@ def test_the_frozen_generative_reader_answers_alike_here_and_served(workspace, t
     assert here["f1"]["value"] == served["f1"]["value"] and here["n"] == served["n"]
     questions = sum(len(p["qas"]) for a in sample["data"] for p in a["paragraphs"])
     assert len(answers["served"]) == questions and server.completions_answered() > 0
+
+
+def test_systems_lists_every_frozen_system_with_family_size_and_held_out_f1(workspace):
+    """`qashift systems` on a clean clone: each committed system on a line of at most 120
+    columns with its approach's family, the questions it trained on, and its F1 on the
+    held-out set of its split as its manifest states it (extra-data splits: their parent's)."""
+    listed = CliRunner().invoke(main, ["systems"])
+    assert listed.exit_code == 0, listed.output
+    lines = listed.stdout.splitlines()
+    assert max(map(len, lines)) <= 120
+    by_system = {line.split()[0]: line.split() for line in lines[1:]}
+    manifests = frozen_manifests()
+    assert len(by_system) == len(manifests) == 124
+    for path in manifests:
+        doc = json.loads(path.read_text())
+        system, f1 = doc["system"]["system"], doc["scores"]["squad-dev-heldout"]["f1"]
+        _, family, trained, shown, held_out, kept = by_system[system]
+        assert family in ("feature-based", "non-pretrained", "pretrained", "prompted"), family
+        assert int(trained) == (doc["system"]["train_size"] or
+                                testsets.get(doc["system"]["split"]).questions)
+        assert (float(shown), held_out, kept) == (round(f1, 2), "squad-dev-heldout", "frozen")

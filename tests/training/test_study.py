@@ -25,9 +25,9 @@ from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
 from evaluator.training import study as plans
 from evaluator.training import table as tables
-from evaluator.training.run import train
+from evaluator.training.run import progress_numbers, progress_text, train
 from evaluator.training.study.loop import _eta
-from evaluator.training.study.pace import Rates
+from evaluator.training.study.pace import Rates, _seconds
 from tests.conftest import REPO, write_testset
 from tests.support.approaches import approach_registry
 from tests.training.tiny import tiny_folders
@@ -648,8 +648,6 @@ def test_a_training_shows_only_progress_numbers_in_range(tmp_path, dev_raw, monk
 
 @pytest.mark.parametrize("written", ["nan", "inf", "-1e308", "-5", "soon", ""])
 def test_a_hand_edited_time_in_a_table_is_no_time_rather_than_a_broken_eta(written):
-    from evaluator.training.study.pace import _seconds
-
     assert _seconds({"wall_s": written}, "wall_s") == 0.0
     assert _seconds({"wall_s": "12.5"}, "wall_s") == 12.5
 
@@ -661,6 +659,4 @@ def test_a_hand_edited_time_in_a_table_is_no_time_rather_than_a_broken_eta(writt
     ({}, "started"),
 ])
 def test_progress_shows_only_the_numbers_it_has(doc, said):
-    from evaluator.training.run import progress_numbers, progress_text
-
     assert progress_text(progress_numbers(doc)[0]) == said
