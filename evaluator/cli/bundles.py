@@ -3,6 +3,7 @@ its entries (`export-onnx` lives in cli.hfqa)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import click
@@ -32,19 +33,24 @@ def bundles_list(show) -> None:
     training, a model's weights) and what; `--awaiting` lists the leaderboard entries still
     lacking their program files."""
     good, broken = bundles.scan()
-    rows, counts = [], {"runnable": 0, "blocked": 0, "awaiting": 0}
+    trained = Counter(r["approach"] for r in systems.trained_rows(Store.open_default()))
+    rows, counts = [], {"runnable": 0, "trained": 0, "blocked": 0, "awaiting": 0}
     for name in sorted(good):
         b = good[name]
         if b.status != "ready":
             state, what = "awaiting", "lacks " + lacks(b.status, b.command, b.environment)
+        elif b.kind == "approach" and trained[b.id]:
+            state, what = "trained", f"its {trained[b.id]} trained systems run on any set " \
+                                     f"(qashift systems)"
         elif (why := b.blocked()) is not None:
             state, what = "blocked", why
         else:
             state = "runnable"
             what = ", ".join(sorted(b.predictions)) if b.kind == "predictions" else "any set"
         counts[state] += 1
-        shown = {None: ("runnable", "blocked"), "all": ("runnable", "blocked", "awaiting"),
-                 "runnable": ("runnable",), "awaiting": ("awaiting",)}[show]
+        shown = {None: ("runnable", "trained", "blocked"),
+                 "all": ("runnable", "trained", "blocked", "awaiting"),
+                 "runnable": ("runnable", "trained"), "awaiting": ("awaiting",)}[show]
         if state in shown:
             rows.append((b.id, b.kind, state if state != "awaiting" else b.status, what))
     width = max([len(r[0]) for r in rows] + [len("id")])
@@ -53,9 +59,11 @@ def bundles_list(show) -> None:
         click.echo(f"{row[0]:<{width}} {row[1]:<12} {row[2]:<17} {row[3]}")
     for name in sorted(broken):
         click.echo(f"{name:<{width}} BROKEN: {broken[name]}")
-    click.echo(f"{counts['runnable']} runnable here, {counts['blocked']} need something first, "
-               f"{counts['awaiting']} waiting for program files"
-               + (" (--awaiting lists them)" if show is None and counts["awaiting"] else "")
+    runnable_systems = sum(trained[name] for name in good if good[name].kind == "approach")
+    click.echo(f"{counts['runnable']} runnable here, {runnable_systems} trained systems of "
+               f"{counts['trained']} approaches, {counts['blocked']} need something first, "
+               f"{counts['awaiting']} lack program files"
+               + (" (--awaiting)" if show is None and counts["awaiting"] else "")
                + (f", {len(broken)} broken (qashift bundles show ID says why)" if broken else ""))
 
 

@@ -565,3 +565,22 @@ def test_systems_lists_every_frozen_system_with_family_size_and_held_out_f1(work
         assert int(trained) == (doc["system"]["train_size"] or
                                 testsets.get(doc["system"]["split"]).questions)
         assert (float(shown), held_out, kept) == (round(f1, 2), "squad-dev-heldout", "frozen")
+
+
+def test_bundles_list_counts_the_frozen_systems_of_each_approach_as_runnable(workspace):
+    """An approach whose systems are frozen here is not 'blocked': its line says how many of
+    its systems run, and the summary counts them."""
+    listed = CliRunner().invoke(main, ["bundles", "list"])
+    assert listed.exit_code == 0, listed.output
+    lines = listed.stdout.splitlines()
+    assert max(map(len, lines)) <= 120
+    per_approach: dict[str, int] = {}
+    for path in frozen_manifests():
+        approach = json.loads(path.read_text())["system"]["approach"]
+        per_approach[approach] = per_approach.get(approach, 0) + 1
+    for approach, count in per_approach.items():
+        [line] = [x for x in lines if x.split()[:1] == [approach]]
+        assert line.split()[1:3] == ["approach", "trained"], line
+        assert f"its {count} trained systems run" in line
+    assert f"{sum(per_approach.values())} trained systems of {len(per_approach)} " \
+           f"approaches" in lines[-1]
