@@ -394,21 +394,17 @@ def _pool_classes(endpoint: Endpoint) -> dict[str, type]:
         def _new_conn(self) -> socket.socket:
             return endpoint.connect(self, "https")
 
-    class HttpPool(HTTPConnectionPool):
+    class Watched:
+        def _get_conn(self, timeout=None):
+            conn = super()._get_conn(timeout)
+            endpoint.watch(conn.sock)  # a kept-alive connection's
+            return conn
+
+    class HttpPool(Watched, HTTPConnectionPool):
         ConnectionCls = Http
 
-        def _get_conn(self, timeout=None):
-            conn = super()._get_conn(timeout)
-            endpoint.watch(conn.sock)  # a kept-alive connection's
-            return conn
-
-    class HttpsPool(HTTPSConnectionPool):
+    class HttpsPool(Watched, HTTPSConnectionPool):
         ConnectionCls = Https
-
-        def _get_conn(self, timeout=None):
-            conn = super()._get_conn(timeout)
-            endpoint.watch(conn.sock)  # a kept-alive connection's
-            return conn
 
     return {"http": HttpPool, "https": HttpsPool}
 
