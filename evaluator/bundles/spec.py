@@ -33,7 +33,6 @@ from evaluator.data import testsets
 from evaluator.data.fetch import Source
 from evaluator.qa.prompting import PromptSpec
 
-KINDS = ("command", "predictions", "hf-qa", "approach")
 TRAIN_PLACEHOLDERS = ("{train}", "{model}", "{checkpoints}")
 PREPARED = "{prepared}"  # an approach's prepared folder, in its command and train
 LIBRARIES = "_libraries"  # beside the bundle folders: shared code that bundles name

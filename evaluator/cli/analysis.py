@@ -16,6 +16,7 @@ from evaluator.core import console, settings
 from evaluator.core.errors import UserError
 from evaluator.core.files import READABLE, check_output_path, write_atomic
 from evaluator.data import testsets
+from evaluator.runners.dispatch import CHOICES as RUNNER_CHOICES
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
 from evaluator.training import study, table
@@ -240,7 +241,7 @@ def reproduce_command(data_dir, joins, out):
 @click.option("--jobs", "-j", "parallel", type=click.IntRange(1, 64), default=2,
               show_default=True, help="Cells scored at once (with --score).")
 @click.option("--runner", default="auto", show_default=True,
-              type=click.Choice(["auto", "local", "docker", "slurm"]),
+              type=click.Choice(RUNNER_CHOICES),
               help="How the systems run (with --score).")
 def population_command(table_path, data_dir, out, bootstrap, seed, markdown, new_sets, plan,
                        parallel, runner):
@@ -444,7 +445,7 @@ def concurrence_command(reference, subsets, variant, versus, threshold, bootstra
 @click.option("--jobs", "-j", "parallel", type=click.IntRange(1, 64), default=2,
               show_default=True, help="Cells scored at once (with --score).")
 @click.option("--runner", default="auto", show_default=True,
-              type=click.Choice(["auto", "local", "docker", "slurm"]),
+              type=click.Choice(RUNNER_CHOICES),
               help="How the systems run (with --score).")
 def strata_command(out, testset_names, table_path, plans, parallel, runner):
     """Stratified analyses of our own runs (Miller et al. 2020, Appendix C): answer types and

@@ -130,10 +130,6 @@ def compare_command(names, testset, against, bootstrap, seed, level, diff_path,
 DIFF_COLUMNS = ["id", "group", "gold", "answer_a", "em_a", "f1_a", "answer_b", "em_b", "f1_b"]
 
 
-def paired_units(store: Store, a: str, b: str, testset: str) -> tuple[dict, dict, list[str]]:
-    """Both cells' rows, and the question ids both were scored on, in A's order."""
-    return _paired_units(store, a, b, testset)
-
 
 def differing(store: Store, rows: dict, units: dict, ids: list[str], a: str, b: str,
               testset: str) -> list[dict]:

@@ -27,6 +27,7 @@ from evaluator.core.files import check_output_path, write_json_atomic
 from evaluator.core.folders import read_yaml
 from evaluator.core.provenance import cpu, software
 from evaluator.pipeline.samples import write_samples
+from evaluator.runners.dispatch import CHOICES as RUNNER_CHOICES
 from evaluator.stats.intervals import level_text
 from evaluator.store.store import Store
 from evaluator.training import evaluation
@@ -160,7 +161,7 @@ def _read_config(ctx: click.Context, param: click.Parameter, value: str | None):
               help="cluster intervals by shared passage or article")
 @click.option("--rerun", is_flag=True, help="recompute even if a stored result exists")
 @click.option("--runner", default="auto", show_default=True,
-              type=click.Choice(["auto", "local", "docker", "slurm"]),
+              type=click.Choice(RUNNER_CHOICES),
               help="how command and hf-qa bundles run; auto = docker when a daemon answers; "
                    "slurm = one Slurm job per cell (docs/slurm.md)")
 @click.option("--partition", default=None, help="Slurm partition (--runner slurm)")
@@ -355,7 +356,7 @@ def run_command(ctx: click.Context, config, flags) -> None:
 @click.option("--testset", "-t", "testset_name", default="squad-dev", show_default=True)
 @click.option("--questions", "-n", type=click.IntRange(1), default=20, show_default=True)
 @click.option("--runner", default="auto", show_default=True,
-              type=click.Choice(["auto", "local", "docker", "slurm"]))
+              type=click.Choice(RUNNER_CHOICES))
 @settings_options
 def check_command(bundle_name, testset_name, questions, runner, data_dir, workspace) -> None:
     """Run a bundle on a few questions, in its sandbox, and say what would fail before a

@@ -13,6 +13,7 @@ from evaluator.core import console
 from evaluator.core.errors import UserError
 from evaluator.core.files import check_output_path, write_csv_atomic
 from evaluator.core.hashing import canonical_json
+from evaluator.runners.dispatch import CHOICES as RUNNER_CHOICES
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
 from evaluator.training import frozen, study, table
@@ -33,7 +34,7 @@ def study_group() -> None:
 @study_group.command("run")
 @click.argument("plan", type=PLAN)
 @click.option("--runner", default="auto", show_default=True,
-              type=click.Choice(["auto", "local", "docker", "slurm"]))
+              type=click.Choice(RUNNER_CHOICES))
 @click.option("--device", default="auto", show_default=True,
               type=click.Choice(["auto", "cpu", "gpu"]))
 @click.option("--table", "table_path", type=click.Path(dir_okay=False, path_type=Path),

@@ -14,6 +14,7 @@ from evaluator.core import console
 from evaluator.core.errors import RunFailure, UserError
 from evaluator.core.files import check_output_path
 from evaluator.data import testsets
+from evaluator.runners.dispatch import CHOICES as RUNNER_CHOICES
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.queries import cell_result
 from evaluator.store.store import Store
@@ -47,7 +48,7 @@ def _progress(doc: dict) -> None:
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="a hyperparameter other than the approach's default (repeatable)")
 @click.option("--runner", default="auto", show_default=True,
-              type=click.Choice(["auto", "local", "docker", "slurm"]),
+              type=click.Choice(RUNNER_CHOICES),
               help="auto = docker when a daemon answers; slurm = one Slurm job (docs/slurm.md)")
 @click.option("--device", default="auto", show_default=True,
               type=click.Choice(["auto", "cpu", "gpu"]))

@@ -18,6 +18,7 @@ from evaluator.cli.base import Command
 from evaluator.core import console
 from evaluator.core.errors import UserError
 from evaluator.core.files import check_output_path
+from evaluator.runners.dispatch import CHOICES as RUNNER_CHOICES
 from evaluator.store.store import Store
 from evaluator.training.evaluation import EvaluationConfig, evaluate
 
@@ -34,7 +35,7 @@ SHIFTS = ("new-wiki-test", "reddit-test", "amazon-test", "addonesent-heldout",
 @click.option("--table", "table_path", type=click.Path(dir_okay=False, path_type=Path),
               **in_root("results/population.csv"),
               help="The population's results table (qashift study run --table).")
-@click.option("--runner", type=click.Choice(["auto", "local", "docker", "slurm"]),
+@click.option("--runner", type=click.Choice(RUNNER_CHOICES),
               default="auto", show_default=True, help="How cells that are not stored run.")
 @click.option("--level", type=float, default=0.95, show_default=True,
               help="Confidence level of every interval and band.")

@@ -16,6 +16,7 @@ from evaluator.core.errors import UserError
 from evaluator.runners.base import Runner, RunRecord, RunRequest
 
 BACKENDS = ("local", "docker", "slurm")
+CHOICES = ("auto", *BACKENDS)  # what every command's --runner accepts
 FROZEN = "evaluator.runners.frozen:FrozenRunner"  # stored predictions: nothing is executed
 RUNNERS: dict[tuple[str, str], str] = {
     ("predictions", "local"): FROZEN,
@@ -55,7 +56,7 @@ class Dispatcher:
 
     def __init__(self, backend: str, *, warn: Callable[[str], None] = _warn, **options):
         if backend != "auto" and backend not in BACKENDS:
-            raise UserError(f"unknown runner {backend!r}; choices: auto, {', '.join(BACKENDS)}")
+            raise UserError(f"unknown runner {backend!r}; choices: {', '.join(CHOICES)}")
         self.requested, self.warn, self.options = backend, warn, options
         self._backend: str | None = None if backend == "auto" else backend
         self._made: dict[str, Runner] = {}
@@ -104,8 +105,3 @@ class Dispatcher:
         """Stop what this controller's runners started (Ctrl-C of a matrix)."""
         return sum(runner.cancel() or 0 for runner in self._made.values()
                    if hasattr(runner, "cancel"))
-
-
-def get_runner(name: str, **options) -> Dispatcher:
-    """The dispatcher for `--runner NAME`; `options` configure the slurm backend."""
-    return Dispatcher(name, **options)

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from evaluator.core.errors import RunFailure
 from evaluator.runners import images
-from evaluator.runners.dispatch import get_runner
+from evaluator.runners.dispatch import Dispatcher
 from evaluator.runners.docker import daemon_available, with_program_record
 from evaluator.store.store import Store
 from tests import hostile
@@ -352,12 +352,12 @@ def test_a_missing_cuda_kernel_is_recognised_with_advice_to_use_the_cpu(tmp_path
 
 # -- the daemon check and the images CLI ----------------------------------------------------
 def test_daemon_check_is_quick_and_auto_picks_docker(monkeypatch):
-    assert get_runner("auto").name == "docker"
+    assert Dispatcher("auto").name == "docker"
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     start = time.perf_counter()
     assert daemon_available() is False
     assert time.perf_counter() - start < 3
-    assert get_runner("auto").name == "local"
+    assert Dispatcher("auto").name == "local"
 
 
 def test_images_commands_skip_existing_tags():
