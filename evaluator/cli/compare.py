@@ -32,7 +32,7 @@ SCORED_UNITS = {"adversarial-min": "question groups"}
 LEVEL_HELP = "confidence level of the intervals (strictly between 0 and 1, as for evaluate)"
 
 
-def _paired_units(store: Store, a: str, b: str, testset: str) -> tuple[dict, dict, list[str]]:
+def paired_units(store: Store, a: str, b: str, testset: str) -> tuple[dict, dict, list[str]]:
     """Both cells' rows, and the question ids both were scored on, in A's order."""
     today = systems.digest_today(store)
     rows = {}
@@ -83,7 +83,7 @@ def compare_command(names, testset, against, bootstrap, seed, level, diff_path,
     from evaluator.stats import paired as paired_stats  # lazy: numpy, scipy; fast start
 
     store = Store.open_default()
-    rows, units, ids = _paired_units(store, a, b, testset)
+    rows, units, ids = paired_units(store, a, b, testset)
     out: dict = {"a": a, "b": b, "testset": testset, "n": len(ids), "paired": [], "drop": []}
     for metric in ("em", "f1"):
         out["paired"].append(paired_stats.paired(
@@ -92,7 +92,7 @@ def compare_command(names, testset, against, bootstrap, seed, level, diff_path,
         out["paired"][-1]["unpaired_half_width"] = paired_stats.unpaired_half_width(
             _scores(units, a, ids, metric), _scores(units, b, ids, metric), level)
     if against:
-        _, orig_units, orig_ids = _paired_units(store, a, b, against)
+        _, orig_units, orig_ids = paired_units(store, a, b, against)
         out["against"] = against
         for metric in ("em", "f1"):
             out["drop"].append(paired_stats.drop_difference(
