@@ -415,6 +415,7 @@ def inside(root: Path, path: Path, what: str) -> Path:
 
 
 _REGISTRY = registry.FolderRegistry("bundle", "bundle.yaml", settings.submissions_dir,
-                                     lambda folder: from_folder(folder))
-available, get, resolve, scan = (_REGISTRY.available, _REGISTRY.get, _REGISTRY.resolve,
-                                 _REGISTRY.scan)
+                                     lambda folder: from_folder(folder),
+                                     variable="QASHIFT_SUBMISSIONS")
+available, get, resolve, scan, none_here = (
+    _REGISTRY.available, _REGISTRY.get, _REGISTRY.resolve, _REGISTRY.scan, _REGISTRY.none_here)

@@ -11,7 +11,7 @@ import click
 from evaluator.bundles import spec as bundles
 from evaluator.bundles.leaderboard import complete, import_export, lacks
 from evaluator.cli.base import Group
-from evaluator.core import settings
+from evaluator.core import console, settings
 from evaluator.core.errors import UserError
 from evaluator.core.folders import unknown_name
 from evaluator.store.store import Store
@@ -33,6 +33,8 @@ def bundles_list(show) -> None:
     training, a model's weights) and what; `--awaiting` lists the leaderboard entries still
     lacking their program files."""
     good, broken = bundles.scan()
+    if not good and not broken:
+        console.warn(bundles.none_here())
     trained = Counter(r["approach"] for r in systems.trained_rows(Store.open_default()))
     rows, counts = [], {"runnable": 0, "trained": 0, "blocked": 0, "awaiting": 0}
     for name in sorted(good):

@@ -39,6 +39,8 @@ def testsets_list(kinds, pattern, as_json) -> None:
         if kind not in KINDS:
             raise unknown_name("kind", kind, KINDS)
     good, broken = testsets.scan()
+    if not good and not broken:
+        console.warn(testsets.none_here())
     names = sorted(n for n in [*good, *broken] if not pattern or fnmatch.fnmatch(n, pattern))
     if kinds:
         names = [n for n in names if n in good and good[n].kind in kinds]

@@ -132,14 +132,25 @@ class FolderRegistry(Generic[T]):
     default_root: Callable[[], Path]
     load: Callable[[Path], T]
     in_all: Callable[[T], bool] = lambda _: True  # which folders 'all' stands for
+    variable: str = ""  # the environment variable that names the folders' root
 
     def available(self, root: Path | None = None) -> dict[str, Path]:
         return discover(root or self.default_root(), self.filename)
 
+    def none_here(self, root: Path | None = None) -> str:
+        """Where the folders were looked for, and how to point there: what an installed
+        package run outside a checkout says instead of an empty list of choices."""
+        return (f"no {self.kind} folders in {root or self.default_root()}: run qashift from a "
+                f"checkout of its repository, or point QASHIFT_ROOT at one (or "
+                f"{self.variable or 'the settings'} at a folder of {self.kind} folders)")
+
     def get(self, name: str, root: Path | None = None) -> T:
         folder = (root or self.default_root()) / name
         if "/" in name or name in ("", ".", "..") or not (folder / self.filename).is_file():
-            raise unknown_name(self.kind, name, self.available(root))
+            choices = self.available(root)
+            if not choices:
+                raise UnknownNameError(f"unknown {self.kind} {name!r}: {self.none_here(root)}")
+            raise unknown_name(self.kind, name, choices)
         return self.load(folder)
 
     def resolve(self, names: list[str], root: Path | None = None,
@@ -148,6 +159,8 @@ class FolderRegistry(Generic[T]):
         raises its error; one reached through 'all' is skipped and handed to `on_broken`
         (default: a warning on stderr), so one bad folder never hides the others."""
         folders = self.available(root)
+        if not folders and names:
+            raise UnknownNameError(f"unknown {self.kind} {names[0]!r}: {self.none_here(root)}")
         explicit = {n for n in names if n != "all"}
         out = []
         for name in expand(self.kind, names, folders):

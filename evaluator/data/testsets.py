@@ -321,6 +321,7 @@ def from_folder(folder: Path) -> TestSet:
 
 _REGISTRY = registry.FolderRegistry("test set", "testset.yaml", settings.testsets_dir,
                                      lambda folder: from_folder(folder),
-                                     in_all=lambda ts: ts.kind != "training")
-available, get, resolve, scan = (_REGISTRY.available, _REGISTRY.get, _REGISTRY.resolve,
-                                 _REGISTRY.scan)
+                                     in_all=lambda ts: ts.kind != "training",
+                                     variable="QASHIFT_TESTSETS")
+available, get, resolve, scan, none_here = (
+    _REGISTRY.available, _REGISTRY.get, _REGISTRY.resolve, _REGISTRY.scan, _REGISTRY.none_here)

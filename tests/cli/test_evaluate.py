@@ -788,3 +788,22 @@ def test_the_show_commands_and_evaluates_device_say_what_they_do():
     options = {p.name: p for p in evaluate_cmd.params}
     assert options["device"].help and "GPU" in options["device"].help
     assert options["runner"].help.startswith("how command and hf-qa bundles run")
+
+
+def test_outside_a_checkout_a_missing_folder_root_is_named_with_how_to_point_there(
+        workspace, tmp_path, monkeypatch):
+    """An installed package run where no checkout is: not `choices:` with nothing after it,
+    but where it looked and the variable that points it elsewhere."""
+    empty = tmp_path / "nowhere"
+    empty.mkdir()
+    monkeypatch.setenv("QASHIFT_ROOT", str(empty))
+    monkeypatch.delenv("QASHIFT_SUBMISSIONS", raising=False)
+    monkeypatch.delenv("QASHIFT_TESTSETS", raising=False)
+    run = CliRunner().invoke(evaluate_cmd, ["-b", "bert-ensemble", "-t", "squad-dev"])
+    assert run.exit_code != 0
+    [line] = run.output.strip().splitlines()
+    assert f"no bundle folders in {empty / 'submissions'}" in line
+    assert "QASHIFT_ROOT" in line and "QASHIFT_SUBMISSIONS" in line
+    listed = CliRunner().invoke(main, ["testsets", "list"])
+    assert listed.exit_code == 0
+    assert f"no test set folders in {empty / 'testsets'}" in listed.stderr
