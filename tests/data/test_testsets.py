@@ -105,8 +105,8 @@ def test_malformed_data_is_one_line_in_validate_and_evaluate(tmp_path, small_dev
     assert "\n" not in str(loaded.value) and str(sets / "toy" / "data.json") in str(loaded.value)
     checked = CliRunner().invoke(main, ["validate", str(sets / "toy")])
     assert checked.exit_code == 1 and isinstance(checked.exception, SystemExit), checked
-    [line] = [x for x in checked.output.splitlines() if x.startswith("test set toy:")]
-    assert re.search(MALFORMED[how], line) and "Traceback" not in checked.output, checked.output
+    [line] = [x for x in checked.output.splitlines() if re.search(MALFORMED[how], x)]
+    assert line.startswith("test set toy:") and "Traceback" not in checked.output, checked.output
     ran = CliRunner().invoke(main, ["evaluate", "-b", "honest", "-t", "toy", "--runner",
                                     "local"])
     assert ran.exit_code != 0 and isinstance(ran.exception, SystemExit), ran
