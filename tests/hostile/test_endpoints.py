@@ -54,8 +54,9 @@ def servers():
     """Loopback servers started by a test, closed after it."""
     started: list[Loopback] = []
 
-    def start(answer, host: str = "127.0.0.1") -> Loopback:
-        started.append(Loopback(answer, host))
+    def start(answer, host: str = "127.0.0.1", tls: tuple[Path, Path] | None = None
+              ) -> Loopback:
+        started.append(Loopback(answer, host, tls))
         return started[-1]
 
     yield start
@@ -257,25 +258,20 @@ def self_signed(folder: Path) -> tuple[Path, Path]:
     return cert, key
 
 
-def test_a_dripping_https_server_does_not_outlive_the_request_timeout(subs, tmp_path,
+def test_a_dripping_https_server_does_not_outlive_the_request_timeout(subs, servers, tmp_path,
                                                                       monkeypatch):
     """Over TLS too: the watch cuts the connection, not a socket TLS has taken over, and
     the operator's CA bundle (never the environment's) checks the server."""
     cert, key = self_signed(tmp_path)
-    service = Loopback(drip(False), tls=(cert, key))
-    try:
-        policy_file = allow_endpoints(tmp_path, monkeypatch, service.origin)
-        doc = json.loads(policy_file.read_text())
-        policy_file.write_text(json.dumps({**doc, "endpoint_ca_bundle": str(cert)}))
-        start = time.monotonic()
-        _, doc = ask(subs, service.url, ", timeout: 2, retries: 0", resources="{timeout: 60}")
-        assert time.monotonic() - start < 10
-        failure = failure_of(doc)
-        assert failure["failure_class"] == "endpoint-unreachable", failure
-        assert "no complete answer within 2 s" in failure["message"]
-        assert service.requests == 1  # the TLS handshake passed: the request was read
-    finally:
-        service.close()
+    service = servers(drip(False), tls=(cert, key))
+    allow_endpoints(tmp_path, monkeypatch, service.origin, ca_bundle=cert)
+    start = time.monotonic()
+    _, doc = ask(subs, service.url, ", timeout: 2, retries: 0", resources="{timeout: 60}")
+    assert time.monotonic() - start < 10
+    failure = failure_of(doc)
+    assert failure["failure_class"] == "endpoint-unreachable", failure
+    assert "no complete answer within 2 s" in failure["message"]
+    assert service.requests == 1  # the TLS handshake passed: the request was read
 
 
 def test_retries_and_retry_after_end_at_the_cells_time_limit(subs, servers, tmp_path,

@@ -194,11 +194,13 @@ class Misbehaving(Loopback):
 
 
 def allow_endpoints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *origins: str,
-                    keys: dict[str, str] | None = None) -> Path:
-    """The operator's policy ($QASHIFT_POLICY) lets endpoints be at `origins` and grants
-    each key variable in `keys` to its URL prefix."""
+                    keys: dict[str, str] | None = None, ca_bundle: Path | None = None) -> Path:
+    """The operator's policy ($QASHIFT_POLICY) lets endpoints be at `origins`, grants each
+    key variable in `keys` to its URL prefix, and checks https servers against `ca_bundle`."""
     path = tmp_path / "policy.yaml"
     path.write_text(json.dumps({"endpoint_origins": list(origins),
-                                "endpoint_keys": dict(keys or {})}) + "\n")
+                                "endpoint_keys": dict(keys or {})}
+                               | ({"endpoint_ca_bundle": str(ca_bundle)} if ca_bundle else {}))
+                    + "\n")
     monkeypatch.setenv("QASHIFT_POLICY", str(path))
     return path
