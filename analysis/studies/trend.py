@@ -17,9 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis import figures
 from analysis.sources.tidy import paired
-from analysis.stats import fits
 from analysis.studies.extra_data import linear_trend, place
 from evaluator.jobs.job import parse_system_id
 
@@ -72,6 +70,9 @@ def land(population: pd.DataFrame, own: pd.DataFrame, testsets: Sequence[str],
 def figure(population: pd.DataFrame, row: dict, n_boot: int = 200):
     """One set's population scatter with its linear trend and bootstrap band, the model's
     point and intervals marked (a row of `land`)."""
+    from analysis import figures  # lazy: matplotlib, for --out alone
+    from analysis.stats import fits  # lazy: with figures
+
     fit = fits.fit_panel(population, row["testset"], "f1", "linear", n_boot=n_boot)
     fig = figures.panel_grid(population, [(row["testset"], "f1", "linear")],
                              {(row["testset"], "f1", "linear"): fit}, ncols=1, panel_size=5.2)
