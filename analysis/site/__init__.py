@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import struct
+import tempfile
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -82,7 +84,7 @@ def _inside(out: Path, relative: str) -> Path:
     """`out / relative`, or SiteError when that resolves outside `out`."""
     path = out / relative
     if not path.resolve().is_relative_to(out.resolve()):
-        raise SiteError(f"{relative[:120]!r} would be written outside {out}; refused")
+        raise SiteError(f"{relative[:120]!r} would be written outside the site; refused")
     return path
 
 
@@ -98,7 +100,25 @@ def build(df: pd.DataFrame, out: Path | str, *, source: str, runs: RunInfo | Non
     """
     out = Path(out)
     testset_pages = {t: testset_page(str(t)) for t in sorted(set(df["testset"]), key=str)}
-    _prepare(out)
+    _check_target(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    try:  # the earlier site stays whole until the new one is written in full
+        _write_site(df, staging, testset_pages, source=source, runs=runs, labels=labels,
+                    n_boot=n_boot, seed=seed, approach_level=approach_level)
+        _prepare(out)
+        for name in GENERATED:
+            if (staging / name).exists():
+                os.replace(staging / name, out / name)
+    finally:
+        remove_tree(staging)
+    return out / "index.html"
+
+
+def _write_site(df: pd.DataFrame, out: Path, testset_pages: Mapping[str, str], *, source: str,
+                runs: RunInfo | None, labels: Mapping[str, str] | None, n_boot: int, seed: int,
+                approach_level: dict | None) -> None:
+    """Write every page, figure and table of the site into the empty folder out."""
     labels = {**{t: facts.label(t) for t in set(df["testset"])}, **(labels or {})}
     figures_dir, data_dir = out / "figures", out / "data"
     figures_dir.mkdir(parents=True, exist_ok=True)
@@ -169,7 +189,6 @@ def build(df: pd.DataFrame, out: Path | str, *, source: str, runs: RunInfo | Non
         write_atomic(_inside(out, rel), html.encode("utf-8"), READABLE)
     write_atomic(out / MARKER, b"written by qashift report; the whole folder is regenerated\n",
                  READABLE)
-    return out / "index.html"
 
 
 # ----------------------------------------------------------------------------- tables
@@ -569,12 +588,17 @@ def _utc(ts) -> str | None:
 
 # ----------------------------------------------------------------------------- rendering
 
+def _check_target(out: Path) -> None:
+    """Refuse a non-empty folder that holds no earlier site."""
+    if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
+        raise SiteError(f"{out} is not empty and holds no earlier site ({MARKER}); "
+                        f"choose an empty or new folder")
+
+
 def _prepare(out: Path) -> None:
-    """Empty the folder of a previous site; refuse a non-empty folder that is not one."""
-    if out.exists() and any(out.iterdir()):
-        if not (out / MARKER).exists():
-            raise SiteError(f"{out} is not empty and holds no earlier site ({MARKER}); "
-                            f"choose an empty or new folder")
+    """Empty the folder of a previous site (what it generated, nothing else)."""
+    _check_target(out)
+    if out.exists():
         for name in GENERATED:
             path = out / name
             if path.is_dir() and not path.is_symlink():

@@ -21,13 +21,16 @@ MODE = "system-level (frozen models across test sets)"
 
 
 def score_matrix(df: pd.DataFrame, metric: str, testsets=None) -> pd.DataFrame:
-    """Models x test sets (models only, humans left out), complete rows only."""
+    """Models x test sets (models only, humans left out), complete rows only.
+
+    Each set is one column, even one that is both a reference and compared against one
+    (reddit-test under a set derived from it)."""
     sub = df[(df["metric"] == metric) & (df["kind"] == "model")]
     if testsets is None:
         refs = sorted(set(sub.loc[sub["reference"] != "", "reference"]))
         testsets = refs + new_testsets(sub)
     wide = sub.pivot_table(index="model", columns="testset", values="value", aggfunc="first")
-    return wide.reindex(columns=list(testsets)).dropna()
+    return wide.reindex(columns=list(dict.fromkeys(testsets))).dropna()
 
 
 def _pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:

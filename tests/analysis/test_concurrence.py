@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau, pearsonr
 
-from analysis.sources.tidy import from_csv, from_squadshifts_published
+from analysis.sources.tidy import frame, from_csv, from_squadshifts_published
 from analysis.stats.concurrence import _tau, as_matrix, concurrence, score_matrix
 
 
@@ -26,6 +26,25 @@ def test_point_estimates_are_scipys_over_common_models(tmp_path):
     assert row["pearson_r"] == pytest.approx(pearsonr(x, y).statistic)
     again = concurrence(from_csv(path), "em", n_boot=200, seed=3).set_index(["a", "b"])
     assert np.array_equal(c[["tau_lo", "r_hi"]].to_numpy(), again[["tau_lo", "r_hi"]].to_numpy())
+
+
+def test_a_set_that_is_both_a_reference_and_compared_is_one_column():
+    """my-new-set is compared against my-reference, which is itself compared against
+    squad-dev: my-reference is one column, and every pair is computed."""
+    vals = {"a": (90, 80, 70), "b": (85, 82, 60), "c": (80, 70, 65), "d": (75, 60, 50)}
+    rows = []
+    for m, (o, r, w) in vals.items():
+        rows += [{"model": m, "testset": "squad-dev", "metric": "f1", "value": o},
+                 {"model": m, "testset": "my-reference", "metric": "f1", "value": r,
+                  "reference": "squad-dev"},
+                 {"model": m, "testset": "my-new-set", "metric": "f1", "value": w,
+                  "reference": "my-reference"}]
+    df = frame({"kind": "model", **r} for r in rows)
+    assert list(score_matrix(df, "f1").columns) == ["my-reference", "squad-dev", "my-new-set"]
+    c = concurrence(df, "f1", n_boot=50).set_index(["a", "b"])
+    assert len(c) == 3 and c["tau_lo"].notna().all()
+    assert c.loc[("my-reference", "my-new-set"), "kendall_tau_b"] == pytest.approx(
+        kendalltau([80, 82, 70, 60], [70, 60, 65, 50]).statistic)
 
 
 @pytest.mark.parametrize("variant", ["a", "b", "c"])

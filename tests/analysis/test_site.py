@@ -267,6 +267,29 @@ def test_a_test_set_id_that_is_a_path_writes_nothing_outside_the_site(tmp_path):
     assert list(tmp_path.rglob("*")) == []
 
 
+def test_a_report_that_fails_keeps_the_earlier_site_whole(tmp_path, monkeypatch):
+    """The site is written beside the folder and moved in only when whole: a failure leaves
+    the earlier site as it was, no half-written folder, and the next report succeeds."""
+    df = from_records([{"name": f"m{i}", "bundle": f"m{i}", "testset": t, "n": 100,
+                        "em": 60.0 - 3 * i - j, "f1": 70.0 - 3 * i - j}
+                       for i in range(4) for j, t in enumerate(("squad-dev", "reddit"))],
+                      references={"reddit": "squad-dev"})
+    out = tmp_path / "site"
+    site_mod.build(df, out, source="first", n_boot=10)
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("the disk filled up")
+    with monkeypatch.context() as m:
+        m.setattr(site_mod, "_environment", fail)  # after the figures and tables are written
+        with pytest.raises(RuntimeError):
+            site_mod.build(df, out, source="second", n_boot=10)
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]
+    site_mod.build(df, out, source="third", n_boot=10)
+    assert "third" in (out / "index.html").read_text()
+
+
 @pytest.mark.parametrize("testset", ["new-wiki", "squad-dev-heldout-sentence-order-shuffled",
                                      "tiny-set-1.0"])
 def test_a_test_sets_page_is_named_by_its_id_inside_the_testsets_folder(testset):
