@@ -42,15 +42,18 @@ import pandas as pd
 
 from analysis import figures, report
 from analysis.figures import METRIC_LABEL
+from analysis.site import plot
 from analysis.sources import facts
 from analysis.sources.records import RunInfo
 from analysis.sources.tidy import METRICS, SHIFT_SETS, new_testsets, paired
 from analysis.stats import fits as fits_mod
 from analysis.stats import gaps as gaps_mod
+from analysis.studies import trend
 from evaluator.core import provenance
 from evaluator.core.files import READABLE, remove_tree, safe_cell, write_atomic
 from evaluator.core.hashing import file_sha256
 from evaluator.core.schema import ID_PATTERN
+from evaluator.store.queries import is_recorded
 
 TEMPLATES = Path(__file__).parents[1] / "templates"
 STATIC = Path(__file__).parents[1] / "static"
@@ -60,7 +63,7 @@ GENERATED = ("index.html", "models.html", "analysis.html", "concurrence.html", "
 METRIC_ORDER = ("f1", "em")
 RUN_COLUMNS = ["model", "bundle", "testset", "runner", "device", "image_digest", "bundle_digest",
                "testset_sha256", "scorer_version", "n", "missing", "wall_s", "finished",
-               "log_sha256", "key"]
+               "log_sha256", "key", "recorded_from"]
 FAILURE_COLUMNS = ["model", "bundle", "testset", "failure_class", "message", "runner", "when",
                    "log_sha256"]  # F1 first: the headline metric of SQuAD leaderboards
 
@@ -178,10 +181,12 @@ def _write_site(df: pd.DataFrame, out: Path, testset_pages: Mapping[str, str], *
             reference=_reference_of(df, t), summary=summaries[testsets.index(t)],
             tabs=[_tab(df, t, m, boards[(t, m)], figures_dir, fits_table, labels)
                   for m in METRIC_ORDER])
+    placements = _placements(df, testsets, labels)
     for name, info in models.items():
         pages[f"models/{info['slug']}.html"] = env.get_template("model.html.j2").render(
             **ctx, root="../", page="model", model=name, info=info,
             scores=_model_scores(df, name, testsets, boards),
+            placements=placements.get(name, []),
             runs=[r for r in _run_rows(runs, models) if r["model"] == name] if runs else [],
             failures=[f for f in _failure_rows(runs, models) if f["model"] == name]
             if runs else [])
@@ -344,15 +349,18 @@ def _run_rows(runs: RunInfo, models: Mapping[str, dict]) -> list[dict]:
     names = _bundle_to_model(models)
     rows = []
     for r in sorted(runs.runs, key=lambda r: (r["bundle"], r["testset"], r.get("key", ""))):
+        recorded = is_recorded(r)  # a committed table's cell: when it ran is not known here
         rows.append({"model": names.get(r["bundle"], r["bundle"]), "bundle": r["bundle"],
                      "testset": r["testset"], "runner": r.get("runner"),
                      "device": r.get("device"), "image_digest": r.get("image_digest"),
                      "bundle_digest": r.get("bundle_digest"),
                      "testset_sha256": r.get("testset_sha256"),
                      "scorer_version": r.get("scorer_version"), "n": r.get("n"),
-                     "missing": r.get("missing"), "wall_s": _num(r.get("wall_s")),
-                     "finished": _utc(r.get("created_at")), "log_sha256": r.get("log_sha256"),
-                     "key": r.get("key")})
+                     "missing": None if recorded else r.get("missing"),
+                     "wall_s": _num(r.get("wall_s")),
+                     "finished": None if recorded else _utc(r.get("created_at")),
+                     "log_sha256": r.get("log_sha256"), "key": r.get("key"),
+                     "recorded_from": r["source"] if recorded else None})
     return rows
 
 
@@ -388,6 +396,34 @@ def _model_scores(df: pd.DataFrame, model: str, testsets: list[str],
             row[m] = hit
         if row["em"] or row["f1"]:
             out.append(row)
+    return out
+
+
+def _placements(df: pd.DataFrame, testsets: list[str], labels: Mapping[str, str]
+                ) -> dict[str, list[dict]]:
+    """Per model, where it lands on each new set against the linear F1 trend of the other
+    models there (`studies.trend.each_against_the_others`), with the plot its page shows."""
+    out: dict[str, list[dict]] = {}
+    new = set(new_testsets(df))
+    for t in (t for t in testsets if t in new):
+        pairs = paired(df, t, "f1")
+        placed = trend.each_against_the_others(pairs)
+        if placed.empty:
+            continue
+        points = pairs.set_index("model")
+        for r in placed.to_dict("records"):
+            own = points.loc[r["model"]]
+            others = [(float(x), float(y)) for m, x, y in
+                      zip(pairs["model"], pairs["x"], pairs["y"], strict=True)
+                      if m != r["model"] and points.at[m, "kind"] == "model"]
+            reference = labels.get(own["x_testset"], own["x_testset"])
+            title = (f"F1 on {labels.get(t, t)} against F1 on {reference}: this model and "
+                     f"the trend of the {r['n_population']} others")
+            out.setdefault(r["model"], []).append({
+                **r, "testset": t, "reference": own["x_testset"],
+                "svg": plot.trend_svg(others, own.to_dict(), r["intercept"], r["slope"],
+                                      f"F1 on {reference}", f"F1 on {labels.get(t, t)}",
+                                      title)})
     return out
 
 

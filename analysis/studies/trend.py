@@ -67,6 +67,32 @@ def land(population: pd.DataFrame, own: pd.DataFrame, testsets: Sequence[str],
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def each_against_the_others(pairs: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """Every model of a `tidy.paired` frame (one new set and metric) placed as `land` places
+    one, against the linear trend of all the other models (humans are placed, never part of
+    a trend); none where fewer than MIN_POPULATION others. The site's model pages show it.
+    Columns: model, x, y, predicted, effective_robustness, er_lo, er_hi, rank,
+    n_population, intercept, slope."""
+    models = pairs[pairs["kind"] == "model"]
+    rows = []
+    for i, p in pairs.iterrows():
+        others = models.drop(index=i, errors="ignore")
+        if len(others) < MIN_POPULATION:
+            continue
+        fit = linear_trend(others)
+        [placed] = place(fit, pairs.loc[[i]], level)
+        er = placed["effective_robustness"]
+        rows.append({"model": p["model"], "x": p["x"], "y": p["y"],
+                     "predicted": placed["predicted"], "effective_robustness": er,
+                     "er_lo": placed["er_lo"], "er_hi": placed["er_hi"],
+                     "rank": 1 + int((np.asarray(fit.resid, float) > er + TIE).sum()),
+                     "n_population": len(others), "intercept": float(fit.params[0]),
+                     "slope": float(fit.params[1])})
+    return pd.DataFrame(rows, columns=["model", "x", "y", "predicted", "effective_robustness",
+                                       "er_lo", "er_hi", "rank", "n_population", "intercept",
+                                       "slope"])
+
+
 def figure(population: pd.DataFrame, row: dict, n_boot: int = 200):
     """One set's population scatter with its linear trend and bootstrap band, the model's
     point and intervals marked (a row of `land`)."""

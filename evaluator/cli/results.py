@@ -17,7 +17,7 @@ from evaluator.core.files import READABLE, check_output_path, write_atomic, writ
 from evaluator.data import testsets
 from evaluator.pipeline.samples import file_stem, write_samples
 from evaluator.stats.intervals import level_text
-from evaluator.store.queries import cell_result, is_sample, latest, sample_size
+from evaluator.store.queries import cell_result, is_recorded, is_sample, latest, sample_size
 from evaluator.store.store import Store
 from evaluator.store.units import load_units
 from evaluator.training import systems
@@ -121,6 +121,10 @@ def results_samples(bundle_names, testset_names, out) -> None:
         raise UserError("no stored full result matches that selection")
     written = 0
     for r in sorted(rows, key=lambda r: (r["bundle"], r["testset"])):
+        if is_recorded(r):
+            console.warn(f"skipped {r['bundle']} x {r['testset']}: recorded from {r['source']}, "
+                         f"without per-question scores (evaluate runs it)")
+            continue
         try:
             dataset = testsets.get(r["testset"]).load()
         except UserError as exc:

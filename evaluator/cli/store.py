@@ -1,5 +1,6 @@
-"""`qashift store check | repair | import`: verify a results store, rebuild what can be
-rebuilt, and bring in what another store trained and scored."""
+"""`qashift store check | repair | import | record`: verify a results store, rebuild what
+can be rebuilt, bring in what another store trained and scored, and record a committed
+results table (the frozen population's) beside the store's own runs."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from evaluator.core import console
 from evaluator.store import check as store_check
 from evaluator.store import transfer as store_transfer
 from evaluator.store.store import Store
+from evaluator.training import recorded
 
 
 @click.group("store")
@@ -56,3 +58,17 @@ def import_command(source: Path) -> None:
     for line in report.lines():
         click.echo(line)
     sys.exit(1 if report.refused else 0)
+
+
+@store_group.command("record")
+@click.argument("table", required=False, type=click.Path(dir_okay=False, path_type=Path))
+def record_command(table: Path | None) -> None:
+    """Record a committed results table (default: the frozen population's,
+    results/population.csv in the project root) in the store, so that `report`, `figures`
+    and the API show its cells beside your own runs; a run of a cell supersedes its
+    recorded result. `qashift trend` records the population itself."""
+    store = Store.open_default()
+    path, name = recorded.table_path(table)
+    count = recorded.record(store, path)
+    click.echo(f"recorded {count:,} cells of {name} in {store.workspace}" if count else
+               f"{name} is recorded in {store.workspace} already")

@@ -1,8 +1,9 @@
 """`qashift trend -b BUNDLE`: where one model lands against the frozen population's trend.
 
 Thin: the cells come from the one evaluation entry (`training.evaluation.evaluate`: stored
-cells are read, missing ones run; nothing is trained), the population from its committed
-table, the placement from `analysis.studies.trend`.
+cells are read, missing ones run; nothing is trained), the population from the store (its
+committed table recorded there on first use, `training.recorded`), the placement from
+`analysis.studies.trend`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from evaluator.core.errors import UserError
 from evaluator.core.files import check_output_path
 from evaluator.runners.dispatch import CHOICES as RUNNER_CHOICES
 from evaluator.store.store import Store
+from evaluator.training import recorded
 from evaluator.training.evaluation import EvaluationConfig, evaluate
 
 REFERENCE, BASE = "squad-dev-heldout", "squad-dev-train"  # the population's x axis, its split
@@ -34,7 +36,8 @@ SHIFTS = ("new-wiki-test", "reddit-test", "amazon-test", "addonesent-heldout",
                    f"{', '.join(SHIFTS)}).")
 @click.option("--table", "table_path", type=click.Path(dir_okay=False, path_type=Path),
               **in_root("results/population.csv"),
-              help="The population's results table (qashift study run --table).")
+              help="The population's results table (qashift study run --table), recorded in "
+                   "the store on first use.")
 @click.option("--runner", type=click.Choice(RUNNER_CHOICES),
               default="auto", show_default=True, help="How cells that are not stored run.")
 @click.option("--level", type=float, default=0.95, show_default=True,
@@ -45,7 +48,7 @@ SHIFTS = ("new-wiki-test", "reddit-test", "amazon-test", "addonesent-heldout",
 def trend_command(bundle, sets, table_path, runner, level, as_json, out):
     """Score a model on the population's reference set and shifted sets (stored cells are
     reused) and print its effective robustness against the population's trend."""
-    from analysis.sources.load import load_source  # lazy: pandas; fast --help
+    from analysis.sources.load import load_source, store_records_of  # lazy: pandas
     from analysis.studies import trend  # lazy: statsmodels, matplotlib; fast --help
 
     if out:
@@ -54,13 +57,17 @@ def trend_command(bundle, sets, table_path, runner, level, as_json, out):
     if REFERENCE in sets:
         raise UserError(f"{REFERENCE} is the population's reference set, the x axis of every "
                         f"trend; name the shifted sets")
-    population = trend.population_of(load_source(str(table_path), reference=REFERENCE), BASE)
+    store = Store.open_default()
+    recorded.record(store, table_path)
+    population = trend.population_of(
+        load_source("store", store_records=lambda: store_records_of(store)), BASE)
+    population = population[population["model"] != bundle]  # the others, when it is one
     held = set(population["testset"])
     unknown = [s for s in sets if s not in held]
     if unknown:
         raise UserError(f"the population is not scored on {', '.join(unknown)}; its sets: "
                         f"{', '.join(sorted(held - {REFERENCE}))}")
-    own = _own_rows(bundle, sets, runner, level)
+    own = _own_rows(bundle, sets, runner, level, store)
     rows = trend.land(population, own, sets, "f1", level)
     if as_json:
         click.echo(json.dumps({"bundle": bundle, "reference": REFERENCE, "metric": "f1",
@@ -73,13 +80,13 @@ def trend_command(bundle, sets, table_path, runner, level, as_json, out):
             console.say(f"wrote {path}")
 
 
-def _own_rows(bundle: str, sets: tuple[str, ...], runner: str, level: float):
+def _own_rows(bundle: str, sets: tuple[str, ...], runner: str, level: float, store: Store):
     """The model's F1 cells on the reference set and `sets` as tidy rows: from the store, or
     run now; a failed cell is one line."""
     from analysis.sources.tidy import frame  # lazy: pandas; fast --help
 
     config = EvaluationConfig((bundle,), (REFERENCE, *sets), runner=runner, level=level)
-    report = evaluate(config, Store.open_default(), progress=console.progress).report
+    report = evaluate(config, store, progress=console.progress).report
     for o in report.failed:
         raise UserError(f"{bundle} on {o.job.testset.id} failed ({o.failure_class}): "
                         f"{o.message}")

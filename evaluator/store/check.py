@@ -97,9 +97,10 @@ _TOKEN = re.compile(r"\w+|\S")
 _SCHEMA_WORDS = frozenset(re.findall(r"\w+", " ".join(
     [SCHEMA, *(" ".join(added) for added in ADDED_COLUMNS)]).upper())) | \
     {"SQLITE_SEQUENCE", "NAME", "SEQ"}
-_OBJECTS = {"table": {"results", "leases", "systems", "failures", "sqlite_sequence"},
-            "index": {"results_cell", "systems_name"}}
-_AUTOINDEX = re.compile(r"sqlite_autoindex_(results|leases|systems)_1")
+_OBJECTS = {"table": {"results", "leases", "systems", "recorded", "failures",
+                      "sqlite_sequence"},
+            "index": {"results_cell", "systems_name", "recorded_cell"}}
+_AUTOINDEX = re.compile(r"sqlite_autoindex_(results|leases|systems|recorded)_1")
 SCHEMA_OBJECTS_CAP = 64
 
 

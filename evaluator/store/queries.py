@@ -2,7 +2,9 @@
 
 A cell is (bundle id, test-set id). Its result is its newest *full* run (a `--limit` or
 `check` sample is never taken for it, unless samples are asked for, and then each is
-labelled by its n) made from the bundle's current digest and the test set's current sha256.
+labelled by its n) made from the bundle's current digest and the test set's current sha256;
+a recorded result (a committed table's cell, `Store.record`) stands only where no such run
+exists.
 "Current" is what the caller's registry says today (`digest_today`, `sha_today`); where it
 names nothing (a folder gone or broken, a set not worth deriving for a listing), the digest
 of the id's newest run stands. Runs of any other digest are superseded: they describe
@@ -39,6 +41,12 @@ def is_sample(row: dict) -> bool:
     return "limit" in _options(row)
 
 
+def is_recorded(row: dict) -> bool:
+    """A recorded result (a committed table's numbers, `Store.results(recorded=True)`): it is
+    its cell's result only while the cell has no run of today's digest and bytes."""
+    return row.get("source") is not None and row.get("predictions_sha256") is None
+
+
 def sample_size(row: dict) -> int | None:
     """The questions a sample's run was asked for (its `--limit`); None for a full run."""
     limit = _options(row).get("limit")
@@ -50,7 +58,7 @@ def latest(rows: Iterable[dict], *, digest_today: Today = _none, sha_today: Toda
     """{(bundle, testset): its result} over `rows`: the newest full run of the bundle's
     digest today and the test set's bytes today (`samples`: sampled runs count too)."""
     kept = sorted((r for r in rows if samples or not is_sample(r)),
-                  key=lambda r: r["created_at"])
+                  key=lambda r: (not is_recorded(r), r["created_at"]))  # runs win
     digests = {r["bundle"]: r["bundle_digest"] for r in kept}  # the newest of each id
     shas = {r["testset"]: r["testset_sha256"] for r in kept}
     for bundle_id in sorted(digests):

@@ -121,6 +121,25 @@ def result_problem(row: dict) -> str:
     return next((c for c in checks if c), "")
 
 
+def recorded_problem(row: dict) -> str:
+    """Why a recorded result (a committed table's cell: numbers, no objects) cannot be kept,
+    or "" when every field is what it must be and its key is its cell's."""
+    big = float(1 << 40)
+    checks = [
+        _digest(row, "key"), _text(row, "bundle", NAME), _digest(row, "bundle_digest"),
+        _text(row, "testset", TESTSET_NAME), _digest(row, "testset_sha256"), _text(row, "scorer"),
+        _text(row, "scorer_version"), _json_object(row, "options"),
+        _number(row, "n", 1, big, integer=True), _number(row, "questions", 1, big, True),
+        _number(row, "em", 0, 100), _number(row, "f1", 0, 100),
+        *(_bound(row, f) for f in BOUNDS), _number(row, "level", 0, 1),
+        _text(row, "runner", NAME), _number(row, "wall_s", 0, big, optional=True),
+    ]
+    problem = next((c for c in checks if c), "")
+    return problem or ("" if result_key(row) == row["key"] else
+                       "its key is not the job key its bundle digest, test set, scorer and "
+                       "options give")
+
+
 def system_problem(row: dict) -> str:
     """Why a system row cannot be admitted, or "" when every field is what it must be."""
     big = float(1 << 40)

@@ -54,6 +54,18 @@ CREATE TABLE IF NOT EXISTS systems (
     log_sha256 TEXT, run_record TEXT NOT NULL, created_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS systems_name ON systems (system);
+CREATE TABLE IF NOT EXISTS recorded (
+    key TEXT PRIMARY KEY,
+    bundle TEXT NOT NULL, bundle_digest TEXT NOT NULL,
+    testset TEXT NOT NULL, testset_sha256 TEXT NOT NULL,
+    scorer TEXT NOT NULL, scorer_version TEXT NOT NULL, options TEXT NOT NULL,
+    n INTEGER NOT NULL, questions INTEGER NOT NULL,
+    em REAL NOT NULL, f1 REAL NOT NULL,
+    em_lo REAL, em_hi REAL, f1_lo REAL, f1_hi REAL, level REAL NOT NULL,
+    runner TEXT NOT NULL, wall_s REAL,
+    source TEXT NOT NULL, source_sha256 TEXT NOT NULL, created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS recorded_cell ON recorded (bundle, testset);
 CREATE TABLE IF NOT EXISTS failures (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     key TEXT NOT NULL, bundle TEXT NOT NULL, testset TEXT NOT NULL,
@@ -76,6 +88,14 @@ RESULT_FIELDS = ("key", "bundle", "bundle_digest", "testset", "testset_sha256", 
                  "scores_sha256", "log_sha256", "runner", "device", "image_digest", "wall_s",
                  "run_record", "created_at")
 
+# A recorded result: a cell's numbers copied from a committed results table (`source`, the
+# table's path in the repository, and its sha256), without predictions or per-question scores.
+# It stands for its cell only while no run of the same bundle digest and test-set bytes exists
+# (`store.queries.latest`); a run always supersedes it.
+RECORDED_FIELDS = ("key", "bundle", "bundle_digest", "testset", "testset_sha256", "scorer",
+                   "scorer_version", "options", "n", "questions", "em", "f1", "em_lo", "em_hi",
+                   "f1_lo", "f1_hi", "level", "runner", "wall_s", "source", "source_sha256",
+                   "created_at")
 
 SYSTEM_FIELDS = ("key", "system", "approach", "approach_digest", "split", "split_sha256",
                  "train_size", "seed", "hyperparameters", "weights_digest", "runner", "device",
@@ -341,13 +361,48 @@ class Store:
         self.conn.execute("DELETE FROM results WHERE key = ?", (key,))
 
     @_one_line_errors
-    def results(self, bundle: str | None = None, testset: str | None = None) -> list[dict]:
-        query, args = "SELECT * FROM results WHERE 1=1", []
+    def results(self, bundle: str | None = None, testset: str | None = None, *,
+                recorded: bool = False) -> list[dict]:
+        """Result rows of runs; with `recorded`, the recorded rows too, shaped as results
+        (no objects, no log: `predictions_sha256` is None; `source` names their table)."""
+        rows = self._select("results", bundle, testset)
+        if not recorded:
+            return rows
+        shaped = [{**r, "missing": 0, "extra": 0, "predictions_sha256": None,
+                   "scores_sha256": None, "log_sha256": None, "device": None,
+                   "image_digest": None,
+                   "run_record": canonical_json({"recorded_from": r["source"],
+                                                 "sha256": r["source_sha256"]}).decode()}
+                  for r in self._select("recorded", bundle, testset)]
+        return shaped + rows
+
+    def _select(self, table: str, bundle: str | None, testset: str | None) -> list[dict]:
+        query, args = f"SELECT * FROM {table} WHERE 1=1", []
         if bundle:
             query, args = query + " AND bundle = ?", [*args, bundle]
         if testset:
             query, args = query + " AND testset = ?", [*args, testset]
         return [dict(r) for r in self.conn.execute(query + " ORDER BY bundle, testset", args)]
+
+    @_one_line_errors
+    def record(self, source: str, source_sha256: str, rows: list[dict]) -> None:
+        """Keep a committed table's rows as recorded results, in one transaction: those of an
+        earlier version of the same table go, so the store holds one version of each."""
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute("DELETE FROM recorded WHERE source = ?", (source,))
+            self.conn.executemany(
+                f"INSERT OR REPLACE INTO recorded ({', '.join(RECORDED_FIELDS)}) "
+                f"VALUES ({', '.join('?' for _ in RECORDED_FIELDS)})",
+                [[{**row, "source": source, "source_sha256": source_sha256}.get(f)
+                  for f in RECORDED_FIELDS] for row in map(without_nan_bounds, rows)])
+
+    @_one_line_errors
+    def recorded_version(self, source: str) -> str | None:
+        """The sha256 of the version of table `source` the store holds, or None."""
+        row = self.conn.execute("SELECT source_sha256 FROM recorded WHERE source = ? LIMIT 1",
+                                (source,)).fetchone()
+        return row[0] if row else None
 
     @_one_line_errors
     def record_failure(self, key: str, bundle: str, testset: str, failure_class: str,

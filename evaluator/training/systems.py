@@ -50,6 +50,27 @@ def trained_rows(store: Store) -> list[dict]:
     return sorted(rows + pinned, key=lambda r: (r["system"], r["created_at"] or 0))
 
 
+def system_metadata(store: Store, bundle_folders: dict | None = None) -> dict[str, dict]:
+    """What a view shows beside each trained system's id: its approach and that approach's
+    family, split, training size, seed and hyperparameters (the newest training of each
+    id, frozen in the repository or stored here)."""
+    folders = bundles.available() if bundle_folders is None else bundle_folders
+    families: dict[str, str | None] = {}
+    out = {}
+    for row in trained_rows(store):
+        approach = row["approach"]
+        if approach not in families:
+            try:
+                families[approach] = bundles.from_folder(folders[approach]).metadata.get(
+                    "family")
+            except (KeyError, UserError):  # the approach's folder is gone or broken
+                families[approach] = None
+        out[row["system"]] = {"approach": approach, "family": families[approach],
+                              "train_split": row["split"], "train_size": row["train_size"],
+                              "seed": row["seed"], "hyperparameters": row["hyperparameters"]}
+    return out
+
+
 def resolve(system_id: str, store: Store) -> Bundle:
     """The frozen system named `system_id`; a one-line error if it is not trained yet."""
     job = job_for(system_id, store)

@@ -11,6 +11,7 @@ import hashlib
 import json
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -18,6 +19,7 @@ from click.testing import CliRunner
 from analysis import site as site_mod
 from analysis.sources.tidy import from_records
 from analysis.studies import approach_concurrence as ac
+from analysis.studies import trend
 from evaluator.cli.analysis import report_command
 from tests.conftest import REPO
 from tests.support.site import (
@@ -265,6 +267,35 @@ def test_a_test_set_id_that_is_a_path_writes_nothing_outside_the_site(tmp_path):
     with pytest.raises(site_mod.SiteError, match="is not an id"):
         site_mod.build(df, tmp_path / "a" / "b" / "site", source="test", n_boot=10)
     assert list(tmp_path.rglob("*")) == []
+
+
+def test_a_model_page_places_it_against_the_trend_of_the_others(tmp_path):
+    """Each model's page: per new set, its effective robustness against the linear trend of
+    the other models, with the interval and rank `trend.land` gives, and a plot of the others
+    with its point marked."""
+    rng = np.random.default_rng(1)
+    xs = rng.uniform(20, 80, size=8)
+    records = []
+    for i, x in enumerate(xs):
+        y = 0.8 * x - 5 + rng.normal(0, 2)
+        for t, v in (("squad-dev", x), ("reddit", y)):
+            records.append({"name": f"m{i}", "bundle": f"m{i}", "testset": t, "n": 1000,
+                            "em": v - 8, "f1": v, "f1_lo": v - 1.5, "f1_hi": v + 1.5})
+    df = from_records(records, references={"reddit": "squad-dev"})
+    out = tmp_path / "site"
+    site_mod.build(df, out, source="test", n_boot=10)
+    others, own = df[df["model"] != "m3"], df[df["model"] == "m3"]
+    [expected] = trend.land(others, own, ["reddit"]).to_dict("records")
+    page = by_header(table(parse(out / "models" / "m3.html"), "trend"))
+    assert len(page) == 1
+    row = page[0]
+    assert row["Effective robustness"]["text"] == \
+        f"{expected['effective_robustness']:+.2f}".replace("-", "−")
+    assert row["95% interval"]["text"] == "[{}, {}]".format(
+        *(f"{expected[k]:+.2f}".replace("-", "−") for k in ("er_lo", "er_hi")))
+    assert row["Rank"]["text"] == f"{expected['rank']} of 8"
+    html = (out / "models" / "m3.html").read_text()
+    assert html.count('class="other"') == 7 and html.count('class="own"') == 1
 
 
 def test_a_report_that_fails_keeps_the_earlier_site_whole(tmp_path, monkeypatch):

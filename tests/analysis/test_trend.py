@@ -6,6 +6,7 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import statsmodels.api as sm
 from click.testing import CliRunner
@@ -87,6 +88,24 @@ def test_trend_scores_a_bundle_and_prints_its_place_within_120_columns(workspace
     [row] = json.loads(again.stdout)["rows"]
     assert f"{row['effective_robustness']:+9.2f}" in result.stdout
     assert f"{row['rank']:>3}/107" in result.stdout
+    # the population came from the store, where the committed table was recorded: the same
+    # placement as against the table itself
+    assert len({r["bundle"] for r in store.results(recorded=True)
+                if r.get("source") == "results/population.csv"}) == 106
+    own = trend.population_of(from_csv(POPULATION, reference="squad-dev-heldout"),
+                              "squad-dev-train").iloc[:0]
+    mine = [{"model": "sliding-window", "testset": t, "metric": "f1", "value": v, "lo": lo,
+             "hi": hi, "reference": "" if t == "squad-dev-heldout" else "squad-dev-heldout",
+             "kind": "model"}
+            for t, v, lo, hi in (("squad-dev-heldout", row["x"], row["x_lo"], row["x_hi"]),
+                                 ("reddit-test", row["y"], row["y_lo"], row["y_hi"]))]
+    [expected] = trend.land(trend.population_of(from_csv(POPULATION,
+                                                         reference="squad-dev-heldout"),
+                                                "squad-dev-train"),
+                            pd.concat([own, pd.DataFrame(mine)]), ["reddit-test"]
+                            ).to_dict("records")
+    assert row["effective_robustness"] == pytest.approx(expected["effective_robustness"])
+    assert (row["er_lo"], row["er_hi"]) == pytest.approx((expected["er_lo"], expected["er_hi"]))
 
 
 def test_trend_refuses_a_set_the_population_is_not_scored_on(workspace):
