@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from evaluator.core import settings
-from evaluator.store.queries import latest_full
+from evaluator.store.queries import is_recorded, latest_full
 from evaluator.store.store import Store
 from evaluator.training import evaluation, systems
 from evaluator.training.evaluation import EvaluationConfig
@@ -71,15 +71,19 @@ def evaluate_matrix(bundle_ids: Sequence[str], testset_ids: Sequence[str], *,
 def results(bundle: str | None = None, testset: str | None = None, *,
             workspace: str | None = None) -> pd.DataFrame:
     """The newest stored full result of every cell (optionally of one bundle or test set),
-    as the store keeps them: scores and bounds in percent, no runs started."""
+    as the store keeps them: scores and bounds in percent, no runs started. A cell recorded
+    from a committed table (the frozen population's, `qashift store record`) and never run
+    here names that table in `recorded_from`."""
     with settings.override(workspace=workspace):
         store = Store.open_default()
-        rows = store.results(bundle, testset) if store.exists() else []
+        rows = store.results(bundle, testset, recorded=True) if store.exists() else []
         latest = latest_full(rows, systems.digest_today(store))
     out = []
     for r in latest:
-        out.append({k: r.get(k) for k in ("bundle", "testset", "n", "missing", "em", "em_lo",
-                                          "em_hi", "f1", "f1_lo", "f1_hi", "level", "runner",
-                                          "device", "key")})
-    return pd.DataFrame(out, columns=[c for c in COLUMNS if c not in
-                                      ("cached", "failure_class", "message")])
+        out.append({**{k: r.get(k) for k in ("bundle", "testset", "n", "missing", "em", "em_lo",
+                                             "em_hi", "f1", "f1_lo", "f1_hi", "level", "runner",
+                                             "device", "key")},
+                    "recorded_from": r["source"] if is_recorded(r) else None})
+    return pd.DataFrame(out, columns=[*(c for c in COLUMNS if c not in
+                                        ("cached", "failure_class", "message")),
+                                      "recorded_from"])

@@ -21,7 +21,7 @@ from evaluator.core.files import check_output_path, write_csv_atomic
 from evaluator.data import testsets
 from evaluator.scoring.squad_v1 import group_of, score_question
 from evaluator.stats.intervals import check_level, level_text
-from evaluator.store.queries import cell_result
+from evaluator.store.queries import cell_result, is_recorded
 from evaluator.store.store import Store
 from evaluator.store.units import load_units
 from evaluator.training import systems
@@ -37,9 +37,13 @@ def paired_units(store: Store, a: str, b: str, testset: str) -> tuple[dict, dict
     today = systems.digest_today(store)
     rows = {}
     for name in (a, b):
-        row = cell_result(store, name, testset, digest_today=today)
+        row = cell_result(store, name, testset, digest_today=today, recorded=True)
         if row is None:
             raise UserError(f"no stored result for {name} x {testset}; run evaluate first")
+        if is_recorded(row):
+            raise UserError(f"{name} x {testset} is recorded from {row['source']}, without "
+                            f"per-question scores to pair; run `evaluate -b {name} -t "
+                            f"{testset}` first")
         rows[name] = row
     if rows[a]["testset_sha256"] != rows[b]["testset_sha256"]:
         raise UserError(f"{a} and {b} were scored on different bytes of {testset}; "

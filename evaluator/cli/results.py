@@ -51,7 +51,7 @@ def results_list(bundle, testset, failures, include_samples) -> None:
             click.echo(f"{f['bundle']:<{wb}} {f['testset']:<{wt}} {f['failure_class']:<22} "
                        f"{kind}{f['message']}")
         return
-    stored = store.results(bundle, testset)
+    stored = store.results(bundle, testset, recorded=True)
     rows = sorted(latest(stored, digest_today=systems.digest_today(store)).values(),
                   key=lambda r: (r["bundle"], r["testset"]))
     if include_samples:
@@ -63,9 +63,11 @@ def results_list(bundle, testset, failures, include_samples) -> None:
                f"{'runner':<7} {'set sha256':<12} {'key':<12} run")
     present = set(testsets.available())
     for r in rows:
-        kind = f"sample of {r['n']}" if is_sample(r) else "full"
+        kind = f"sample of {r['n']}" if is_sample(r) else \
+            f"recorded from {r['source']}" if is_recorded(r) else "full"
         kind += "" if r["testset"] in present else ", its test-set folder is gone"
-        click.echo(f"{r['bundle']:<{wb}} {r['testset']:<{wt}} {r['n']:>6} {r['missing']:>5} "
+        missing = "-" if is_recorded(r) else r["missing"]
+        click.echo(f"{r['bundle']:<{wb}} {r['testset']:<{wt}} {r['n']:>6} {missing:>5} "
                    f"{r['em']:8.3f} {r['f1']:8.3f}  {r['runner']:<7} "
                    f"{r['testset_sha256'][:12]} {r['key'][:12]} {kind}")
     hidden = sum(1 for r in stored if is_sample(r))
@@ -85,6 +87,10 @@ def results_export(bundle, testset, out) -> None:
     out_dir = check_output_path(Path(out), what="--out", folder=True)
     store = Store.open_default()
     row = _cell(store, bundle, testset)
+    if is_recorded(row):
+        raise UserError(f"{bundle} x {testset} is recorded from {row['source']}, without "
+                        f"predictions or per-question scores; `evaluate -b {bundle} -t "
+                        f"{testset}` runs it")
     out_dir.mkdir(parents=True, exist_ok=True)
     predictions = store.get_object(row["predictions_sha256"])
     if predictions is None:
@@ -148,7 +154,8 @@ def results_samples(bundle_names, testset_names, out) -> None:
 def _cell(store: Store, bundle: str, testset: str) -> dict:
     """The result of a cell (the one rule of store.queries); a one-line error without one,
     saying when only a sample of it is stored."""
-    row = cell_result(store, bundle, testset, digest_today=systems.digest_today(store))
+    row = cell_result(store, bundle, testset, digest_today=systems.digest_today(store),
+                      recorded=True)
     if row is None:
         sample = cell_result(store, bundle, testset, samples=True)
         if sample is not None:
@@ -181,7 +188,13 @@ def results_show(bundle, testset, as_json) -> None:
               **{k: row[k] for k in ("key", "bundle_digest", "testset_sha256")},
               "stored_at": row["created_at"]}
     prov = record.get("details", {}).get("provenance")
-    if not prov:
+    if is_recorded(row):
+        fields["provenance"] = (f"recorded from {row['source']} (sha256 "
+                                f"{row['source_sha256'][:12]}): its numbers only; "
+                                f"`evaluate -b {bundle} -t {testset}` runs it")
+        fields.pop("cpu_s")
+        fields["missing"] = "not recorded"
+    elif not prov:
         fields["provenance"] = "not recorded (stored by an older version)"
     for key, value in (prov or {}).items():
         if key == "packages":

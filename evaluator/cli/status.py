@@ -10,6 +10,7 @@ from evaluator.cli.base import COLUMNS, NAME_WIDTH, cut
 from evaluator.core import console
 from evaluator.data import testsets
 from evaluator.pipeline.status import CellStatus, matrix_status
+from evaluator.store.queries import is_recorded
 from evaluator.store.store import Store
 from evaluator.training import systems
 from evaluator.training.run import progress_text, read_progress
@@ -56,8 +57,10 @@ def status_cmd(bundle_names, testset_names, include_waiting, wide) -> None:
         console.say(f"{len(chosen_sets)} test sets do not fit {COLUMNS} columns: --wide "
                     f"for the matrix, or -t to choose sets")
     counts = Counter(c.state for c in cells)
+    recorded = sum(1 for c in cells if c.state == "done" and is_recorded(c.row))
     click.echo(", ".join(f"{k} {v}" for k, v in sorted(counts.items())) +
-               "  (done cells show F1)")
+               "  (done cells show F1" + (f"; {recorded} marked r are recorded from a committed "
+                                          f"table, not run here)" if recorded else ")"))
     for lease in store.live_leases() if store.exists() else []:
         progress = read_progress(store, lease["key"])  # a train cell, when it has one
         if progress is not None:
@@ -67,7 +70,7 @@ def status_cmd(bundle_names, testset_names, include_waiting, wide) -> None:
 
 def _status_text(cell: CellStatus) -> str:
     if cell.state == "done":
-        return f"{cell.row['f1']:.1f}"
+        return f"{cell.row['f1']:.1f}" + ("r" if is_recorded(cell.row) else "")
     if cell.state == "failed":
         return (cell.failure_class or "")[:12]
     return {"pending": "."}.get(cell.state, cell.state)

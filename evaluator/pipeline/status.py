@@ -27,7 +27,7 @@ def matrix_status(store: Store, bundles: list[Bundle], testsets: list[TestSet]
     """One CellStatus per (bundle, test set), bundles outer."""
     have = store.exists()
     digests = {b.id: b.digest for b in bundles}
-    done = latest(store.results() if have else [], digest_today=digests.get)
+    done = latest(store.results(recorded=True) if have else [], digest_today=digests.get)
     running = {(lease["bundle"], lease["testset"]) for lease in store.live_leases()} \
         if have else set()
     failures = {cell: f["failure_class"]  # a failed --limit sample is not the cell's state

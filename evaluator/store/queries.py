@@ -79,9 +79,10 @@ def latest_full(rows: Iterable[dict], digest_today: Today = _none) -> list[dict]
 
 
 def cell_result(store: Store, bundle: str, testset: str, *, digest_today: Today = _none,
-                sha_today: Today = _none, samples: bool = False) -> dict | None:
-    """The result of one cell, or None."""
-    rows = store.results(bundle, testset) if store.exists() else []
+                sha_today: Today = _none, samples: bool = False,
+                recorded: bool = False) -> dict | None:
+    """The result of one cell, or None (`recorded`: a recorded result counts too)."""
+    rows = store.results(bundle, testset, recorded=recorded) if store.exists() else []
     return latest(rows, digest_today=digest_today, sha_today=sha_today,
                   samples=samples).get((bundle, testset))
 

@@ -107,3 +107,45 @@ def _write(path, rows: list[dict]) -> None:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+
+
+def test_every_view_shows_a_recorded_cell_labelled_and_none_pairs_it(tmp_path, small_dev,
+                                                                     monkeypatch, workspace):
+    """status, results list/show, the API: the recorded cell with its numbers, said to be
+    recorded; export and compare, which need per-question scores, say to run it."""
+    from evaluator import api
+    from evaluator.cli.compare import paired_units
+    from evaluator.cli.main import main
+
+    tiny_registry(tmp_path, monkeypatch, {"toy": small_dev, "other": small_dev},
+                  {"honest": FIRST_WORD})
+    runner = CliRunner()
+    assert runner.invoke(evaluate_cmd, ["-b", "honest", "-t", "toy", "-t", "other",
+                                        "--runner", "local"]).exit_code == 0
+    store = Store.open_default()
+    run = {r["testset"]: r for r in store.results()}["other"]
+    store.delete(run["key"])
+    path = tmp_path / "table.csv"
+    _write(path, [{"model": "honest", "testset": "other", "metric": m, "value": v, "lo": "",
+                   "hi": "", "n": run["n"], "bundle_digest": run["bundle_digest"],
+                   "testset_sha256": run["testset_sha256"],
+                   "scorer_version": run["scorer_version"], "runner": "local", "wall_s": ""}
+                  for m, v in (("em", "12.5"), ("f1", "33.25"))])
+    assert runner.invoke(main, ["store", "record", str(path)]).exit_code == 0
+
+    status = runner.invoke(main, ["status", "-b", "honest", "-t", "toy", "-t", "other"]).stdout
+    assert "33.2r" in status and "1 marked r are recorded" in status
+    listed = runner.invoke(main, ["results", "list", "-b", "honest"]).stdout
+    [line] = [x for x in listed.splitlines() if " other " in x]
+    assert "33.250" in line and f"recorded from {path}" in line
+    shown = runner.invoke(main, ["results", "show", "honest", "other"]).stdout
+    assert "f1: 33.25" in shown and f"recorded from {path}" in shown
+    frame = api.results(bundle="honest").set_index("testset")
+    assert frame.at["other", "f1"] == 33.25 and frame.at["other", "recorded_from"] == str(path)
+    assert frame.at["toy", "recorded_from"] is None
+    export = runner.invoke(main, ["results", "export", "honest", "other", "--out",
+                                  str(tmp_path / "out")])
+    assert export.exit_code == 1 and "without predictions" in export.output
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(UserError, match="without per-question scores to pair"):
+        paired_units(store, "honest", "honest", "other")
