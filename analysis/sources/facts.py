@@ -73,3 +73,16 @@ def replication_of(testsets_present: set[str]) -> str | None:
     found = sorted((ts.reference != "squad-dev", name) for name, ts in _folders().items()
                    if ts.kind == "replication" and name in testsets_present)
     return found[0][1] if found else None
+
+
+def is_ablation(testset: str) -> bool:
+    """Whether a folder derives the set from its parent by one of the input ablations
+    (`evaluator/data/derive/ablations.py`, Sugawara et al.): what the ablation tables list,
+    and nothing else that merely has a reference (a natural shift, a sample)."""
+    from evaluator.data import derive  # the transforms' registry, read only here
+
+    found = _folders().get(testset)
+    if found is None or found.derive is None:
+        return False
+    transform = derive.transforms().get(found.derive.transform)
+    return transform is not None and transform.fn.__module__.endswith(".derive.ablations")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import figures
-from analysis.sources import cache, paper
+from analysis.sources import cache, facts, paper
 from analysis.sources.load import PUBLISHED
 from analysis.stats import fits
 from evaluator.core.files import write_atomic
@@ -33,6 +33,7 @@ COLUMNS = ["shift", "metric", "scale", "own_n", "own_slope", "own_slope_lo", "ow
 # the sets every system of the population is scored on: the original-set axis and the shifts
 SHIFT_SETS = ("squad-dev-heldout", *SHIFTS.values(), "addsent-heldout")
 TABLE, KEY = "population-fits.csv", "population-fits.key"
+MIN_SYSTEMS = 5  # fewer systems of an approach give no interval of its mean change
 CODE = [Path(__file__), Path(fits.__file__), Path(figures.__file__), Path(paper.__file__)]
 
 
@@ -103,12 +104,15 @@ def ablations(table_path: Path, confidence: float = 0.95) -> pd.DataFrame:
     """Sugawara et al.'s reading over the population: for each approach and each ablation in
     the table (a set outside `SHIFT_SETS` whose reference set is in the table), the mean over
     the approach's systems scored on both of the relative change in F1 (percent of the
-    reference F1), with a Student-t interval over those systems (none for one system)."""
+    reference F1), with a Student-t interval over those systems (none from fewer than
+    MIN_SYSTEMS: two or three systems give an interval wider than the change itself). Only
+    sets that are ablations (`facts.is_ablation`) are listed, never a new natural shift."""
     f1 = _read(table_path).query("metric == 'f1'")
     value = f1.set_index(["model", "testset"])["value"]
     pairs = f1[["testset", "reference"]].drop_duplicates()
     pairs = pairs[~pairs["testset"].isin(SHIFT_SETS)
-                  & pairs["reference"].isin(set(f1["testset"]))]
+                  & pairs["reference"].isin(set(f1["testset"]))
+                  & pairs["testset"].map(facts.is_ablation)]
     rows = []
     for ablation, parent in sorted(pairs.itertuples(index=False, name=None)):
         on = f1[f1["testset"] == ablation]
@@ -120,11 +124,12 @@ def ablations(table_path: Path, confidence: float = 0.95) -> pd.DataFrame:
         for approach, group in on.groupby("approach"):
             rel = group["rel"].dropna()
             n = len(rel)
-            interval = t_interval(list(rel), confidence)  # none for one system
+            interval = t_interval(list(rel), confidence) if n >= MIN_SYSTEMS else None
             rows.append({"approach": approach, "testset": ablation, "parent": parent,
                          "systems": n, "parent_f1": group["parent_f1"].mean(),
                          "rel_f1": rel.mean() if n else float("nan"),
-                         "rel_f1_lo": interval.lo, "rel_f1_hi": interval.hi})
+                         "rel_f1_lo": interval.lo if interval else float("nan"),
+                         "rel_f1_hi": interval.hi if interval else float("nan")})
     out = pd.DataFrame(rows, columns=ABLATION_COLUMNS)
     strength = out.groupby("approach")["parent_f1"].mean().sort_values(ascending=False)
     order = {a: i for i, a in enumerate(strength.index)}
@@ -223,15 +228,15 @@ def write(own: pd.DataFrame, published: pd.DataFrame, out: Path, key: str, n_boo
     return table, written
 
 
-def trends(own: pd.DataFrame, testsets: list[str], out: Path, n_boot: int, seed: int
+def trends(own: pd.DataFrame, testsets: list[str], out: Path | None, n_boot: int, seed: int
            ) -> tuple[pd.DataFrame, list[Path]]:
     """The population's linear and probit fits of each of `testsets` against its reference
-    axis, and one figure per set (F1 and EM, linear and probit panels): how a new test set
-    places every frozen system."""
+    axis, and (`out` given) one figure per set (F1 and EM, linear and probit panels): how a
+    new test set places every frozen system."""
     found = fits.fit_all(own, testsets=testsets, n_boot=n_boot, seed=seed)
     by_key = {(f.testset, f.metric, f.scale): f for f in found}
     written = []
-    for testset in testsets:
+    for testset in testsets if out is not None else ():
         panels = [key for key in ((testset, m, s) for m in ("f1", "em") for s in fits.SCALES)
                   if key in by_key]
         if panels:
@@ -258,3 +263,57 @@ def markdown(table: pd.DataFrame) -> str:
                      f"{slope(row, 'own')} | {slope(row, 'leaderboard')} | {printed} |")
     return "\n".join(lines) + "\n"
 
+
+
+def _slope(row, prefix: str) -> str:
+    """`0.991 [0.980, 1.003] R² 0.996 (106)`: a fit's slope, interval, R² and systems; the
+    interval left out where fewer than MIN_SYSTEMS systems make the fit."""
+    n = row[f"{prefix}_n"] if f"{prefix}_n" in row else row.get("n_models")
+    slope = row[f"{prefix}_slope"] if prefix else row["slope"]
+    if slope is None or pd.isna(slope):
+        return "-"
+    lo, hi = (row[f"{prefix}_slope_lo"], row[f"{prefix}_slope_hi"]) if prefix else (
+        row["slope_lo"], row["slope_hi"])
+    r2 = row[f"{prefix}_r2"] if prefix else row["r2"]
+    interval = f" [{lo:.3f}, {hi:.3f}]" if n is not None and not pd.isna(n) and \
+        int(n) >= MIN_SYSTEMS and not pd.isna(lo) else ""
+    return f"{slope:.3f}{interval} R² {r2:.3f} ({int(n)})"
+
+
+def text(table: pd.DataFrame) -> str:
+    """The comparison table in at most 120 columns: per shift, metric and scale, the own
+    population's slope, the leaderboard population's and the study's printed one."""
+    lines = [f"{'shift':<10} {'metric':<6} {'scale':<6}  {'own population':<34} "
+             f"{'leaderboard population':<34} printed"]
+    for row in table.to_dict("records"):
+        printed = "-" if pd.isna(row["published_slope"]) else \
+            f"{row['published_slope']:.2f} R² {row['published_r2']:.2f}"
+        lines.append(f"{row['shift']:<10} {row['metric']:<6} {row['scale']:<6}  "
+                     f"{_slope(row, 'own'):<34} {_slope(row, 'leaderboard'):<34} {printed}")
+    return "\n".join(lines)
+
+
+def trend_text(fitted: pd.DataFrame) -> str:
+    """A new set's fits (`trends`) in at most 120 columns: slope with its interval (from
+    MIN_SYSTEMS systems up), intercept and R², per metric and scale."""
+    head = "slope, 95% interval, R², systems"
+    lines = [f"{'test set':<32} {'metric':<6} {'scale':<6}  {head:<40} intercept"]
+    for row in fitted.to_dict("records"):
+        lines.append(f"{row['testset'][:32]:<32} {row['metric']:<6} {row['scale']:<6}  "
+                     f"{_slope(row, ''):<40} {row['intercept']:+.3f}")
+    return "\n".join(lines)
+
+
+def ablations_text(table: pd.DataFrame) -> str:
+    """The ablation table in at most 120 columns: each approach's mean relative change in F1
+    per ablation (named without its parent's prefix), its interval where there is one."""
+    lines = [f"{'approach':<18} {'ablation (of its parent)':<44} {'systems':>7} "
+             f"{'parent F1':>9} {'change':>8}  95% interval"]
+    for row in table.to_dict("records"):
+        name = row["testset"].removeprefix(f"{row['parent']}-")
+        interval = "-" if pd.isna(row["rel_f1_lo"]) else \
+            f"[{row['rel_f1_lo']:+.1f}%, {row['rel_f1_hi']:+.1f}%]"
+        change = "-" if pd.isna(row["rel_f1"]) else f"{row['rel_f1']:+.1f}%"
+        lines.append(f"{row['approach'][:18]:<18} {name[:44]:<44} {row['systems']:>7} "
+                     f"{row['parent_f1']:>9.1f} {change:>8}  {interval}")
+    return "\n".join(lines)

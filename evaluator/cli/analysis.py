@@ -19,7 +19,7 @@ from evaluator.data import testsets
 from evaluator.runners.dispatch import CHOICES as RUNNER_CHOICES
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
-from evaluator.training import study, table
+from evaluator.training import study
 
 
 def in_root(relative: str) -> dict:
@@ -216,115 +216,6 @@ def reproduce_command(data_dir, joins, out):
         write_atomic(out / "fits.csv", fit_rows.to_csv(index=False).encode(), READABLE)
         write_atomic(out / "drops.csv", drop_rows.to_csv(index=False).encode(), READABLE)
         click.echo(f"wrote {out / 'fits.csv'} and {out / 'drops.csv'}")
-
-
-@click.command("population", cls=Command)
-@click.option("--table", "table_path", type=click.Path(dir_okay=False, path_type=Path),
-              **in_root("results/population.csv"),
-              help="The own population's results table (qashift study run --table).")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Local data mirror with results.json and the leaderboard export (default: "
-              "$QASHIFT_DATA_DIR, else ../shared/data).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              **in_root("figures/population"), help="Output folder.")
-@click.option("--bootstrap", type=click.IntRange(min=0), default=1000, show_default=True,
-              help="Bootstrap resamples for the figures' bands (0: none).")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--markdown", is_flag=True, help="Print the table as docs/population.md has it.")
-@click.option("--score", "new_sets", multiple=True, metavar="TESTSET",
-              help="First score every frozen or stored system of --plan on this test set "
-                   "(repeatable; nothing is trained), add it to --table, and fit and draw "
-                   "its trend against squad-dev-heldout.")
-@click.option("--plan", type=click.Path(dir_okay=False, exists=True, path_type=Path),
-              **in_root("studies/population.yaml"),
-              help="The population's plan (with --score).")
-@click.option("--jobs", "-j", "parallel", type=click.IntRange(1, 64), default=2,
-              show_default=True, help="Cells scored at once (with --score).")
-@click.option("--runner", default="auto", show_default=True,
-              type=click.Choice(RUNNER_CHOICES),
-              help="How the systems run (with --score).")
-def population_command(table_path, data_dir, out, bootstrap, seed, markdown, new_sets, plan,
-                       parallel, runner):
-    """The own population's trend fits beside the study's published slopes and the
-    leaderboard population's fits, with figures; served from --out while no input changed;
-    then each approach's mean relative change in F1 under every ablation in the table.
-    With --score NEW: every frozen system scored on a new test set first, and its trend."""
-    from analysis.sources import published_data_dir  # lazy: pandas; fast --help
-    from analysis.studies import population  # lazy: pandas; fast --help
-
-    check_output_path(out, what="--out", folder=True)
-    if new_sets:
-        _score_population(plan, list(new_sets), table_path, parallel, runner)
-
-    if not table_path.is_file():
-        raise UserError(f"{table_path}: no such table (write it with `qashift "
-                        f"study run studies/population.yaml --table {table_path}`)")
-    published_files = population.published_inputs(published_data_dir(data_dir))
-    key = population.inputs_key([table_path, *published_files],
-                                {"bootstrap": bootstrap, "seed": seed})
-    table = population.cached(out, key)
-    if table is not None:
-        click.echo(f"inputs unchanged: the fits in {out} are current", err=True)
-    else:
-        own = _load(str(table_path), data_dir, False, "squad-dev-heldout", ())
-        table, written = population.write(own, _load("squadshifts-published", data_dir, False),
-                                          out, key, bootstrap, seed)
-        click.echo(f"wrote {len(written)} files to {out}", err=True)
-    click.echo(population.census_line(population.census(table_path)) + "\n")
-    ablated = population.ablations(table_path)
-    if markdown:
-        click.echo(population.markdown(table), nl=False)
-        if len(ablated):
-            click.echo("\n" + population.ablations_markdown(ablated), nl=False)
-    else:
-        click.echo(table.drop(columns=["own_in_published_interval"]).to_string(
-            index=False, float_format="%.3f"))
-    if new_sets:
-        own = _load(str(table_path), data_dir, False, "squad-dev-heldout", ())
-        fitted, drawn = population.trends(own, list(new_sets), out, bootstrap, seed)
-        click.echo(f"\ntrend of {', '.join(new_sets)} against squad-dev-heldout "
-                   f"({len(drawn)} figures in {out}):")
-        click.echo(fitted.drop(columns=["n_boot", "seed"]).to_string(index=False,
-                                                                      float_format="%.3f"))
-        if len(ablated):
-            click.echo("\nrelative change in F1 under each ablation (percent of the reference "
-                       "F1; mean over an approach's systems, 95% t interval):")
-            click.echo(ablated.to_string(index=False, float_format="%.1f", na_rep="-"))
-
-
-def _score_population(plan: Path, new_sets: list[str], table_path: Path, parallel: int,
-                      runner: str) -> None:
-    """Score every frozen or stored system of the plan on the new sets and add them to the
-    table as each system's cells end (resumable: finished cells are stored; nothing is
-    trained)."""
-    check_output_path(table_path, what="--table", columns=table.COLUMNS)
-    found = study.with_testsets(study.load(plan), [testsets.get(t) for t in new_sets])
-    store = Store.open_default()
-
-    def add_rows() -> tuple[int, int]:
-        """The new sets' rows of the store into the table, every other row kept as it is;
-        (rows written, rows kept)."""
-        with table.lock(table_path):
-            earlier = table.read(table_path)
-            fresh = [r for r in study.rows(found, store, earlier) if r["testset"] in new_sets]
-            scored = {(r["model"], r["testset"]) for r in fresh}
-            kept = [r for r in earlier if (r["model"], r["testset"]) not in scored]
-            table.write(table.ordered(kept + fresh), table_path)
-        return len(fresh), len(kept)
-
-    def progress() -> None:
-        console.say(f"{add_rows()[0]} rows of the new sets in the table")
-
-    done, skipped = study.score_frozen(found, [testsets.get(t) for t in new_sets],
-                                       Dispatcher(runner, warn=console.warn), store,
-                                       parallel=parallel, say=console.say, saved=progress,
-                                       earlier=table.read(table_path))
-    if skipped:
-        console.warn(f"{len(skipped)} systems of the plan are neither frozen nor in this "
-                     f"store and were not scored (e.g. {skipped[0]})")
-    written, kept = add_rows()
-    console.say(f"{done} cells scored or found; {written} rows of {', '.join(new_sets)} "
-                f"written to {table_path}, its other {kept} rows kept")
 
 
 @click.command("concurrence", cls=Command)

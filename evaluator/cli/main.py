@@ -31,7 +31,7 @@ COMMANDS = {  # every command of `qashift`, "module:attribute", imported when as
     "figures": "evaluator.cli.analysis:figures_command",
     "fit": "evaluator.cli.analysis:fit_command",
     "concurrence": "evaluator.cli.analysis:concurrence_command",
-    "population": "evaluator.cli.analysis:population_command",
+    "population": "evaluator.cli.population:population_command",
     "reproduce": "evaluator.cli.analysis:reproduce_command",
     "strata": "evaluator.cli.analysis:strata_command",
     "extra-data": "evaluator.cli.analysis:extra_data_command",

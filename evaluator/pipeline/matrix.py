@@ -77,6 +77,15 @@ def cpu_slots(parallel: int) -> list[tuple[int, ...]]:
             for slot in range(parallel)]
 
 
+def _time_left(pace: float, waiting: list[float], running: list[tuple[float, float]],
+               parallel: int) -> float:
+    """Seconds until the last cell ends: `pace` seconds per unit of cost (measured on the
+    cells that ended), the waiting cells' costs, and each running cell's cost and seconds so
+    far, shared among the `parallel` workers."""
+    work = pace * sum(waiting) + sum(max(pace * c - ran, 0.0) for c, ran in running)
+    return work / max(1, min(parallel, len(waiting) + len(running)))
+
+
 def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
         progress: Callable[[str], None] = lambda _: None, poll_seconds: float = 1.0,
         wait_for_busy: bool = True, ended: Callable[[Outcome], None] = lambda _: None,
@@ -89,14 +98,14 @@ def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
     (cells of a population differ a hundredfold; by default all are alike)."""
     report = MatrixReport()
     costs = {id(job): cost(job) for job in jobs}
-    done_cost = 0.0
+    done_cost = spent = 0.0  # the cost and the seconds of the cells that ran to an end
     for job in jobs:  # made here, in the main thread, where runners install signal handlers
         runner.runner_for(job.bundle)
     pending = list(jobs)
     running: dict[Future, Job] = {}
     slots = cpu_slots(parallel)
     holding: dict[Future, int] = {}  # the slot of cores each running cell holds
-    start = time.perf_counter()
+    began: dict[Future, float] = {}
     pool = ThreadPoolExecutor(max_workers=max(1, parallel))
     try:
         while pending or running:
@@ -106,12 +115,14 @@ def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
                 cell_options = {**options, "cpus": slots[slot]} if slots else options
                 future = pool.submit(_attempt, job, runner, store, cell_options)
                 running[future], holding[future] = job, slot
+                began[future] = time.perf_counter()
             # a timeout keeps the main thread responsive to Ctrl-C while cells run
             finished, _ = wait(running, timeout=1.0, return_when=FIRST_COMPLETED)
             busy = []
             for future in finished:
                 job = running.pop(future)
                 holding.pop(future)
+                seconds = time.perf_counter() - began.pop(future)
                 outcome = future.result()
                 if outcome is None:
                     busy.append(job)
@@ -120,10 +131,12 @@ def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
                 done = len(report.outcomes)
                 if outcome.result is None or not outcome.result.cached:  # found: no time
                     done_cost += costs[id(job)]
+                    spent += seconds
                 status = "ok" if outcome.result else f"FAILED ({outcome.failure_class})"
-                left = sum(costs[id(j)] for j in [*pending, *running.values(), *busy])
-                elapsed = time.perf_counter() - start
-                eta = console.duration(elapsed / done_cost * left) if done_cost else "-"
+                eta = console.duration(_time_left(
+                    spent / done_cost, [costs[id(j)] for j in [*pending, *busy]],
+                    [(costs[id(j)], time.perf_counter() - began[f]) for f, j in running.items()],
+                    parallel)) if done_cost else "-"
                 progress(f"[{done}/{len(jobs)}] {job.label}: {status} | running "
                          f"{len(running)}, failed {len(report.failed)}, eta {eta}")
                 if outcome.result is None:

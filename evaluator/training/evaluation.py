@@ -13,6 +13,7 @@ from evaluator.bundles import spec as bundles
 from evaluator.core import console, settings
 from evaluator.core.errors import UserError
 from evaluator.data import testsets
+from evaluator.jobs.job import Job
 from evaluator.jobs.plan import plan
 from evaluator.pipeline import matrix
 from evaluator.pipeline.matrix import MatrixReport
@@ -94,9 +95,11 @@ class Evaluation:
 
 def evaluate(config: EvaluationConfig, store: Store, *,
              progress: Callable[[str], None] = lambda _: None,
-             warn: Callable[[str], None] | None = None) -> Evaluation:
+             warn: Callable[[str], None] | None = None,
+             cost: Callable[[Job], float] | None = None) -> Evaluation:
     """Resolve, plan and run the config's cells; cached cells come from the store.
-    `progress` hears of each finished cell when there are several."""
+    `progress` hears of each finished cell when there are several; `cost` is a cell's
+    expected time, which its ETA weighs cells by (`pipeline.matrix.run`)."""
     chosen = [bundles.with_model_args(b, dict(config.model_args))
               for b in systems.resolve_bundles(list(config.bundles), store)]
     if config.templates:  # prompt sensitivity: every generative bundle under each template
@@ -112,5 +115,5 @@ def evaluate(config: EvaluationConfig, store: Store, *,
     report = matrix.run(jobs, runner, store, parallel=config.parallel,
                         progress=progress if len(jobs) > 1 else (lambda _: None),
                         level=config.level, cluster=config.cluster, rerun=config.rerun,
-                        device=config.device)
+                        device=config.device, **({"cost": cost} if cost else {}))
     return Evaluation(config, runner, report, skipped)

@@ -13,10 +13,10 @@ from evaluator.cli.analysis import (
     families_command,
     figures_command,
     fit_command,
-    population_command,
     strata_command,
 )
 from evaluator.cli.main import main
+from evaluator.cli.population import population_command
 from tests.conftest import REPO
 
 NEW_SETS = ("new-wiki", "nyt", "reddit", "amazon")

@@ -133,6 +133,7 @@ def test_the_census_counts_complete_systems_the_em_spread_and_strong_approaches(
     assert "squad-dev-heldout EM 15.0 to 51.5 (spread 36.5)" in result.stdout
     assert "above 50: 1 (toy)" in result.stdout
     assert "other test sets" not in result.stdout
+    assert max(map(len, result.stdout.splitlines())) <= 120
 
 
 def test_the_census_counts_systems_complete_on_the_shift_sets_and_on_the_others(table):
@@ -154,11 +155,14 @@ def test_the_census_counts_systems_complete_on_the_shift_sets_and_on_the_others(
 def test_ablations_are_each_approachs_mean_relative_f1_change_with_a_t_interval(table):
     """Relative change in F1 of each system under an ablation against its reference set,
     averaged over the approach's systems scored on both, with a Student-t interval over them;
-    one system gives no interval; a system without its reference score is left out."""
-    ablated = {0: 20.0, 1: 15.5, 2: 30.0}  # toy systems s0-s2: F1 on the ablation
+    fewer than five systems give no interval; a system without its reference score is left
+    out; a set that is no ablation (a natural shift with the same reference) is not listed."""
+    ablated = {0: 20.0, 1: 15.5, 2: 30.0, 3: 33.0, 4: 41.0}  # toy systems s0-s4's ablation F1
     rows = table.read_text().splitlines()
     rows += [f"toy@squad-dev-train/s{i},squad-dev-heldout-empty-question,f1,{v},5453,"
              f"squad-dev-heldout,non-pretrained" for i, v in ablated.items()]
+    rows += [f"toy@squad-dev-train/s{i},nyt,f1,{v},10065,squad-dev-heldout,non-pretrained"
+             for i, v in ablated.items()]
     rows += ["solo@squad-dev-train/s0,squad-dev-heldout,f1,40.0,5453,squad-dev,pretrained",
              "solo@squad-dev-train/s0,squad-dev-heldout-empty-question,f1,10.0,5453,"
              "squad-dev-heldout,pretrained",
@@ -167,11 +171,11 @@ def test_ablations_are_each_approachs_mean_relative_f1_change_with_a_t_interval(
     table.write_text("\n".join(rows) + "\n")
     found = population.ablations(table)
     assert set(found["testset"]) == {"squad-dev-heldout-empty-question"}  # shifts are not
-    assert list(found["approach"]) == ["solo", "toy"]  # stronger reference F1 (40, 31.5) first
+    assert list(found["approach"]) == ["solo", "toy"]  # stronger reference F1 (40, 39.3) first
     toy = found.iloc[1]
     rel = np.array([100 * (v - X[i]) / X[i] for i, v in ablated.items()])
-    half = 4.302652729911275 * rel.std(ddof=1) / np.sqrt(3)  # t(0.975, 2 df)
-    assert toy["systems"] == 3 and toy["parent_f1"] == pytest.approx(np.mean(X[:3]))
+    half = 2.7764451051977987 * rel.std(ddof=1) / np.sqrt(5)  # t(0.975, 4 df)
+    assert toy["systems"] == 5 and toy["parent_f1"] == pytest.approx(np.mean(X[:5]))
     assert toy["rel_f1"] == pytest.approx(rel.mean())
     assert (toy["rel_f1_lo"], toy["rel_f1_hi"]) == pytest.approx(
         (rel.mean() - half, rel.mean() + half))
@@ -181,7 +185,7 @@ def test_ablations_are_each_approachs_mean_relative_f1_change_with_a_t_interval(
     doc = population.ablations_markdown(found)
     assert doc.splitlines()[0] == "| approach (mean reference F1) | empty-question |"
     assert "| solo (40.0) | -75.0% (1) |" in doc
-    assert f"| toy ({np.mean(X[:3]):.1f}) | {rel.mean():+.1f}% [" in doc
+    assert f"| toy ({np.mean(X[:5]):.1f}) | {rel.mean():+.1f}% [" in doc
     result = run("--table", str(table), "--out", str(table.parent / "out"), "--bootstrap",
                  "0", "--markdown")
     assert result.exit_code == 0 and doc in result.stdout

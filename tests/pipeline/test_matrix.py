@@ -121,3 +121,12 @@ def test_the_eta_weighs_the_cells_left_by_their_expected_cost(
     found = []  # cells found stored took no time: they say nothing of the time left
     matrix.run(jobs, Dispatcher("local"), Store(tmp_path / "a"), progress=found.append)
     assert [line.endswith("eta -") for line in found] == [True, True]
+
+
+def test_the_time_left_shares_the_work_left_among_the_workers():
+    """At 2 s a unit of cost: two waiting cells of 1 unit and a running one 1.5 s into its
+    2 s are 4.5 s of work, 2.25 s on two workers; a running cell past its estimate adds
+    nothing; one cell left keeps one worker busy, whatever the parallelism."""
+    assert matrix._time_left(2.0, [1.0, 1.0], [(1.0, 1.5)], parallel=2) == 2.25
+    assert matrix._time_left(2.0, [1.0], [(1.0, 9.0)], parallel=2) == 1.0
+    assert matrix._time_left(2.0, [3.0], [], parallel=4) == 6.0

@@ -286,16 +286,20 @@ def test_a_new_test_set_is_scored_by_every_frozen_system_with_one_command(
         csv.DictWriter(handle, fieldnames=list(gone)).writerow(gone)
     write_testset(sets, "brand-new", {"version": "1.1", "data": dev_raw["data"][4:6]},
                   reference="squad-dev-heldout")
-    done = run("qashift", "population", "--table", str(table), "--plan", str(plan), "--score",
-               "brand-new", "--runner", "local", "--out", str(tmp_path / "fig"),
-               "--bootstrap", "0")
-    assert done.returncode == 0, done.stderr
-    assert "4 cells scored or found" in done.stderr
+    untouched = table.read_bytes()
+    args = ["qashift", "population", "--table", str(table), "--plan", str(plan), "--score",
+            "brand-new", "--runner", "local", "--bootstrap", "0"]
+    first = run(*args)  # into the store only: the table is left as it is
+    assert first.returncode == 0, first.stderr
     assert re.search(r"CPU time of this run: \d+\.\d min in 4 cells' processes, "
-                     r"0\.0 min in 0 preparations", done.stderr)  # the words prepare nothing
-    written = [int(n) for n in re.findall(r"(\d+) rows of the new sets in the table",
-                                         done.stderr)]  # as each system's cell ends
-    assert len(written) >= 2 and written[0] < written[-1] == 4 * 2  # EM and F1 rows
+                     r"0\.0 min in 0 preparations", first.stderr)  # the words prepare nothing
+    assert "trend of brand-new against squad-dev-heldout over 4 systems" in first.stdout
+    assert table.read_bytes() == untouched and "is unchanged" in first.stderr
+    assert max(map(len, first.stdout.splitlines())) <= 120
+    done = run(*args, "--write-table", "--out", str(tmp_path / "fig"))
+    assert done.returncode == 0, done.stderr
+    assert "8 rows of brand-new written" in done.stderr  # EM and F1 of 4 systems, found stored
+    assert "0 cells' processes" in done.stderr
     with open(table) as handle:
         after = list(csv.DictReader(handle))
     rows = [r for r in after if r["testset"] == "brand-new"]
@@ -311,6 +315,46 @@ def test_a_new_test_set_is_scored_by_every_frozen_system_with_one_command(
     with open(table) as handle:
         assert [r for r in csv.DictReader(handle) if r["testset"] == "brand-new"] == rows
     assert nothing_trained(tmp_path / "clean")
+
+
+def test_a_new_set_is_scored_by_a_chosen_few_on_a_sample_of_its_questions(
+        words, dev_raw, tmp_path, monkeypatch):
+    """--per-approach, --systems and --limit choose what is scored: the first N runnable
+    systems, the ids matching a pattern, a seeded sample of each set's questions (stored as
+    samples, never the cells' results, never in the table); a name that chooses nothing, or
+    a table asked for from a sample, is one line."""
+    sets = Path(os.environ["QASHIFT_TESTSETS"])
+    write_testset(sets, "squad-dev-heldout", {"version": "1.1", "data": dev_raw["data"][2:4]},
+                  reference="squad-dev-heldout")
+    table = tmp_path / "four.csv"
+    plan = words_frozen(tmp_path, monkeypatch, "squad-dev-heldout",
+                        "{settings: [{}, {word: 1}, {word: 2}, {word: 4}]}", table)
+    monkeypatch.setenv("QASHIFT_WORKSPACE", str(tmp_path / "clean"))
+    write_testset(sets, "brand-new", {"version": "1.1", "data": dev_raw["data"][4:6]},
+                  reference="squad-dev-heldout")
+    untouched = table.read_bytes()
+    base = ["qashift", "population", "--table", str(table), "--plan", str(plan), "--score",
+            "brand-new", "--runner", "local", "--bootstrap", "0"]
+    done = run(*base, "--per-approach", "3", "--limit", "20")
+    assert done.returncode == 0, done.stderr
+    assert "over 3 systems, 20 questions each" in done.stdout
+    store = Store(tmp_path / "clean")
+    runs = [r for r in store.results() if r["testset"] == "brand-new"]
+    assert len(runs) == 3 and {r["n"] for r in runs} == {20}
+    assert all(json.loads(r["options"]) == {"limit": 20, "seed": 0} for r in runs)
+    assert table.read_bytes() == untouched
+    first = study.load(plan).trainings[0].system_id
+    one = run(*base, "--systems", first)
+    assert one.returncode == 0 and "over 1 system " in one.stdout
+    assert "no trend" in one.stdout
+    for extra, says in ((["--approach", "nope"], "no approach 'nope' in the plan"),
+                        (["--systems", "nope*"], "no system 'nope*' in the plan"),
+                        (["--limit", "5", "--write-table"], "--write-table takes full runs")):
+        refused = run(*base, *extra)
+        assert refused.returncode != 0 and says in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    alone = run("qashift", "population", "--per-approach", "1")
+    assert alone.returncode != 0 and "give --score TESTSET" in alone.stderr
 
 
 def test_scoring_frozen_systems_saves_after_each_system_whose_cells_end(

@@ -13,7 +13,7 @@ analysis's (`analysis.studies.approach_matrix`).
 
 from __future__ import annotations
 
-from evaluator.training.study.loop import Say, run, score_frozen
+from evaluator.training.study.loop import Say, run, score_frozen, score_systems
 from evaluator.training.study.plan import (
     MAX_SYSTEMS,
     ApproachPlan,
@@ -24,6 +24,7 @@ from evaluator.training.study.plan import (
     StudyFile,
     draws,
     load,
+    narrowed,
     selected,
     with_testsets,
 )
@@ -39,5 +40,5 @@ from evaluator.training.study.status import StudyStatus, status
 
 __all__ = ["MAX_SYSTEMS", "ApproachPlan", "Benchmark", "BenchmarkPair", "Rows",
            "Say", "Scalar", "Study", "StudyFile", "StudyStatus",
-           "beyond_plan", "current_rows", "draws", "held_cells", "load", "recorded", "rows", "run",
-           "score_frozen", "selected", "status", "with_testsets"]
+           "beyond_plan", "current_rows", "draws", "held_cells", "load", "narrowed", "recorded",
+           "rows", "run", "score_frozen", "score_systems", "selected", "status", "with_testsets"]

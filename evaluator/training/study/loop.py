@@ -15,6 +15,7 @@ from evaluator.jobs.job import Job
 from evaluator.pipeline import matrix, prepared
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store, StoreError
+from evaluator.training.evaluation import Evaluation, EvaluationConfig, evaluate
 from evaluator.training.run import TrainingBusy, stored, train
 from evaluator.training.study.pace import Pace
 from evaluator.training.study.plan import Study, selected
@@ -156,3 +157,34 @@ def _eta(elapsed: float, before: StudyStatus, now: StudyStatus, todo: int) -> st
         return f", eta {console.duration(rate * now.pending_s)}{untimed}"
     done = todo - now.pending  # cells stored since the run began, here or by another run
     return f", eta {console.duration(elapsed / done * now.pending)}" if done > 0 else ""
+
+
+def score_systems(study: Study, sets: list[TestSet], runner: str, store: Store, *,
+                  parallel: int = 2, limit: int | None = None, say: Say = lambda _: None,
+                  earlier: Rows = ()) -> tuple[Evaluation, list[str]]:
+    """Score the plan's frozen or stored systems on `sets` through the one evaluation entry
+    (`training.evaluation.evaluate`: stored cells are found, nothing is trained; `limit`:
+    a seeded sample of each set), the ETA weighing each cell by its approach's start-up and
+    pace in the `earlier` table; (the evaluation, the systems skipped as not trained)."""
+    runnable, skipped = [], []
+    for job in study.trainings:
+        (runnable if stored(job, store) is not None else skipped).append(job)
+    if not runnable:
+        raise UserError(f"none of the {len(study.trainings)} systems chosen is frozen in the "
+                        f"repository or trained in this store; `qashift systems` lists those "
+                        f"that are")
+    pace = Pace.measured(study, current_rows(study, list(earlier)))
+    by_id = {job.system_id: job for job in runnable}
+    expected = {(j.system_id, t.id): pace.scoring(j, t, limit) for j in runnable for t in sets}
+    timed = [seconds for seconds in expected.values() if seconds]
+    typical = median(timed) if timed else 1.0  # an approach the table has not timed
+
+    def cost(cell: Job) -> float:
+        return expected.get((cell.bundle.id, cell.testset.id)) or typical
+
+    started = time.time()
+    config = EvaluationConfig(tuple(by_id), tuple(t.id for t in sets), runner=runner,
+                              parallel=parallel, limit=limit)
+    done = evaluate(config, store, progress=say, cost=cost)
+    say(cost_line(done.report, prepared.made_since(store.workspace, started)))
+    return done, [job.system_id for job in skipped]

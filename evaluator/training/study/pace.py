@@ -11,7 +11,7 @@ to the others.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import median
 
 from evaluator.data.testsets import TestSet
@@ -80,12 +80,14 @@ class Pace:
 
     train: Rates
     score: Rates
+    start: dict[str, float] = field(default_factory=dict)  # seconds a cell takes before its
+    # first question, by approach (loading libraries and weights): what a --limit cell is
 
     @classmethod
     def measured(cls, study: Study, current: dict[str, Rows]) -> Pace:
         """From a table's rows of the plan's systems (`current_rows`)."""
         train: list[tuple[str, str, float]] = []
-        score: list[tuple[str, str, float]] = []
+        cells: dict[str, list[tuple[str, int, float]]] = {}
         questions = {t.id: t.questions for t in study.testsets}  # a row's n counts groups
         for job in study.trainings:
             rows = current.get(job.system_id) or []
@@ -93,14 +95,35 @@ class Pace:
             trained_s = _seconds(rows[0], "train_wall_s") if rows else 0.0
             if trained_s and rows[0].get("train_device") == "cpu":
                 train.append((approach, job.split.id, trained_s / _work(job)))
-            score.extend((approach, r["testset"], _seconds(r, "wall_s") / questions[r["testset"]])
-                         for r in rows if r["metric"] == "f1" and questions.get(r["testset"]))
-        return cls(train=Rates.fitted(train), score=Rates.fitted(score))
+            cells.setdefault(approach, []).extend(
+                (r["testset"], questions[r["testset"]], _seconds(r, "wall_s"))
+                for r in rows if r["metric"] == "f1" and questions.get(r["testset"]))
+        start = {a: _start(timed) for a, timed in cells.items()}
+        score = [(a, t, max(wall - start[a], 0.0) / q)
+                 for a, timed in cells.items() for t, q, wall in timed]
+        return cls(train=Rates.fitted(train), score=Rates.fitted(score), start=start)
 
     def training(self, job: TrainJob) -> float | None:
         rate = self.train.rate(job.approach.id, job.split.id)
         return None if rate is None else rate * _work(job)
 
-    def scoring(self, job: TrainJob, testset: TestSet) -> float | None:
+    def scoring(self, job: TrainJob, testset: TestSet, limit: int | None = None
+                ) -> float | None:
+        """Seconds to score the system on the set (on `limit` of its questions)."""
         rate = self.score.rate(job.approach.id, testset.id)
-        return None if rate is None else rate * testset.questions
+        questions = min(limit, testset.questions) if limit else testset.questions
+        return None if rate is None else self.start.get(job.approach.id, 0.0) + \
+            rate * questions
+
+
+def _start(timed: list[tuple[str, int, float]]) -> float:
+    """An approach's time before its first question: the intercept of its cells' wall time
+    against their questions (least squares), kept between 0 and its quickest cell."""
+    timed = [(q, wall) for _, q, wall in timed if wall > 0]
+    if len({q for q, _ in timed}) < 2:
+        return 0.0
+    mean_q = sum(q for q, _ in timed) / len(timed)
+    mean_w = sum(w for _, w in timed) / len(timed)
+    slope = sum((q - mean_q) * (w - mean_w) for q, w in timed) / \
+        sum((q - mean_q) ** 2 for q, _ in timed)
+    return min(max(mean_w - slope * mean_q, 0.0), min(w for _, w in timed))

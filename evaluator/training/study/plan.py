@@ -34,6 +34,7 @@ from __future__ import annotations
 import fnmatch
 import itertools
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -224,3 +225,31 @@ def with_testsets(study: Study, extra: list[TestSet]) -> Study:
     whole population)."""
     have = {t.id for t in study.testsets}
     return replace(study, testsets=study.testsets + tuple(t for t in extra if t.id not in have))
+
+
+def narrowed(study: Study, *, approaches: tuple[str, ...] = (), systems: tuple[str, ...] = (),
+             per_approach: int | None = None,
+             runnable: Callable[[TrainJob], bool] = lambda job: True) -> Study:
+    """The study with only the trainings chosen, in the plan's order: of these approaches,
+    these system ids (shell patterns, as `selected` reads them), and at most `per_approach`
+    of each approach among those `runnable` (frozen or stored: a system not trained yet
+    counts for none). A name that chooses nothing is one line listing what there is."""
+    have = list(dict.fromkeys(job.approach.id for job in study.trainings))
+    unknown = [a for a in approaches if a not in have]
+    if unknown:
+        raise UserError(f"{study.path}: no approach {unknown[0]!r} in the plan; its "
+                        f"approaches: {', '.join(have)}")
+    for pattern in systems:
+        if not any(selected(job, (pattern,)) for job in study.trainings):
+            raise UserError(f"{study.path}: no system {pattern!r} in the plan (see `qashift "
+                            f"systems`)")
+    chosen, count = [], dict.fromkeys(have, 0)
+    for job in study.trainings:
+        if approaches and job.approach.id not in approaches or not selected(job, systems):
+            continue
+        if per_approach is not None:
+            if count[job.approach.id] >= per_approach or not runnable(job):
+                continue
+            count[job.approach.id] += 1
+        chosen.append(job)
+    return replace(study, trainings=tuple(chosen))
