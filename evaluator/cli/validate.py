@@ -22,12 +22,19 @@ from evaluator.data.testsets import TestSet
 from evaluator.training.study import StudyFile
 
 
-def _data_problems(testset: TestSet) -> list[str]:
+def _data_problems(testset: TestSet, generate: bool = False) -> list[str]:
     """What is wrong with a test set's data: a folder's own file is opened and checked
     question by question, and against its pinned sha256; a fetched set is checked where a
     copy is already here (fetching needs a mirror or the network); a derived set is checked
-    by its transform when it is generated."""
+    by its transform when it is generated, which `generate` (a folder named on the command
+    line) does now: its count, its pin, and whether its parents' data is here at all."""
     if testset.derive is not None:
+        if not generate:
+            return []
+        try:
+            testset.load()
+        except UserError as error:  # a parent unknown or not here, a count, a pin
+            return [str(error).splitlines()[0]]
         return []
     if testset.source is not None:
         path = cached_path(testset.source.sha256)
@@ -103,7 +110,7 @@ def _check_folder(folder: Path) -> tuple[str, list[str]]:
     try:
         if (folder / "testset.yaml").is_file():
             testset = testsets.from_folder(folder)
-            found = _data_problems(testset)
+            found = _data_problems(testset, generate=True)
             reference = _reference_problem(testset, {*testsets.available(), folder.name})
             return f"test set {folder.name}", found + ([reference] if reference else [])
         if (folder / "bundle.yaml").is_file():

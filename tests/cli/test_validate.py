@@ -131,3 +131,31 @@ def test_an_empty_context_and_an_empty_gold_answer_are_named_once_each_one_line_
     assert repr(second["id"]) in lines[1] and "has an empty gold answer" in lines[1]
     assert all(len(line) < 400 for line in lines)
     assert "1 folders checked, 1 with a problem" in result.stderr
+
+
+def test_a_derived_folder_named_is_generated_and_its_count_and_parents_checked(
+        tmp_path, small_dev, monkeypatch):
+    """A derived folder named on the command line is generated: a wrong question count, or a
+    parent whose data is not here, is one line; a right one passes."""
+    sets = tmp_path / "sets"
+    write_testset(sets, "parent", small_dev, reference="parent")
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    monkeypatch.setenv("QASHIFT_CACHE", str(tmp_path / "cache"))
+    total = sum(len(p["qas"]) for a in small_dev["data"] for p in a["paragraphs"])
+    for name, source, count in (("right", "parent", total), ("wrong", "parent", 1),
+                                ("orphan", "nyt", 1)):
+        folder = sets / name
+        folder.mkdir(parents=True)
+        (folder / "testset.yaml").write_text(
+            f"id: {name}\nname: {name}\nversion: '1'\nkind: derived\nreference: parent\n"
+            f"questions: {count}\nscorer: squad-v1.1\ncluster: paragraph\nlicense: x\n"
+            f"citation: x\nderive:\n  from: {source}\n  transform: empty-question\n")
+    monkeypatch.setenv("QASHIFT_DATA_DIR", str(tmp_path / "no-mirror"))
+    done = CliRunner().invoke(main, ["validate", *(str(sets / n)
+                                                   for n in ("right", "wrong", "orphan"))])
+    assert done.exit_code == 1, done.output
+    lines = done.stdout.strip().splitlines()
+    assert [line.split(":")[0] for line in lines] == ["test set wrong", "test set orphan"], \
+        done.output
+    assert f"holds {total} questions, testset.yaml says questions: 1" in lines[0]
+    assert "nyt" in lines[1]
