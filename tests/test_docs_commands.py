@@ -211,6 +211,7 @@ STEPS = [
     Step("evaluate -b sliding-window -t new-wiki -t amazon --json"),
     Step("qashift trend -b sliding-window -t reddit-test -t new-wiki-test",
          covers=("qashift trend -b BUNDLE",)),
+    Step("qashift store record", covers=("qashift store record [TABLE]",)),
     Step("qashift run configs/squadshifts-sliding-window.yaml"),
     Step("qashift compare -b bert-ensemble -b r-net-plus-ensemble -t squad-dev",
          covers=("qashift compare -b A -b B -t SET",)),
@@ -247,7 +248,9 @@ STEPS = [
     # the own population (population.md)
     Step("qashift population"),
     Step("qashift population --markdown"),
+    Step("qashift population --score my-new-set --per-approach 1 --limit 100"),
     Step("qashift population --score my-new-set", covers=("qashift population --score NEW-SET",)),
+    Step("qashift population --score my-new-set --write-table --out figures/population"),
     Step("qashift study status studies/population.yaml --table results/population.csv "
          "--by-approach"),
     Step(f"for only in '*~250/*' '*~500/*' '*~1000/*' '*~2500/*' '*'; do {POPULATION_RUN}; "

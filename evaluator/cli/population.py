@@ -141,9 +141,11 @@ def _score(new_sets: list[str], plan: Path, table_path: Path, out: Path | None,
     sets = [testsets.get(t) for t in new_sets]
     for s in sets:
         if s.reference != REFERENCE:
-            raise UserError(f"{s.id} is compared against {s.reference or 'nothing'}, not the "
-                            f"population's {REFERENCE}: set `reference: {REFERENCE}` in its "
-                            f"testset.yaml")
+            console.warn(f"{s.id} is compared against {s.reference or 'nothing'}, not the "
+                         f"population's {REFERENCE}: its trend needs the systems' scores on "
+                         f"that set (`reference: {REFERENCE}` in its testset.yaml puts it on "
+                         f"the population's axis)")
+    references = {s.id: s.reference or REFERENCE for s in sets}
     store = Store.open_default()
     found = study.with_testsets(study.load(plan), sets)
     chosen = study.narrowed(found, approaches=tuple(approaches), systems=tuple(system_ids),
@@ -163,7 +165,8 @@ def _score(new_sets: list[str], plan: Path, table_path: Path, out: Path | None,
     for o in done.report.outcomes:
         if o.result is None:
             continue
-        x = cell_result(store, o.job.bundle.id, REFERENCE, digest_today=today, recorded=True)
+        reference = references[o.job.testset.id]
+        x = cell_result(store, o.job.bundle.id, reference, digest_today=today, recorded=True)
         if x is None:
             continue
         cell = o.result.to_dict()
@@ -171,15 +174,16 @@ def _score(new_sets: list[str], plan: Path, table_path: Path, out: Path | None,
             score = cell[metric]
             rows += [{"model": o.job.bundle.id, "testset": o.job.testset.id, "metric": metric,
                       "value": score["value"], "lo": score["lo"], "hi": score["hi"],
-                      "n": cell["n"], "reference": REFERENCE, "kind": "model"},
-                     {"model": o.job.bundle.id, "testset": REFERENCE, "metric": metric,
+                      "n": cell["n"], "reference": reference, "kind": "model"},
+                     {"model": o.job.bundle.id, "testset": reference, "metric": metric,
                       "value": x[metric], "lo": x[f"{metric}_lo"], "hi": x[f"{metric}_hi"],
                       "n": x["n"], "reference": "", "kind": "model"}]
     df = frame(rows).drop_duplicates(["model", "testset", "metric"])
     placed = df["model"].nunique()
     sample = f", {limit} questions each" if limit else ""
     fitted, drawn = population.trends(df, new_sets, out, bootstrap if out else 0, seed)
-    click.echo(f"trend of {', '.join(new_sets)} against {REFERENCE} over {placed} "
+    against = ", ".join(sorted(set(references.values())))
+    click.echo(f"trend of {', '.join(new_sets)} against {against} over {placed} "
                f"system{'' if placed == 1 else 's'}"
                f"{sample}" + (f" ({len(drawn)} figures in {out})" if out else
                               " (--out DIR draws it)") + ":")
