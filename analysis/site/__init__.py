@@ -236,9 +236,12 @@ def leaderboard(df: pd.DataFrame, testset: str, metric: str) -> list[dict]:
 
 
 def _testset_order(df: pd.DataFrame) -> list[str]:
-    """Reference sets first, then the new sets in the familiar SQuADShifts order."""
+    """Reference sets first (the original ones first, generated ones last), then the new
+    sets in the familiar SQuADShifts order."""
     new = new_testsets(df)
-    refs = sorted(set(df["testset"]) - set(new))
+    rank = {kind: i for i, kind in enumerate(facts.KINDS)}
+    refs = sorted(set(df["testset"]) - set(new),
+                  key=lambda t: (rank.get(facts.kind(t), len(rank)), t))
     return refs + new
 
 

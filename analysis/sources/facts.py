@@ -79,7 +79,7 @@ def is_ablation(testset: str) -> bool:
     """Whether a folder derives the set from its parent by one of the input ablations
     (`evaluator/data/derive/ablations.py`, Sugawara et al.): what the ablation tables list,
     and nothing else that merely has a reference (a natural shift, a sample)."""
-    from evaluator.data import derive  # the transforms' registry, read only here
+    from evaluator.data import derive  # lazy: imports every transform; asked rarely
 
     found = _folders().get(testset)
     if found is None or found.derive is None:

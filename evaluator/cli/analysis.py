@@ -173,7 +173,8 @@ def report_command(source, out, data_dir, bootstrap, seed, concurrence_scores,
     else:
         df = load_source(source, data_dir)
         label = ("SQuADShifts published results (Miller et al. 2020) joined to the SQuAD "
-                 "v1.1 leaderboard" if source == "squadshifts-published" else f"{source}")
+                 "v1.1 leaderboard" if source == "squadshifts-published" else
+                 _shown_path(Path(source)))
     if df.empty and not (runs and runs.failures):
         raise UserError(f"no results in source {source!r}: run `evaluate` first, "
                         "or use --source squadshifts-published")
@@ -184,6 +185,16 @@ def report_command(source, out, data_dir, bootstrap, seed, concurrence_scores,
         raise UserError(str(exc)) from None
     models = sum(1 for _ in (out / "models").glob("*.html"))
     click.echo(f"wrote the site to {out}: {models} submission pages; open {index}")
+
+
+def _shown_path(path: Path) -> str:
+    """A table's path as a page shows it: relative to the project root or the current folder
+    where it lies inside one, else its name alone (a page names no one's home folder)."""
+    resolved = path.resolve()
+    for base in (settings.project_root().resolve(), Path.cwd().resolve()):
+        if resolved.is_relative_to(base):
+            return str(resolved.relative_to(base))
+    return path.name
 
 
 @click.command("reproduce", cls=Command)
@@ -278,7 +289,10 @@ def concurrence_command(reference, subsets, variant, versus, threshold, bootstra
     click.echo(f"mode: {m.mode} ({source}); Kendall tau-{variant}; concurrence: tau > "
                f"{threshold:g}")
     versus_rows = ac.versus_table(m, reference, chosen, variant, bootstrap, seed, threshold)
-    click.echo(f"\nvs {reference}\n" + ac.versus_display(versus_rows).to_string(index=False))
+    for subset, part in versus_rows.groupby("subset", sort=False):  # one block a subset: the
+        shown = ac.versus_display(part)  # table stays within 120 columns
+        shown.columns = [c.removesuffix(f" ({subset})") for c in shown.columns]
+        click.echo(f"\nvs {reference}, {subset} approaches\n" + shown.to_string(index=False))
     if bootstrap:
         click.echo(f"\nintervals: 95% {ac.BOOTSTRAP_LABEL}, {bootstrap} resamples, "
                    f"seed {seed}")
@@ -295,8 +309,14 @@ def concurrence_command(reference, subsets, variant, versus, threshold, bootstra
             sides = ac.side_by_side(m, paper_of, reference, variant)
         except ValueError as exc:
             raise UserError(f"{plan}: {exc}") from None
-        click.echo(f"\nbeside Liu et al. (theirs vs {ac.SQUAD}, 20 approaches)\n"
-                   + sides.to_string(index=False, float_format="%.2f", na_rep="n/a"))
+        for w in ("all", *ac.GROUPS):  # one block a group: within 120 columns
+            columns = ["benchmark", *(["paper's benchmark", "r here", "r paper"]
+                                      if w == "all" else []),
+                       f"n here ({w})", f"tau here ({w})", f"tau paper ({w})"]
+            part = sides[columns].set_axis([c.removesuffix(f" ({w})") for c in columns],
+                                           axis=1)
+            click.echo(f"\nbeside Liu et al. (theirs vs {ac.SQUAD}), {w} approaches\n"
+                       + part.to_string(index=False, float_format="%.2f", na_rep="n/a"))
     if knee:
         found = ac.knee(m, *knee)
         click.echo(f"\nleast squares of {knee[1]} on {knee[0]}")

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from analysis.studies import approach_concurrence as ac
+from tests.conftest import REPO
 
 NOTES = Path(__file__).resolve().parents[3] / "shared" / "notes" / "concurrence.md"
 
@@ -190,6 +191,11 @@ def test_the_command_names_its_mode_and_refuses_bad_input_in_one_line():
                  if line.strip().startswith("Synthetic Fuzzy Pattern-Matching"))
     assert fuzzy.split()[-4:] == ["10", "0.95", "0.78", "no"]
     assert run(main, ["concurrence", "--layout"]).stdout == ac.render()
+    for args in ([], ["--bootstrap", "50"], ["--versus", "MRQA NewsQA"],
+                 ["--scores", str(REPO / "results" / "approach-matrix.csv"), "--paper",
+                  str(REPO / "studies" / "approach-level.yaml"), "--reference", "squad"]):
+        wide = run(main, ["concurrence", *args])  # a block per subset: within 120 columns
+        assert wide.exit_code == 0 and max(map(len, wide.stdout.splitlines())) <= 120, args
     for args in (["--subset", "SQuAD 1.1 — All>x"], ["--reference", "SQuAD 2.0"],
                  ["--subset", "everyone"]):
         bad = run(main, ["concurrence", *args])

@@ -243,6 +243,7 @@ def test_a_population_site_names_systems_readably_with_approach_family_and_prove
     digest = hashlib.sha256((out / "data" / "results.csv").read_bytes()).hexdigest()
     for page in ("index.html", "models.html", "testsets/reddit-test.html", "concurrence.html"):
         assert digest in (out / page).read_text()
+        assert str(tmp_path) not in (out / page).read_text()  # the table by its name alone
     scores = ac.read_scores(matrix)
     versus = by_header(table(parse(out / "concurrence.html"), "versus-table"))
     assert [r["Benchmark"]["text"] for r in versus] == [
@@ -296,6 +297,16 @@ def test_a_model_page_places_it_against_the_trend_of_the_others(tmp_path):
     assert row["Rank"]["text"] == f"{expected['rank']} of 8"
     html = (out / "models" / "m3.html").read_text()
     assert html.count('class="other"') == 7 and html.count('class="own"') == 1
+
+
+def test_the_original_sets_come_before_generated_ones_on_the_site():
+    """A store with bAbI runs beside SQuAD's: the index and the navigation start with the
+    original set, not with the alphabet's first (babi-*)."""
+    df = from_records([{"name": f"m{i}", "bundle": f"m{i}", "testset": t, "n": 100,
+                        "em": 50.0 - i, "f1": 60.0 - i}
+                       for i in range(3) for t in ("babi-1", "babi-11", "squad-dev", "reddit")],
+                      references={"reddit": "squad-dev"})
+    assert site_mod._testset_order(df) == ["squad-dev", "babi-1", "babi-11", "reddit"]
 
 
 def test_a_report_that_fails_keeps_the_earlier_site_whole(tmp_path, monkeypatch):
