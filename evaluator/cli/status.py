@@ -61,6 +61,11 @@ def status_cmd(bundle_names, testset_names, include_waiting, wide) -> None:
     click.echo(", ".join(f"{k} {v}" for k, v in sorted(counts.items())) +
                "  (done cells show F1" + (f"; {recorded} marked r are recorded from a committed "
                                           f"table, not run here)" if recorded else ")"))
+    if "all" in bundle_names:  # 'all' names the bundle folders; the trained systems are more
+        trained = len({r["system"] for r in systems.trained_rows(store)})
+        if trained:
+            console.say(f"{trained} trained systems (frozen or stored here) run too: `qashift "
+                        f"systems` lists them, `status -b SYSTEM` shows one's cells")
     for lease in store.live_leases() if store.exists() else []:
         progress = read_progress(store, lease["key"])  # a train cell, when it has one
         if progress is not None:

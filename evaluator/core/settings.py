@@ -15,7 +15,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[2]  # the tree that holds the package
+PACKAGED = Path(__file__).resolve().parents[1] / "checkout"  # a wheel's copy of the folders
+# (setup.py): the default root of an installed package, which has no checkout around it
+DEFAULT_ROOT = PACKAGED if not (REPO_ROOT / "testsets").is_dir() and PACKAGED.is_dir() \
+    else REPO_ROOT
 ENV = {"root": "QASHIFT_ROOT", "workspace": "QASHIFT_WORKSPACE", "cache": "QASHIFT_CACHE",
        "mirrors": "QASHIFT_DATA_DIR", "testsets": "QASHIFT_TESTSETS",
        "submissions": "QASHIFT_SUBMISSIONS", "policy": "QASHIFT_POLICY",
@@ -25,8 +29,8 @@ ENV = {"root": "QASHIFT_ROOT", "workspace": "QASHIFT_WORKSPACE", "cache": "QASHI
 def project_root(environ: Mapping[str, str] = os.environ) -> Path:
     """The checkout whose folders (testsets/, submissions/, frozen/, results/, studies/,
     figures/) every default path names: $QASHIFT_ROOT, else this source tree, whatever the
-    current directory."""
-    return Path(environ.get(ENV["root"]) or REPO_ROOT)
+    current directory (an installed wheel: the copy of the folders it carries)."""
+    return Path(environ.get(ENV["root"]) or DEFAULT_ROOT)
 
 
 @dataclass(frozen=True)

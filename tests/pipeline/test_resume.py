@@ -170,3 +170,16 @@ def _alive(pid: int) -> bool:
         return False
     state = next(line for line in status.splitlines() if line.startswith("State:"))
     return "Z" not in state.split()[1]
+
+
+def test_status_of_all_bundles_says_how_many_trained_systems_run_too(workspace):
+    """`all` names the bundle folders; the frozen systems, which run as well, are counted
+    in one line that says where to see them."""
+    from evaluator.training import frozen
+
+    done = subprocess.run(["qashift", "status", "-t", "reddit-test"], capture_output=True,
+                          text=True, env=os.environ.copy(), timeout=300)
+    assert done.returncode == 0, done.stderr
+    systems = len({m["system"]["system"] for m in frozen.manifests()})
+    assert systems > 100
+    assert f"{systems} trained systems (frozen or stored here) run too" in done.stderr
