@@ -10,7 +10,8 @@ import pytest
 pytest_plugins = ["tests.docker_kit",  # the Docker fixtures (client, toy, ...)
                   "tests.support.training",  # registry: a small training registry
                   "tests.support.approaches",  # words: an approach trained in seconds
-                  "tests.support.generative"]  # tiny_lm, served: a generative model, a server
+                  "tests.support.generative",  # tiny_lm, served: a generative model, a server
+                  "tests.support.strict_skips"]  # under CI (QASHIFT_CI=1) a skip fails
 
 # A test that starts a container, a cluster job, a server or a browser, or trains a model, is
 # slow whether or not it says so: `pytest -m "not slow"` (README's fast tier) leaves it out.
