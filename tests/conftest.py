@@ -86,6 +86,19 @@ def write_testset(root: Path, set_id: str, raw: dict, *, scorer: str = "squad-v1
     return folder
 
 
+def write_derived(root: Path, set_id: str, parent: str, *, questions: int = 10,
+                  reference: str = "squad-dev", transform: str = "empty-question") -> Path:
+    """A derived test-set folder: `transform` applied to `parent` when it is first used."""
+    folder = root / set_id
+    folder.mkdir(parents=True)
+    (folder / "testset.yaml").write_text(
+        f"id: {set_id}\nname: {set_id}\nversion: '1'\nkind: derived\nreference: {reference}\n"
+        f"questions: {questions}\nscorer: squad-v1.1\ncluster: paragraph\n"
+        f"license: CC BY-SA 4.0\ncitation: test fixture\n"
+        f"derive: {{from: {parent}, transform: {transform}}}\n")
+    return folder
+
+
 def outdate_strata_rows(table: Path, prefix: str) -> None:
     """Mark the rows of a stratum table that start with `prefix` as made by other features
     (an older `analysis.sources.strata` VERSION)."""

@@ -99,22 +99,32 @@ def _json_object(row: dict, field: str) -> str:
     return "" if isinstance(parsed, dict) else f"{field} is not a JSON object"
 
 
-def result_problem(row: dict) -> str:
-    """Why a result row cannot be admitted, or "" when every field is what it must be."""
-    big = float(1 << 40)
-    checks = [
+BIG = float(1 << 40)  # a count or a time no row comes near
+
+
+def _cell_checks(row: dict) -> list[str]:
+    """The checks of what a run's result and a recorded result both hold: the cell's key
+    and names, its scores, intervals and counts, how it ran."""
+    return [
         _digest(row, "key"), _text(row, "bundle", NAME), _digest(row, "bundle_digest"),
         _text(row, "testset", TESTSET_NAME), _digest(row, "testset_sha256"), _text(row, "scorer"),
         _text(row, "scorer_version"), _json_object(row, "options"),
-        _number(row, "n", 1, big, integer=True), _number(row, "questions", 1, big, True),
-        _number(row, "missing", 0, big, True), _number(row, "extra", 0, big, True),
+        _number(row, "n", 1, BIG, integer=True), _number(row, "questions", 1, BIG, True),
         _number(row, "em", 0, 100), _number(row, "f1", 0, 100),
-        *(_bound(row, f) for f in BOUNDS),
-        _number(row, "level", 0, 1), _digest(row, "predictions_sha256"),
-        _digest(row, "scores_sha256"), _digest(row, "log_sha256", optional=True),
-        _text(row, "runner", NAME), _text(row, "device", optional=True),
-        _text(row, "image_digest", optional=True), _number(row, "wall_s", 0, big, optional=True),
-        _json_object(row, "run_record"), _number(row, "created_at", 0, 1e11),
+        *(_bound(row, f) for f in BOUNDS), _number(row, "level", 0, 1),
+        _text(row, "runner", NAME), _number(row, "wall_s", 0, BIG, optional=True),
+    ]
+
+
+def result_problem(row: dict) -> str:
+    """Why a result row cannot be admitted, or "" when every field is what it must be."""
+    checks = [
+        *_cell_checks(row),
+        _number(row, "missing", 0, BIG, True), _number(row, "extra", 0, BIG, True),
+        _digest(row, "predictions_sha256"), _digest(row, "scores_sha256"),
+        _digest(row, "log_sha256", optional=True), _text(row, "device", optional=True),
+        _text(row, "image_digest", optional=True), _json_object(row, "run_record"),
+        _number(row, "created_at", 0, 1e11),
     ]
     if not any(checks) and row["missing"] > row["n"]:
         checks.append("missing is more than n")
@@ -124,17 +134,7 @@ def result_problem(row: dict) -> str:
 def recorded_problem(row: dict) -> str:
     """Why a recorded result (a committed table's cell: numbers, no objects) cannot be kept,
     or "" when every field is what it must be and its key is its cell's."""
-    big = float(1 << 40)
-    checks = [
-        _digest(row, "key"), _text(row, "bundle", NAME), _digest(row, "bundle_digest"),
-        _text(row, "testset", TESTSET_NAME), _digest(row, "testset_sha256"), _text(row, "scorer"),
-        _text(row, "scorer_version"), _json_object(row, "options"),
-        _number(row, "n", 1, big, integer=True), _number(row, "questions", 1, big, True),
-        _number(row, "em", 0, 100), _number(row, "f1", 0, 100),
-        *(_bound(row, f) for f in BOUNDS), _number(row, "level", 0, 1),
-        _text(row, "runner", NAME), _number(row, "wall_s", 0, big, optional=True),
-    ]
-    problem = next((c for c in checks if c), "")
+    problem = next((c for c in _cell_checks(row) if c), "")
     return problem or ("" if result_key(row) == row["key"] else
                        "its key is not the job key its bundle digest, test set, scorer and "
                        "options give")

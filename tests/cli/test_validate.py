@@ -11,7 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from evaluator.cli.main import main
-from tests.conftest import REPO, write_command_bundle, write_testset
+from tests.conftest import REPO, write_command_bundle, write_derived, write_testset
 
 # (folder, file, text replaced, replacement): eleven ways to break a folder
 BREAKS = [
@@ -144,12 +144,7 @@ def test_a_derived_folder_named_is_generated_and_its_count_and_parents_checked(
     total = sum(len(p["qas"]) for a in small_dev["data"] for p in a["paragraphs"])
     for name, source, count in (("right", "parent", total), ("wrong", "parent", 1),
                                 ("orphan", "nyt", 1)):
-        folder = sets / name
-        folder.mkdir(parents=True)
-        (folder / "testset.yaml").write_text(
-            f"id: {name}\nname: {name}\nversion: '1'\nkind: derived\nreference: parent\n"
-            f"questions: {count}\nscorer: squad-v1.1\ncluster: paragraph\nlicense: x\n"
-            f"citation: x\nderive:\n  from: {source}\n  transform: empty-question\n")
+        write_derived(sets, name, source, questions=count, reference="parent")
     monkeypatch.setenv("QASHIFT_DATA_DIR", str(tmp_path / "no-mirror"))
     done = CliRunner().invoke(main, ["validate", *(str(sets / n)
                                                    for n in ("right", "wrong", "orphan"))])

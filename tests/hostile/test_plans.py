@@ -11,16 +11,7 @@ import pytest
 from evaluator.core.errors import UserError
 from evaluator.data import testsets
 from evaluator.training import study
-from tests.conftest import write_testset
-
-
-def derived(root, set_id: str, parent: str) -> None:
-    folder = root / set_id
-    folder.mkdir(parents=True)
-    (folder / "testset.yaml").write_text(
-        f"id: {set_id}\nname: {set_id}\nversion: '1'\nkind: derived\nreference: squad-dev\n"
-        f"questions: 10\nscorer: squad-v1.1\ncluster: paragraph\nlicense: CC BY-SA 4.0\n"
-        f"citation: test\nderive: {{from: {parent}, transform: empty-question}}\n")
+from tests.conftest import write_derived, write_testset
 
 
 @pytest.fixture
@@ -32,17 +23,17 @@ def sets(tmp_path, monkeypatch, small_dev, workspace):
 
 
 def test_a_derive_cycle_is_one_line_naming_the_loop(sets):
-    derived(sets, "a", "b")
-    derived(sets, "b", "a")
+    write_derived(sets, "a", "b")
+    write_derived(sets, "b", "a")
     with pytest.raises(UserError, match=r"a/testset.yaml: derive.from loops: a -> b -> a") as e:
         testsets.get("a").load()
     assert "\n" not in str(e.value)
 
 
 def test_a_derive_chain_deeper_than_the_bound_is_one_line(sets):
-    derived(sets, "d0", "base")
+    write_derived(sets, "d0", "base")
     for k in range(1, 40):
-        derived(sets, f"d{k}", f"d{k - 1}")
+        write_derived(sets, f"d{k}", f"d{k - 1}")
     with pytest.raises(UserError, match=r"d39/testset.yaml: derive chain deeper than 16"):
         testsets.get("d39").load()
 

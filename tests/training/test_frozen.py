@@ -267,11 +267,9 @@ def test_freezing_again_packs_a_system_frozen_unpacked(frozen_plan):
     assert score(SYSTEMS[0])["f1"] == frozen_plan["before"][SYSTEMS[0]]["f1"]
 
 
-def test_a_new_test_set_is_scored_by_every_frozen_system_with_one_command(
-        words, dev_raw, tmp_path, monkeypatch):
-    """Four frozen systems (each answering with another word of the passage), a clean
-    workspace, a test-set folder added: one command scores them all on it, adds it to the
-    table and fits its trend against the held-out set."""
+def four_frozen(dev_raw, tmp_path: Path, monkeypatch) -> tuple[Path, Path, Path]:
+    """Four frozen `words` systems scored on a small squad-dev-heldout into a table, and a
+    clean workspace: (the test-set root, the table, the plan)."""
     sets = Path(os.environ["QASHIFT_TESTSETS"])
     write_testset(sets, "squad-dev-heldout", {"version": "1.1", "data": dev_raw["data"][2:4]},
                   reference="squad-dev-heldout")
@@ -279,6 +277,15 @@ def test_a_new_test_set_is_scored_by_every_frozen_system_with_one_command(
     plan = words_frozen(tmp_path, monkeypatch, "squad-dev-heldout",
                         "{settings: [{}, {word: 1}, {word: 2}, {word: 4}]}", table)
     monkeypatch.setenv("QASHIFT_WORKSPACE", str(tmp_path / "clean"))
+    return sets, table, plan
+
+
+def test_a_new_test_set_is_scored_by_every_frozen_system_with_one_command(
+        words, dev_raw, tmp_path, monkeypatch):
+    """Four frozen systems (each answering with another word of the passage), a clean
+    workspace, a test-set folder added: one command scores them all on it, adds it to the
+    table and fits its trend against the held-out set."""
+    sets, table, plan = four_frozen(dev_raw, tmp_path, monkeypatch)
     with open(table) as handle:  # and a row of a system this plan no longer makes
         before = list(csv.DictReader(handle))
     gone = dict(before[0], model="words@tiny-train/s0/hgone")
@@ -323,13 +330,7 @@ def test_a_new_set_is_scored_by_a_chosen_few_on_a_sample_of_its_questions(
     systems, the ids matching a pattern, a seeded sample of each set's questions (stored as
     samples, never the cells' results, never in the table); a name that chooses nothing, or
     a table asked for from a sample, is one line."""
-    sets = Path(os.environ["QASHIFT_TESTSETS"])
-    write_testset(sets, "squad-dev-heldout", {"version": "1.1", "data": dev_raw["data"][2:4]},
-                  reference="squad-dev-heldout")
-    table = tmp_path / "four.csv"
-    plan = words_frozen(tmp_path, monkeypatch, "squad-dev-heldout",
-                        "{settings: [{}, {word: 1}, {word: 2}, {word: 4}]}", table)
-    monkeypatch.setenv("QASHIFT_WORKSPACE", str(tmp_path / "clean"))
+    sets, table, plan = four_frozen(dev_raw, tmp_path, monkeypatch)
     write_testset(sets, "brand-new", {"version": "1.1", "data": dev_raw["data"][4:6]},
                   reference="squad-dev-heldout")
     untouched = table.read_bytes()
