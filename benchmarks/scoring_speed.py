@@ -1,4 +1,6 @@
-"""Scorer speed against torchmetrics' SQuAD metric, and the wall time of a cached `evaluate`.
+"""Scorer speed against torchmetrics' SQuAD metric, the wall time of a cached `evaluate`, and
+the time to read 400 bundle folders (what `evaluate -b all` does first, and a server per
+request), libyaml's checked path against the pure-Python careful reader, in the same run.
 
 Both measured in the same run on the 10,570-question SQuAD v1.1 dev set with the stored BERT
 ensemble predictions. Targets: our scorer at least 5x faster; a cached evaluate under 0.3 s.
@@ -10,7 +12,7 @@ filled by the first, untimed run) even where PYTHONDONTWRITEBYTECODE is set; --a
 environment unchanged (every module compiled at every start when that variable is set).
 
     python benchmarks/scoring_speed.py [--data-dir ../shared/data] [--repeats 5]
-        [--evaluate COMMAND] [--as-is] [--only-evaluate]
+        [--evaluate COMMAND] [--as-is] [--only-evaluate] [--only-folders]
 """
 
 from __future__ import annotations
@@ -51,11 +53,56 @@ def main() -> None:
                         help="time with the environment unchanged (no bytecode cache added)")
     parser.add_argument("--only-evaluate", action="store_true",
                         help="time the cached evaluate only, not the scorer")
+    parser.add_argument("--only-folders", action="store_true",
+                        help="time reading 400 bundle folders only")
     args = parser.parse_args()
     data = Path(args.data_dir)
-    if not args.only_evaluate:
-        compare_scorers(data, args.repeats)
-    time_cached_evaluate(data, args.repeats, args.evaluate, args.as_is)
+    if not args.only_folders:
+        if not args.only_evaluate:
+            compare_scorers(data, args.repeats)
+        time_cached_evaluate(data, args.repeats, args.evaluate, args.as_is)
+    time_bundle_folders(args.repeats)
+
+
+def time_bundle_folders(repeats: int, count: int = 400, goal_s: float = 0.5) -> None:
+    """Every bundle folder of the repository, and copies of them under new ids up to
+    `count`, read as `-b all` reads them in a fresh process (the parse cache emptied before
+    each read): the fast path (libyaml, its events checked) against the careful pure-Python
+    reader it falls back to."""
+    import yaml
+
+    from evaluator.bundles import spec
+    from evaluator.core import folders, settings
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "submissions"
+        shutil.copytree(REPO / "submissions", root)
+        originals = sorted(p.parent for p in root.glob("*/bundle.yaml"))
+        for k in range(count - len(originals)):
+            source = originals[k % len(originals)]
+            copy = root / f"{source.name}-copy{k}"
+            shutil.copytree(source, copy)
+            text = (copy / "bundle.yaml").read_text()
+            (copy / "bundle.yaml").write_text(text.replace(f"id: {source.name}\n",
+                                                           f"id: {copy.name}\n", 1))
+
+        def read_all() -> int:
+            folders._PARSED.clear()
+            with settings.override(root=tmp):
+                return len(spec.resolve(["all"]))
+
+        fast_s = best_of(read_all, repeats)
+        found = read_all()
+        fast = folders.load_checked
+        folders.load_checked = lambda text: yaml.load(text, Loader=folders._NoAliases)  # noqa: S506
+        try:
+            careful_s = best_of(read_all, repeats)
+        finally:
+            folders.load_checked = fast
+    print(f"reading {found} bundle folders (best of {repeats}): {fast_s:.3f} s with libyaml's "
+          f"checked path, {careful_s:.3f} s with the pure-Python careful reader (baseline): "
+          f"{careful_s / fast_s:.1f}x; goal at most {goal_s} s: "
+          f"{'met' if fast_s <= goal_s else 'NOT met'}")
 
 
 def evaluate_command(given: str | None) -> list[str]:

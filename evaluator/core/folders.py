@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import difflib
 import sys
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -67,6 +67,60 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
     return f"{where}{exc.problem}{context}"
 
 
+def load_checked(text: str) -> object:
+    """YAML text as _NoAliases reads it (no aliases, no key given twice), parsed by libyaml
+    where PyYAML has it: the pure-Python parser takes a second for the 281 bundle files that
+    `-b all` reads. The C parser's events are checked first (an alias, or a mapping whose
+    keys outnumber its entries once built, is a key given twice); anything they find, or
+    the C loader refuses, is read again by _NoAliases, which says what is wrong in its
+    words (or builds it, as a YAML merge key `<<` makes a mapping of fewer entries)."""
+    if not getattr(yaml, "__with_libyaml__", False):
+        return yaml.load(text, Loader=_NoAliases)  # noqa: S506
+    try:
+        sizes = _mapping_sizes(yaml.parse(text, Loader=yaml.CSafeLoader))
+        data = yaml.load(text, Loader=yaml.CSafeLoader)  # noqa: S506
+    except yaml.YAMLError:
+        sizes, data = None, None
+    if sizes is None or list(_built_sizes(data)) != sizes:
+        return yaml.load(text, Loader=_NoAliases)  # noqa: S506
+    return data
+
+
+def _mapping_sizes(events) -> list[int] | None:
+    """The number of keys of each mapping, in document order; None at an alias."""
+    sizes: list[int] = []
+    stack: list[list] = []  # [index into sizes, expecting a key] per open mapping; None: a list
+    for event in events:
+        if isinstance(event, yaml.AliasEvent):
+            return None
+        if isinstance(event, (yaml.ScalarEvent, yaml.MappingStartEvent,
+                              yaml.SequenceStartEvent)):
+            top = stack[-1] if stack else None
+            if top is not None:
+                if top[1]:
+                    sizes[top[0]] += 1
+                top[1] = not top[1]
+            if isinstance(event, yaml.MappingStartEvent):
+                stack.append([len(sizes), True])
+                sizes.append(0)
+            elif isinstance(event, yaml.SequenceStartEvent):
+                stack.append(None)
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            stack.pop()
+    return sizes
+
+
+def _built_sizes(data: object) -> Iterator[int]:
+    """The number of entries of each mapping built, in document order."""
+    if isinstance(data, dict):
+        yield len(data)
+        for value in data.values():
+            yield from _built_sizes(value)
+    elif isinstance(data, list):
+        for item in data:
+            yield from _built_sizes(item)
+
+
 def read_yaml(path: Path) -> dict:
     """A folder's YAML file as a mapping: at most MAX_YAML_BYTES, UTF-8, no aliases. Parsed
     once per process while its `stat_key` stays the same (a study resolves each derived
@@ -79,7 +133,7 @@ def read_yaml(path: Path) -> dict:
         key = stat_key(path)  # None for a file changed just now: parsed every time
         data = _PARSED.get(key) if key else None
         if data is None:
-            data = yaml.load(path.read_text(encoding="utf-8"), Loader=_NoAliases)  # noqa: S506
+            data = load_checked(path.read_text(encoding="utf-8"))
             if not isinstance(data, dict):
                 raise ConfigError(f"{path}: expected a mapping at the top level")
             if key:

@@ -13,9 +13,11 @@ from click.testing import CliRunner
 
 from analysis.sources.tidy import from_csv, paired
 from analysis.studies import trend
+from evaluator.cli.analysis import report_command
 from evaluator.cli.trend import trend_command
 from evaluator.store.store import Store
 from tests.conftest import REPO
+from tests.support.site import by_header, parse, table
 
 POPULATION = REPO / "results" / "population.csv"
 
@@ -106,6 +108,19 @@ def test_trend_scores_a_bundle_and_prints_its_place_within_120_columns(workspace
                             ).to_dict("records")
     assert row["effective_robustness"] == pytest.approx(expected["effective_robustness"])
     assert (row["er_lo"], row["er_hi"]) == pytest.approx((expected["er_lo"], expected["er_hi"]))
+    # one site of the store: the model among the population, placed as `trend` places it
+    site = tmp_path / "site"
+    built = CliRunner().invoke(report_command, ["--source", "store", "--out", str(site),
+                                                "--bootstrap", "0"])
+    assert built.exit_code == 0, built.output
+    [page] = site.glob("models/sliding-window*.html")
+    [placed] = [r for r in by_header(table(parse(page), "trend"))
+                if r["Test set"]["text"].startswith("SQuADShifts Reddit")]
+    assert placed["Effective robustness"]["text"] == \
+        f"{row['effective_robustness']:+.2f}".replace("-", "−")
+    assert placed["Rank"]["text"] == f"{row['rank']} of 107"
+    board = by_header(table(parse(site / "testsets" / "reddit-test.html"), "board-f1"))
+    assert len(board) == 107  # the population and the model, on one trend plot
 
 
 def test_trend_refuses_a_set_the_population_is_not_scored_on(workspace):

@@ -245,6 +245,38 @@ def test_a_key_given_twice_is_refused_naming_it_where_yaml_would_keep_the_last(t
     refused(folder, r"key 'command' is given twice \(line 5\)")
 
 
+@pytest.mark.parametrize("text, why", [
+    ("a: 1\nb: {c: 2, c: 3}\n", "key 'c' is given twice (line 2)"),
+    ("- {a: 1}\n- {a: 1, a: 1}\n", "key 'a' is given twice (line 2)"),
+    ("1: x\n01: y\n", "key 1 is given twice (line 2)"),  # one key written two ways
+    ("x: &a [1]\ny: *a\n", "aliases (*name) are not allowed (line 2)"),
+    ("<<: {a: 1}\nb: 2\n", "merge"),
+])
+def test_the_fast_yaml_path_refuses_what_the_careful_reader_refuses_in_its_words(text, why):
+    """Folder files are parsed by libyaml; what its events or its loader find suspicious
+    is read again by the careful reader, so the refusals and their words are the same."""
+    import yaml
+
+    from evaluator.core.folders import load_checked
+
+    with pytest.raises(yaml.YAMLError, match=re.escape(why)):
+        load_checked(text)
+
+
+def test_the_fast_yaml_path_builds_every_shipped_folder_file_as_the_careful_reader():
+    import yaml
+
+    from evaluator.core.folders import _NoAliases, load_checked
+    from tests.conftest import REPO
+
+    files = [*REPO.glob("submissions/*/bundle.yaml"), *REPO.glob("testsets/*/testset.yaml"),
+             *REPO.glob("studies/*.yaml"), *REPO.glob("configs/*.yaml")]
+    assert yaml.__with_libyaml__ and len(files) > 300
+    for path in files:
+        text = path.read_text()
+        assert load_checked(text) == yaml.load(text, Loader=_NoAliases), path  # noqa: S506
+
+
 def test_an_oversized_folder_file_is_refused(tmp_path):
     folder = bundle_yaml(tmp_path / "huge", "metadata:\n" + "".join(
         f"  k{i}: {'x' * 3000}\n" for i in range(100)))
