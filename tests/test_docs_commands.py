@@ -263,7 +263,8 @@ STEPS = [
     Step("qashift study freeze studies/extra-data.yaml --table results/extra-data.csv"),
     Step("qashift study run studies/population.yaml --runner local "
          "--table results/population.csv", "started"),
-    Step("qashift extra-data", "refused"),  # three systems trained on squad-dev-train first
+    Step("qashift extra-data", "refused"),  # the population, recorded by `trend`, has no
+    # system trained with extra data beside it
     # the approach-level study (approach-level.md), under way: the matrix holds the approaches
     # scored on every benchmark (two at least), or with `--keep benchmarks` the
     # benchmarks that every approach is scored on (the SQuAD and fuzzy ones at least)

@@ -517,6 +517,11 @@ def extra_data_command(base, metric, csv_path, table_paths, reference, show_all)
         raise UserError(f"no new test set has 3 or more systems trained on {base} "
                         f"with a reference score: train and evaluate them first")
     shown = found if show_all else extra_data.with_counterparts(found, base)
+    if shown.empty:  # the population alone (recorded in the store by `trend`, say)
+        raise UserError(f"no system trained with extra data is here beside the "
+                        f"{found['system'].nunique()} trained on {base}: run "
+                        f"studies/extra-data.yaml or pass --table results/population.csv "
+                        f"--table results/extra-data.csv (--all lists every system)")
     shown = shown.drop(columns=["approach", "reference"])
     click.echo(shown.to_string(index=False, float_format="%.2f"))
     moved = extra_data.summary(found, base)

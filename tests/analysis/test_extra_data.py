@@ -64,6 +64,25 @@ def test_the_command_says_what_is_missing_in_one_line(workspace):
     assert "no results store" in result.stderr
 
 
+def test_the_population_alone_is_one_line_naming_what_is_missing(workspace, tmp_path):
+    """A store that holds the population (recorded) but no system trained with extra data:
+    one line saying so, not an empty table; --all lists the population's own rows."""
+    from click.testing import CliRunner
+
+    from evaluator.cli.main import main
+
+    population = study_table(tmp_path / "population.csv",
+                             [(f"b@squad-dev-train/s{i}", x, y)
+                              for i, (_, x, y) in enumerate(BASE)])
+    result = CliRunner().invoke(main, ["extra-data", "--table", str(population)])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "no system trained with extra data is here beside the 4 trained on " \
+        "squad-dev-train" in result.stderr
+    listed = CliRunner().invoke(main, ["extra-data", "--table", str(population), "--all"])
+    assert listed.exit_code == 0 and "b@squad-dev-train/s1" in listed.stdout
+
+
 def study_table(path, systems):
     """A study table (the long form `qashift study run --table` writes) of (model, x, y)."""
     rows = ["model,testset,metric,value,lo,hi,reference"]
