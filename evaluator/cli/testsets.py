@@ -110,7 +110,13 @@ def testsets_stats(names, csv_path) -> None:
     rows, width = [], max((len(n) for n in testsets.available()), default=10)
     click.echo(f"{'id':<{width}} {'articles':>8} {'paragraphs':>10} {'questions':>9} "
                f"{'para_w':>7} {'quest_w':>7} {'answ_w':>6} {'answ/q':>6}")
-    for ts in testsets.resolve(list(names) or sorted(testsets.available())):
+    chosen = testsets.resolve(list(names) or sorted(testsets.available()))
+    derived = sum(ts.derive is not None for ts in chosen)
+    if not names and derived:
+        console.say(f"{len(chosen)} sets, {derived} of them derived: a derived set is made "
+                    f"from its parent the first time it is read, which can take minutes in "
+                    f"all; name sets to read fewer")
+    for ts in chosen:
         try:
             s = stats.of(ts.load().raw)
         except UserError as exc:

@@ -46,3 +46,23 @@ def test_cli_gives_table_1_for_squad_dev_and_new_wiki(workspace, tmp_path):
     assert (rows["new-wiki"]["articles"], rows["new-wiki"]["questions"]) == ("48", "7938")
     assert rows["squad-dev"]["paragraphs"] == "2067"
     assert 2.5 < float(rows["new-wiki"]["answers_per_question"]) < 3.5
+
+
+def test_every_set_at_once_warns_that_derived_ones_are_made_first(tmp_path, small_dev,
+                                                                  monkeypatch, workspace):
+    """Without names, the command says up front how many sets are derived (made from their
+    parent on first read: minutes for the repository's); with names it reads only those."""
+    from tests.conftest import write_derived, write_testset
+
+    sets = tmp_path / "sets"
+    write_testset(sets, "base", small_dev, reference="base")
+    total = sum(len(p["qas"]) for a in small_dev["data"] for p in a["paragraphs"])
+    write_derived(sets, "blank", "base", questions=total, reference="base")
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    every = CliRunner().invoke(main, ["testsets", "stats"])
+    assert every.exit_code == 0, every.output
+    assert "2 sets, 1 of them derived" in every.stderr and "name sets to read fewer" in \
+        every.stderr
+    named = CliRunner().invoke(main, ["testsets", "stats", "base"])
+    assert named.exit_code == 0 and "derived" not in named.stderr
+    assert [line.split()[0] for line in named.stdout.splitlines()[1:]] == ["base"]
