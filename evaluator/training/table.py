@@ -38,7 +38,7 @@ def rows(store: Store, references: dict[str, str | None], families: dict[str, st
     systems = {s["system"]: s for s in trained_rows(store)}  # the newest training of each
     # name, stored here or frozen in the repository
     digests = {name: d for name in systems if (d := current_digest(name, store)) is not None}
-    latest = latest_full((r for r in store.results() if r["bundle"] in systems),
+    latest = latest_full((r for r in store.results(recorded=True) if r["bundle"] in systems),
                          digest_today=digests.get)  # a --limit sample never enters the table
     out = []
     for row in sorted(latest, key=lambda r: (r["bundle"], r["testset"])):

@@ -149,3 +149,24 @@ def test_every_view_shows_a_recorded_cell_labelled_and_none_pairs_it(tmp_path, s
     assert not (tmp_path / "out").exists()
     with pytest.raises(UserError, match="without per-question scores to pair"):
         paired_units(store, "honest", "honest", "other")
+
+
+def test_the_committed_table_is_an_export_of_the_store_that_records_it(workspace, tmp_path):
+    """The population's table recorded in an empty store, then written from that store as
+    `study table` writes it: the same bytes as the committed file. The table is an export of
+    the store, whichever holds the cells first."""
+    from evaluator.data import testsets
+    from evaluator.training import table
+    from evaluator.training.study import load
+
+    store = Store.open_default()
+    recorded.record(store)
+    plan = load(REPO / "studies" / "population.yaml")
+    folders = {name: testsets.from_folder(folder)
+               for name, folder in testsets.available().items()}
+    rows = table.rows(store, {k: t.reference for k, t in folders.items()},
+                      {job.approach.id: job.approach.metadata.get("family")
+                       for job in plan.trainings},
+                      {k: t.train for k, t in folders.items()})
+    table.write(table.ordered(rows), tmp_path / "again.csv")
+    assert (tmp_path / "again.csv").read_bytes() == POPULATION.read_bytes()
