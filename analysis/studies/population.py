@@ -266,15 +266,14 @@ def markdown(table: pd.DataFrame) -> str:
 
 
 def _slope(row, prefix: str) -> str:
-    """`0.991 [0.980, 1.003] R² 0.996 (106)`: a fit's slope, interval, R² and systems; the
+    """`0.991 [0.980, 1.003] R² 0.996 (106)`: a fit's slope, interval, R² and systems (the
+    columns named `prefix_slope`, ..., or a `fits.fit_table` row's own with no prefix); the
     interval left out where fewer than MIN_SYSTEMS systems make the fit."""
-    n = row[f"{prefix}_n"] if f"{prefix}_n" in row else row.get("n_models")
-    slope = row[f"{prefix}_slope"] if prefix else row["slope"]
+    slope, lo, hi, r2 = (row[f"{prefix}_{k}" if prefix else k]
+                         for k in ("slope", "slope_lo", "slope_hi", "r2"))
+    n = row[f"{prefix}_n"] if prefix else row["n_models"]
     if slope is None or pd.isna(slope):
         return "-"
-    lo, hi = (row[f"{prefix}_slope_lo"], row[f"{prefix}_slope_hi"]) if prefix else (
-        row["slope_lo"], row["slope_hi"])
-    r2 = row[f"{prefix}_r2"] if prefix else row["r2"]
     interval = f" [{lo:.3f}, {hi:.3f}]" if n is not None and not pd.isna(n) and \
         int(n) >= MIN_SYSTEMS and not pd.isna(lo) else ""
     return f"{slope:.3f}{interval} R² {r2:.3f} ({int(n)})"
