@@ -64,9 +64,13 @@ class Dataset:
         for article, indexes in by_article.items():
             keep.update(rng.sample(indexes, counts[article]))
         ids = {self.questions[i].id for i in keep}
-        raw = {**self.raw, "data": [
-            {**a, "paragraphs": [{**p, "qas": [qa for qa in p["qas"] if str(qa["id"]) in ids]}
-                                 for p in a["paragraphs"]]} for a in self.raw["data"]]}
+        # only the paragraphs (and articles) that keep a question: a system reads, and an
+        # approach prepares, a hundred passages for a hundred questions, not the whole set
+        articles = [{**a, "paragraphs": [
+            {**p, "qas": [qa for qa in p["qas"] if str(qa["id"]) in ids]}
+            for p in a["paragraphs"] if any(str(qa["id"]) in ids for qa in p["qas"])]}
+            for a in self.raw["data"]]
+        raw = {**self.raw, "data": [a for a in articles if a["paragraphs"]]}
         return Dataset(raw, tuple(q for i, q in enumerate(self.questions) if i in keep),
                        self.sha256)
 

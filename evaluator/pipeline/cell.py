@@ -21,7 +21,7 @@ from evaluator.core.files import run_tempdir
 from evaluator.core.gate import Refused, parse_json, read_bounded
 from evaluator.core.hashing import canonical_json
 from evaluator.core.provenance import provenance
-from evaluator.data.testsets import input_document
+from evaluator.data.testsets import Dataset, input_document
 from evaluator.jobs.job import Job
 from evaluator.pipeline.prepared import prepared_inputs
 from evaluator.qa.prompting import GenerationSpec
@@ -120,16 +120,17 @@ class CellBusy(Exception):
 
 
 class Heartbeat:
-    """Renews a cell's lease while it runs, so a live controller is never taken over."""
+    """Renews cells' leases while they run, so a live controller is never taken over."""
 
-    def __init__(self, store: Store, key: str):
-        self.store, self.key = store, key
+    def __init__(self, store: Store, *keys: str):
+        self.store, self.keys = store, keys
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._beat, daemon=True)
 
     def _beat(self) -> None:
         while not self.stop.wait(LEASE_SECONDS / 4):
-            self.store.renew(self.key)
+            for key in self.keys:
+                self.store.renew(key)
 
     def __enter__(self) -> Heartbeat:
         self.thread.start()
@@ -138,6 +139,36 @@ class Heartbeat:
     def __exit__(self, *exc) -> None:
         self.stop.set()
         self.thread.join()
+
+
+def claim(job: Job, store: Store, level: float, cluster: str | None,
+          rerun: bool) -> CellResult | bool:
+    """The stored result of `job` (unless `rerun`), else True once this controller holds
+    its lease, or False when another live controller is running it."""
+    # One read decides: a row that appears after it is another controller's finished run.
+    row = None if rerun else store.get(job.key)
+    if row is not None and (hit := cached_result(store, job, level, cluster, row)):
+        return hit
+    damaged = row is not None  # a row whose objects failed their hash
+    if not store.acquire(job.key, job.bundle.id, job.testset.id, replace=rerun or damaged):
+        return cached_result(store, job, level, cluster) or False  # finished meanwhile?
+    if damaged and (hit := cached_result(store, job, level, cluster)):
+        store.release(job.key)
+        return hit  # another controller recomputed it before this one took the lease
+    return True
+
+
+def record_failure(job: Job, store: Store, runner: Runner, failure: RunFailure) -> None:
+    store.record_failure(job.key, job.bundle.id, job.testset.id, failure.failure_class,
+                         str(failure), failure.log, getattr(runner, "name", None), job.options)
+
+
+def internal_failure(job: Job, store: Store, runner: Runner, exc: Exception) -> RunFailure:
+    """A bug or a hostile input in this cell's scoring: recorded, and its failure."""
+    failure = RunFailure("internal-error", f"{job.label}: {type(exc).__name__}: "
+                         f"{str(exc)[:300]}", traceback.format_exc())
+    record_failure(job, store, runner, failure)
+    return failure
 
 
 def evaluate(job: Job, runner: Runner, store: Store, *, level: float = intervals.DEFAULT_LEVEL,
@@ -149,18 +180,11 @@ def evaluate(job: Job, runner: Runner, store: Store, *, level: float = intervals
     Raises CellBusy when another live controller is running the same cell.
     """
     intervals.check_level(level)
-    # One read decides: a row that appears after it is another controller's finished run.
-    row = None if rerun else store.get(job.key)
-    if row is not None and (hit := cached_result(store, job, level, cluster, row)):
-        return hit
-    damaged = row is not None  # a row whose objects failed their hash
-    if not store.acquire(job.key, job.bundle.id, job.testset.id, replace=rerun or damaged):
-        if hit := cached_result(store, job, level, cluster):
-            return hit  # finished by another controller meanwhile
+    claimed = claim(job, store, level, cluster, rerun)
+    if isinstance(claimed, CellResult):
+        return claimed
+    if not claimed:
         raise CellBusy(job.label)
-    if damaged and (hit := cached_result(store, job, level, cluster)):
-        store.release(job.key)
-        return hit  # another controller recomputed it before this one took the lease
     try:
         with Heartbeat(store, job.key):
             try:
@@ -169,12 +193,7 @@ def evaluate(job: Job, runner: Runner, store: Store, *, level: float = intervals
             except (UserError, KeyboardInterrupt, SystemExit):
                 raise
             except Exception as exc:  # noqa: BLE001 - a bug or a hostile input: this cell fails
-                failure = RunFailure("internal-error", f"{job.label}: {type(exc).__name__}: "
-                                     f"{str(exc)[:300]}", traceback.format_exc())
-                store.record_failure(job.key, job.bundle.id, job.testset.id, "internal-error",
-                                     str(failure), failure.log, getattr(runner, "name", None),
-                                     job.options)
-                raise failure from None
+                raise internal_failure(job, store, runner, exc) from None
     finally:
         store.release(job.key)  # a no-op after success: put() released it with the row
 
@@ -186,28 +205,41 @@ def _run_and_score(job: Job, runner: Runner, store: Store, level: float, cluster
     dataset = job.dataset(mirrors)  # the test set, or its --limit sample (another key)
     try:
         with run_tempdir("cell") as tmp:
-            input_dir, output_dir = Path(tmp) / "input", Path(tmp) / "output"
-            input_dir.mkdir()
-            output_dir.mkdir()
-            input_path = input_dir / "input.json"
-            input_path.write_bytes(canonical_json(input_document(dataset.raw)))
-            input_path.chmod(0o444)
+            input_path = write_input(dataset, Path(tmp))
             prepared = prepared_inputs(job.bundle, input_path, runner, store.workspace,
                                        job.label)
-            request = RunRequest(job.bundle, input_path, output_dir, job.testset.id, device,
-                                 cpus, prepared)
-            record = runner.run(request)
-            # a --limit sample's predictions may still cover the whole set (stored files)
-            predictions = load_predictions(request.output_path, max(
-                len(dataset.questions), job.testset.questions))
-            predictions_bytes = predictions.raw  # what was scored, not the file read again
-            generations = _generations(output_dir / GENERATIONS_FILE, job.label, max(
-                len(dataset.questions), job.testset.questions), job.bundle)
+            request = RunRequest(job.bundle, input_path, output_folder(Path(tmp), "output"),
+                                 job.testset.id, device, cpus, prepared)
+            return score_run(job, dataset, store, request, runner.run(request), started,
+                             level, cluster)
     except RunFailure as failure:
-        store.record_failure(job.key, job.bundle.id, job.testset.id, failure.failure_class,
-                             str(failure), failure.log, getattr(runner, "name", None),
-                             job.options)
+        record_failure(job, store, runner, failure)
         raise
+
+
+def write_input(dataset: Dataset, folder: Path) -> Path:
+    """The answer-free input a submission reads, read-only, in `folder/input/`."""
+    path = output_folder(folder, "input") / "input.json"
+    path.write_bytes(canonical_json(input_document(dataset.raw)))
+    path.chmod(0o444)
+    return path
+
+
+def output_folder(parent: Path, name: str) -> Path:
+    (parent / name).mkdir()
+    return parent / name
+
+
+def score_run(job: Job, dataset: Dataset, store: Store, request: RunRequest, record: RunRecord,
+              started: float, level: float, cluster: str | None) -> CellResult:
+    """A finished run's predictions read through the gate, scored and stored: the cell's
+    result. RunFailure where its files are malformed."""
+    # a --limit sample's predictions may still cover the whole set (stored files)
+    predictions = load_predictions(request.output_path, max(
+        len(dataset.questions), job.testset.questions))
+    predictions_bytes = predictions.raw  # what was scored, not the file read again
+    generations = _generations(request.output_dir / GENERATIONS_FILE, job.label, max(
+        len(dataset.questions), job.testset.questions), job.bundle)
     if predictions.oversize:
         warning = (f"warning: {len(predictions.oversize)} answer(s) longer than "
                    f"{MAX_ANSWER_CHARS:,} characters scored as wrong (first: "

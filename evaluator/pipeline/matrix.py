@@ -11,11 +11,16 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from evaluator.core import console
 from evaluator.core.errors import UserError, failure_class_of
+from evaluator.core.files import run_tempdir
+from evaluator.core.hashing import canonical_json
 from evaluator.jobs.job import Job
-from evaluator.pipeline.cell import CellBusy, CellResult, cpu_seconds, evaluate
+from evaluator.pipeline.cell import CellBusy, CellResult, cpu_seconds, evaluate, write_input
+from evaluator.pipeline.group import evaluate_group, groups
+from evaluator.pipeline.prepared import prepared_inputs
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store, StoreError
 
@@ -77,75 +82,172 @@ def cpu_slots(parallel: int) -> list[tuple[int, ...]]:
             for slot in range(parallel)]
 
 
-def _time_left(pace: float, waiting: list[float], running: list[tuple[float, float]],
-               parallel: int) -> float:
-    """Seconds until the last cell ends: `pace` seconds per unit of cost (measured on the
-    cells that ended), the waiting cells' costs, and each running cell's cost and seconds so
-    far, shared among the `parallel` workers."""
-    work = pace * sum(waiting) + sum(max(pace * c - ran, 0.0) for c, ran in running)
+SPREAD = 4.0  # costs this far apart tell a unit's start from its scale
+SCALES = (0.5, 2.0)  # how far this run's pace may stray from the costs' seconds
+
+
+def pace(observed: list[tuple[float, float]]) -> tuple[float, float]:
+    """(start, scale) of a unit's seconds = start + scale * cost, from the (cost, seconds) of
+    the units that ran to an end. Every run pays a start (an interpreter, its libraries: a few
+    seconds whatever the approach) beside its cost. Until the costs seen spread over a factor
+    of SPREAD, they are taken as the seconds they claim and what units took beyond them is
+    the start (or, where they took less, the costs are scaled down and there is no start);
+    then both are fitted (least squares, the scale held within SCALES, the start not below
+    zero), as a few noisy seconds of units alike would otherwise tilt the line anywhere."""
+    if not observed:
+        return 0.0, 1.0
+    xs, ys = [x for x, _ in observed], [y for _, y in observed]
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    if min(xs) <= 0 or max(xs) < SPREAD * min(xs):
+        return (mean_y - mean_x, 1.0) if mean_y >= mean_x else \
+            (0.0, mean_y / mean_x if mean_x else 1.0)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in observed) / \
+        sum((x - mean_x) ** 2 for x in xs)
+    scale = min(max(slope, SCALES[0]), SCALES[1])
+    return max(mean_y - scale * mean_x, 0.0), scale
+
+
+def _time_left(start: float, scale: float, waiting: list[float],
+               running: list[tuple[float, float]], parallel: int) -> float:
+    """Seconds until the last unit ends: each unit's start and scaled cost (`pace`) for the
+    waiting units, and for each running one its expected seconds less those it has run,
+    shared among the `parallel` workers."""
+    work = sum(start + scale * c for c in waiting) + \
+        sum(max(start + scale * c - ran, 0.0) for c, ran in running)
     return work / max(1, min(parallel, len(waiting) + len(running)))
+
+
+def prepare_first(jobs: list[Job], runner: Dispatcher, store: Store, *, rerun: bool = False,
+                  mirrors: list[Path] | None = None,
+                  say: Callable[[str], None] = lambda _: None) -> None:
+    """Make, before any cell runs, each prepared input (`pipeline.prepared`) that the cells
+    to run will ask for: the minutes of a set's parsing then never fall inside one cell's
+    time, where they would hold a worker and throw the ETA off. A preparation that fails is
+    left to its cells, which record the failure."""
+    made: set[str] = set()
+    for job in jobs:
+        if not job.bundle.prepare_command or (not rerun and store.get(job.key) is not None):
+            continue
+        inner = runner.runner_for(job.bundle)
+        identity = canonical_json([job.bundle.prepare_command, job.bundle.environment,
+                                   [str(lib) for lib in job.bundle.libraries],
+                                   getattr(inner, "name", ""), job.testset.id,
+                                   job.testset.sha256, job.options]).decode()
+        if identity in made:
+            continue
+        made.add(identity)
+        say(f"preparing the input of {job.label} (shared by every system of its approach)")
+        with run_tempdir("prepare-first") as tmp:
+            try:
+                input_path = write_input(job.dataset(mirrors), Path(tmp))
+                prepared_inputs(job.bundle, input_path, inner, store.workspace, job.label)
+            except UserError:
+                continue
+
+
+def _attempt_unit(unit: list[Job], runner: Dispatcher, store: Store, options: dict
+                  ) -> list[Outcome | None]:
+    """One try at a unit of `group.groups`: an outcome per cell, None for one that another
+    controller is running. A group's cells that did not end in it are tried alone."""
+    if len(unit) == 1:
+        return [_attempt(unit[0], runner, store, options)]
+    try:
+        grouped = evaluate_group(unit, runner.runner_for(unit[0].bundle), store, **options)
+    except StoreError:
+        raise
+    except Exception:  # noqa: BLE001 - whatever stopped the group, each cell alone names it
+        return [_attempt(job, runner, store, options) for job in unit]
+    busy = {id(job) for job in grouped.busy}
+    outcomes: list[Outcome | None] = []
+    for job in unit:
+        if id(job) in grouped.results:
+            outcomes.append(Outcome(job, result=grouped.results[id(job)]))
+        elif id(job) in grouped.failures:
+            error = grouped.failures[id(job)]
+            outcomes.append(Outcome(job, failure_class=failure_class_of(error),
+                                    message=str(error)))
+        elif id(job) in busy:
+            outcomes.append(None)
+        else:
+            outcomes.append(_attempt(job, runner, store, options))
+    return outcomes
 
 
 def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
         progress: Callable[[str], None] = lambda _: None, poll_seconds: float = 1.0,
         wait_for_busy: bool = True, ended: Callable[[Outcome], None] = lambda _: None,
-        cost: Callable[[Job], float] = lambda _: 1.0, **options) -> MatrixReport:
-    """Run every cell, `parallel` at a time, each on its own slice of this host's cores
-    (`cpu_slots`); cells busy in another controller are retried until that controller
-    finishes them (or dies and its lease lapses), or with `wait_for_busy=False` left to it
-    (listed in `busy`). `ended` hears of each cell's outcome as it ends, in this thread;
-    `cost` is a cell's expected time relative to the others, which the ETA weighs cells by
-    (cells of a population differ a hundredfold; by default all are alike)."""
+        cost: Callable[[Job], float] = lambda _: 1.0, together: bool = True,
+        **options) -> MatrixReport:
+    """Run every cell, `parallel` units at a time, each on its own slice of this host's
+    cores (`cpu_slots`); a unit is one cell, or the cells of one approach's systems on one
+    set that the runner can run in one process (`group.groups`). Cells busy in another
+    controller are retried until that controller finishes them (or dies and its lease
+    lapses), or with `wait_for_busy=False` left to it (listed in `busy`). `ended` hears of
+    each cell's outcome as it ends, in this thread; `cost` is a cell's expected time relative
+    to the others, which the ETA weighs cells by (cells of a population differ a
+    hundredfold; by default all are alike). `together=False` runs every cell alone (the
+    baseline a benchmark measures groups against)."""
     report = MatrixReport()
     costs = {id(job): cost(job) for job in jobs}
-    done_cost = spent = 0.0  # the cost and the seconds of the cells that ran to an end
+    observed: list[tuple[float, float]] = []  # (cost, seconds) of units that ran to an end
     for job in jobs:  # made here, in the main thread, where runners install signal handlers
         runner.runner_for(job.bundle)
-    pending = list(jobs)
-    running: dict[Future, Job] = {}
+    prepare_first(jobs, runner, store, rerun=bool(options.get("rerun")),
+                  mirrors=options.get("mirrors"), say=progress)
+    pending = groups(jobs, runner.runner_for) if together else [[job] for job in jobs]
+    running: dict[Future, list[Job]] = {}
     slots = cpu_slots(parallel)
-    holding: dict[Future, int] = {}  # the slot of cores each running cell holds
+    holding: dict[Future, int] = {}  # the slot of cores each running unit holds
     began: dict[Future, float] = {}
+
+    def unit_cost(unit: list[Job]) -> float:
+        return sum(costs[id(job)] for job in unit)
+
     pool = ThreadPoolExecutor(max_workers=max(1, parallel))
     try:
         while pending or running:
             while pending and len(running) < max(1, parallel):
-                job = pending.pop(0)
+                unit = pending.pop(0)
                 slot = min(set(range(len(slots))) - set(holding.values()), default=0)
                 cell_options = {**options, "cpus": slots[slot]} if slots else options
-                future = pool.submit(_attempt, job, runner, store, cell_options)
-                running[future], holding[future] = job, slot
+                future = pool.submit(_attempt_unit, unit, runner, store, cell_options)
+                running[future], holding[future] = unit, slot
                 began[future] = time.perf_counter()
             # a timeout keeps the main thread responsive to Ctrl-C while cells run
             finished, _ = wait(running, timeout=1.0, return_when=FIRST_COMPLETED)
-            busy = []
+            busy: list[Job] = []
             for future in finished:
-                job = running.pop(future)
+                unit = running.pop(future)
                 holding.pop(future)
                 seconds = time.perf_counter() - began.pop(future)
-                outcome = future.result()
-                if outcome is None:
-                    busy.append(job)
-                    continue
-                report.outcomes.append(outcome)
-                done = len(report.outcomes)
-                if outcome.result is None or not outcome.result.cached:  # found: no time
-                    done_cost += costs[id(job)]
-                    spent += seconds
-                status = "ok" if outcome.result else f"FAILED ({outcome.failure_class})"
-                eta = console.duration(_time_left(
-                    spent / done_cost, [costs[id(j)] for j in [*pending, *busy]],
-                    [(costs[id(j)], time.perf_counter() - began[f]) for f, j in running.items()],
-                    parallel)) if done_cost else "-"
-                progress(f"[{done}/{len(jobs)}] {job.label}: {status} | running "
-                         f"{len(running)}, failed {len(report.failed)}, eta {eta}")
-                if outcome.result is None:
-                    progress(f"    {outcome.message}")
-                ended(outcome)
+                outcomes = future.result()
+                ran = [job for job, outcome in zip(unit, outcomes, strict=True)
+                       if outcome is not None and
+                       (outcome.result is None or not outcome.result.cached)]
+                if ran:  # found cells took no time
+                    observed.append((unit_cost(ran), seconds))
+                start, scale = pace(observed)
+                for job, outcome in zip(unit, outcomes, strict=True):
+                    if outcome is None:
+                        busy.append(job)
+                        continue
+                    report.outcomes.append(outcome)
+                    status = "ok" if outcome.result else f"FAILED ({outcome.failure_class})"
+                    eta = console.duration(_time_left(
+                        start, scale, [unit_cost(u) for u in pending] +
+                        [costs[id(j)] for j in busy],
+                        [(unit_cost(u), time.perf_counter() - began[f])
+                         for f, u in running.items()], parallel)) if observed else "-"
+                    progress(f"[{len(report.outcomes)}/{len(jobs)}] {job.label}: {status} | "
+                             f"running {sum(map(len, running.values()))}, failed "
+                             f"{len(report.failed)}, eta {eta}")
+                    if outcome.result is None:
+                        progress(f"    {outcome.message}")
+                    ended(outcome)
             if busy and not wait_for_busy:
                 report.busy.extend(busy)
             elif busy:
-                pending.extend(busy)
+                pending.extend([job] for job in busy)
                 if not running and len(busy) == len(pending):
                     time.sleep(poll_seconds)  # everything left is held elsewhere: wait
     except KeyboardInterrupt:

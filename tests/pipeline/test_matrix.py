@@ -124,9 +124,26 @@ def test_the_eta_weighs_the_cells_left_by_their_expected_cost(
 
 
 def test_the_time_left_shares_the_work_left_among_the_workers():
-    """At 2 s a unit of cost: two waiting cells of 1 unit and a running one 1.5 s into its
-    2 s are 4.5 s of work, 2.25 s on two workers; a running cell past its estimate adds
-    nothing; one cell left keeps one worker busy, whatever the parallelism."""
-    assert matrix._time_left(2.0, [1.0, 1.0], [(1.0, 1.5)], parallel=2) == 2.25
-    assert matrix._time_left(2.0, [1.0], [(1.0, 9.0)], parallel=2) == 1.0
-    assert matrix._time_left(2.0, [3.0], [], parallel=4) == 6.0
+    """At 2 s a unit of cost and no start: two waiting cells of 1 unit and a running one 1.5 s
+    into its 2 s are 4.5 s of work, 2.25 s on two workers; a running cell past its estimate
+    adds nothing; one cell left keeps one worker busy, whatever the parallelism; each unit
+    pays the start once."""
+    assert matrix._time_left(0.0, 2.0, [1.0, 1.0], [(1.0, 1.5)], parallel=2) == 2.25
+    assert matrix._time_left(0.0, 2.0, [1.0], [(1.0, 9.0)], parallel=2) == 1.0
+    assert matrix._time_left(0.0, 2.0, [3.0], [], parallel=4) == 6.0
+    assert matrix._time_left(3.0, 1.0, [1.0, 2.0], [], parallel=1) == 9.0
+
+
+def test_the_pace_learns_the_start_every_run_pays_beside_its_cost():
+    """Runs of 3 s start plus their cost: from costs far apart both are found; from one, or
+    costs alike, the costs are taken at their word and the rest is start; units quicker than
+    their costs scale the costs down; a noisy slope is held within bounds, and the start is
+    never below zero."""
+    start, scale = matrix.pace([(0.5, 3.5), (8.0, 11.0), (1.0, 4.0)])
+    assert start == pytest.approx(3.0) and scale == pytest.approx(1.0)
+    assert matrix.pace([(0.5, 3.5)]) == (3.0, 1.0)
+    assert matrix.pace([(0.5, 3.0), (0.6, 4.1)]) == pytest.approx((3.0, 1.0))
+    assert matrix.pace([(4.0, 2.0)]) == (0.0, 0.5)
+    assert matrix.pace([(1.0, 9.0), (4.0, 1.0)]) == (3.75, 0.5)  # held at the lower bound
+    assert matrix.pace([(1.0, 0.1), (4.0, 0.4)]) == (0.0, 0.5)  # no negative start
+    assert matrix.pace([]) == (0.0, 1.0)

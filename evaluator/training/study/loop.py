@@ -174,10 +174,13 @@ def score_systems(study: Study, sets: list[TestSet], runner: str, store: Store, 
                         f"repository or trained in this store; `qashift systems` lists those "
                         f"that are")
     pace = Pace.measured(study, current_rows(study, list(earlier)))
-    by_id = {job.system_id: job for job in runnable}
     expected = {(j.system_id, t.id): pace.scoring(j, t, limit) for j in runnable for t in sets}
     timed = [seconds for seconds in expected.values() if seconds]
     typical = median(timed) if timed else 1.0  # an approach the table has not timed
+    if limit:  # a sample is a first look: the quickest systems first, so that most of the
+        # population is placed soonest and the ETA learns from them the start every run pays
+        runnable.sort(key=lambda j: sum(expected[j.system_id, t.id] or typical for t in sets))
+    by_id = {job.system_id: job for job in runnable}
 
     def cost(cell: Job) -> float:
         return expected.get((cell.bundle.id, cell.testset.id)) or typical

@@ -11,7 +11,7 @@ to the others.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from statistics import median
 
 from evaluator.data.testsets import TestSet
@@ -80,8 +80,6 @@ class Pace:
 
     train: Rates
     score: Rates
-    start: dict[str, float] = field(default_factory=dict)  # seconds a cell takes before its
-    # first question, by approach (loading libraries and weights): what a --limit cell is
 
     @classmethod
     def measured(cls, study: Study, current: dict[str, Rows]) -> Pace:
@@ -98,10 +96,8 @@ class Pace:
             cells.setdefault(approach, []).extend(
                 (r["testset"], questions[r["testset"]], _seconds(r, "wall_s"))
                 for r in rows if r["metric"] == "f1" and questions.get(r["testset"]))
-        start = {a: _start(timed) for a, timed in cells.items()}
-        score = [(a, t, max(wall - start[a], 0.0) / q)
-                 for a, timed in cells.items() for t, q, wall in timed]
-        return cls(train=Rates.fitted(train), score=Rates.fitted(score), start=start)
+        score = [(a, t, wall / q) for a, timed in cells.items() for t, q, wall in timed]
+        return cls(train=Rates.fitted(train), score=Rates.fitted(score))
 
     def training(self, job: TrainJob) -> float | None:
         rate = self.train.rate(job.approach.id, job.split.id)
@@ -109,21 +105,11 @@ class Pace:
 
     def scoring(self, job: TrainJob, testset: TestSet, limit: int | None = None
                 ) -> float | None:
-        """Seconds to score the system on the set (on `limit` of its questions)."""
+        """Seconds to score the system on the set (on `limit` of its questions), start-up
+        aside: a run's start (an interpreter, its libraries) is the same few seconds for every
+        approach, far below a whole set's time and above a small sample's, and the matrix
+        measures it as it goes (`pipeline.matrix`)."""
         rate = self.score.rate(job.approach.id, testset.id)
         questions = min(limit, testset.questions) if limit else testset.questions
-        return None if rate is None else self.start.get(job.approach.id, 0.0) + \
-            rate * questions
+        return None if rate is None else rate * questions
 
-
-def _start(timed: list[tuple[str, int, float]]) -> float:
-    """An approach's time before its first question: the intercept of its cells' wall time
-    against their questions (least squares), kept between 0 and its quickest cell."""
-    timed = [(q, wall) for _, q, wall in timed if wall > 0]
-    if len({q for q, _ in timed}) < 2:
-        return 0.0
-    mean_q = sum(q for q, _ in timed) / len(timed)
-    mean_w = sum(w for _, w in timed) / len(timed)
-    slope = sum((q - mean_q) * (w - mean_w) for q, w in timed) / \
-        sum((q - mean_q) ** 2 for q, _ in timed)
-    return min(max(mean_w - slope * mean_q, 0.0), min(w for _, w in timed))
