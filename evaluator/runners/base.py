@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -167,3 +168,71 @@ def fill_command(command: str, **paths: str | None) -> str:
             continue
         command = command.replace("{" + name + "}", shlex.quote(value))
     return command
+
+
+MANY = Path(__file__).with_name("many.py")  # runs several systems' predictions in one process
+PYTHONS = ("python3", "python")
+TIMINGS_CAP = 1 << 20  # bytes of a group's timings file
+
+
+def python_script(command: str) -> tuple[str, list[str]] | None:
+    """(SCRIPT, its argument templates) of a `python3 SCRIPT.py ARGS` command whose script is
+    a file of the bundle folder: what `many.py` can run several times in one interpreter;
+    None for any other command (a shell line, `-m`, `-c`)."""
+    try:
+        words = shlex.split(command, comments=True)
+    except ValueError:
+        return None
+    if len(words) < 2 or words[0] not in PYTHONS or not words[1].endswith(".py") or \
+            words[1].startswith(("-", "/")) or ".." in Path(words[1]).parts or \
+            any(set(w) & set("|;&<>`$") for w in words):
+        return None
+    return words[1], words[2:]
+
+
+def group_plan(command: str, runs: list[dict[str, str | None]], logs: list[str],
+               timings: str) -> str:
+    """`many.py`'s plan (JSON) for `command` run once per entry of `runs` (its placeholder
+    paths: input, output, model, prepared), each logging to its entry of `logs`."""
+    script, template = python_script(command)
+    return json.dumps({"script": script, "timings": timings, "runs": [
+        {"argv": [_filled(word, **paths) for word in template], "log": log}
+        for paths, log in zip(runs, logs, strict=True)]})
+
+
+def _filled(word: str, **paths: str | None) -> str:
+    for name, value in paths.items():
+        if "{" + name + "}" in word:
+            if value is None:
+                raise RunFailure("internal-error", f"{{{name}}} is used but the runner was "
+                                 f"given none")
+            word = word.replace("{" + name + "}", value)
+    return word
+
+
+def group_records(runner: str, requests: list[RunRequest], timings_path: Path,
+                  logs: list[Path], cpu_s: float | None, peak: int | None, device: str,
+                  group: dict, details: dict) -> list[RunRecord | None]:
+    """Per request of a group run, its record where its run ended well and wrote its
+    predictions, else None. `timings_path` is `many.py`'s account of the runs
+    that ended; a run's CPU seconds are its own plus an equal share of what the group spent
+    outside the runs (the interpreter's start)."""
+    try:
+        timings = json.loads(timings_path.read_bytes()[:TIMINGS_CAP])
+    except (OSError, ValueError):
+        timings = []
+    timings = [t for t in timings if isinstance(t, dict)][:len(requests)] \
+        if isinstance(timings, list) else []
+    own = sum(float(t.get("cpu_s") or 0.0) for t in timings)
+    shared = max((cpu_s or 0.0) - own, 0.0) / max(1, len(timings))
+    group = {**group, "systems": len(requests), "cpu_s": cpu_s,
+             "shared_cpu_s": shared * len(timings)}
+    records: list[RunRecord | None] = [None] * len(requests)
+    for i, (timing, request) in enumerate(zip(timings, requests, strict=False)):
+        if timing.get("exit") == 0 and request.output_path.is_file():
+            records[i] = RunRecord(
+                runner=runner, wall_s=float(timing["wall_s"]), exit_code=0,
+                log=read_tail(logs[i]), peak_memory_bytes=peak, device=device,
+                cpu_s=None if cpu_s is None else float(timing["cpu_s"]) + shared,
+                details={**details, "group": group})
+    return records

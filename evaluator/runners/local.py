@@ -7,7 +7,6 @@ and a captured log.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shlex
 import shutil
@@ -21,6 +20,7 @@ from evaluator.core.errors import RunFailure
 from evaluator.core.files import exclusive, run_tempdir
 from evaluator.runners import interrupts
 from evaluator.runners.base import (
+    MANY,
     Exit,
     RunRecord,
     RunRequest,
@@ -28,7 +28,10 @@ from evaluator.runners.base import (
     classify,
     fill_command,
     gpus_for,
+    group_plan,
+    group_records,
     last_line,
+    python_script,
     read_tail,
 )
 from evaluator.runners.limits import cancel_all, run_with_limit
@@ -66,52 +69,32 @@ class LocalRunner:
     def can_group(self, bundle: Bundle) -> bool:
         """Whether `run_many` can run this bundle's systems together: its command is a
         Python script run as `python3 SCRIPT ARGS`."""
-        return bundle.command is not None and _script(bundle.command) is not None
+        return bundle.command is not None and python_script(bundle.command) is not None
 
     def run_many(self, requests: list[RunRequest]) -> list[RunRecord | None]:
         """Several systems of one approach on one input, in one process (`many.py`): per
         request, in order, its record, or None where its run did not end well or the group
-        stopped before it (it is then run alone, which names its failure). A record's CPU
-        seconds are its run's own plus an equal share of what the runs shared (the
-        interpreter's start, the imports); `details.group` keeps the group's totals."""
+        stopped before it (it is then run alone, which names its failure); `details.group`
+        keeps the group's totals."""
         bundle = requests[0].bundle
-        script, template = _script(bundle.command)
         device = _device_for(bundle, requests[0].device)
         with run_tempdir("local") as tmp:
             workdir, env = self._environment(bundle, Path(tmp), device)
             shutil.copyfile(MANY, Path(tmp) / MANY.name)
-            runs = [{"argv": [_filled(arg, input=str(r.input_path),
-                                      output=str(r.output_path),
-                                      model=str(r.bundle.model.get("path", "")),
-                                      prepared=_path(r.prepared)) for arg in template],
-                     "log": str(Path(tmp) / f"log-{i}.txt")} for i, r in enumerate(requests)]
-            timings_path = Path(tmp) / "timings.json"
+            logs = [Path(tmp) / f"log-{i}.txt" for i in range(len(requests))]
+            timings = Path(tmp) / "timings.json"
             plan = Path(tmp) / "plan.json"
-            plan.write_text(json.dumps({"script": script, "runs": runs,
-                                        "timings": str(timings_path)}))
+            plan.write_text(group_plan(bundle.command, [
+                {"input": str(r.input_path), "output": str(r.output_path),
+                 "model": str(r.bundle.model.get("path", "")), "prepared": _path(r.prepared)}
+                for r in requests], [str(log) for log in logs], str(timings)))
             exit_code, wall, peak, timed_out, cpu = run_with_limit(
                 shlex.join(["python3", str(Path(tmp) / MANY.name), str(plan)]), workdir, env,
                 Path(tmp) / "log.txt", bundle.timeout * len(requests), None, requests[0].cpus)
-            try:
-                timings = json.loads(timings_path.read_bytes()[:1 << 20])
-            except (OSError, ValueError):
-                timings = []
-            timings = [t for t in timings if isinstance(t, dict)][:len(requests)]
-            own = sum(float(t.get("cpu_s") or 0.0) for t in timings)
-            shared = max(cpu - own, 0.0) / max(1, len(timings))
-            group = {"systems": len(requests), "cpu_s": cpu, "wall_s": wall,
-                     "shared_cpu_s": shared * len(timings), "exit_code": exit_code,
-                     "timed_out": timed_out}
-            records: list[RunRecord | None] = [None] * len(requests)
-            for i, (timing, request) in enumerate(zip(timings, requests, strict=False)):
-                if timing.get("exit") == 0 and request.output_path.is_file():
-                    records[i] = RunRecord(
-                        runner=self.name, wall_s=float(timing["wall_s"]), exit_code=0,
-                        log=read_tail(Path(runs[i]["log"])), peak_memory_bytes=peak,
-                        device=device, cpu_s=float(timing["cpu_s"]) + shared,
-                        details={"isolated": False, "cpus": list(request.cpus) or None,
-                                 "group": group})
-            return records
+            return group_records(
+                self.name, requests, timings, logs, cpu, peak, device,
+                {"wall_s": wall, "exit_code": exit_code, "timed_out": timed_out},
+                {"isolated": False, "cpus": list(requests[0].cpus) or None})
 
     def _environment(self, bundle: Bundle, tmp: Path, device: str) -> tuple[Path, dict]:
         """A private copy of the bundle folder (and of its libraries, importable) in `tmp`,
@@ -159,35 +142,6 @@ class LocalRunner:
                            details={"isolated": False, "cpus": list(cpus) or None})
         classify(label, Exit(exit_code, log, timed_out, bundle.timeout, peak_memory=peak))
         return record
-
-
-MANY = Path(__file__).with_name("many.py")  # runs several systems' predictions in one process
-PYTHONS = ("python3", "python")
-
-
-def _script(command: str) -> tuple[str, list[str]] | None:
-    """(SCRIPT, its argument templates) of a `python3 SCRIPT.py ARGS` command whose script is
-    a file of the bundle folder; None for any other command (a shell line, `-m`, `-c`)."""
-    try:
-        words = shlex.split(command, comments=True)
-    except ValueError:
-        return None
-    if len(words) < 2 or words[0] not in PYTHONS or not words[1].endswith(".py") or \
-            words[1].startswith(("-", "/")) or ".." in Path(words[1]).parts or \
-            any(set(w) & set("|;&<>`$") for w in words):
-        return None
-    return words[1], words[2:]
-
-
-def _filled(word: str, **paths: str | None) -> str:
-    """One argument of a command with its placeholders replaced by the raw paths."""
-    for name, value in paths.items():
-        if "{" + name + "}" in word:
-            if value is None:
-                raise RunFailure("internal-error", f"{{{name}}} is used but the runner was "
-                                 f"given none")
-            word = word.replace("{" + name + "}", value)
-    return word
 
 
 NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")  # a loaded NVIDIA driver (Linux)

@@ -18,6 +18,7 @@ from evaluator.store.store import Store
 from evaluator.training import frozen, systems
 from evaluator.training.run import train
 from tests.conftest import FIRST_WORD, tiny_registry
+from tests.docker_kit import needs_docker
 from tests.support.approaches import WORDS, approach_registry, train_job
 
 # `words`, except that a system set to answer with its passage's third word cannot
@@ -124,4 +125,21 @@ def test_frozen_span_readers_answer_byte_for_byte_alike_in_a_group_and_alone(wor
     matrix.run(jobs, Dispatcher("local"), store, rerun=True, together=False)
     alone = records(store)
     assert {b: r["predictions_sha256"] for b, r in alone.items()} == \
+        {b: r["predictions_sha256"] for b, r in grouped.items()}
+
+
+@pytest.mark.usefixtures("no_container_left_behind")
+@needs_docker[0]
+def test_in_docker_a_group_is_one_container_and_each_cell_its_own(three_systems):
+    store, jobs = three_systems
+    report = matrix.run(jobs, Dispatcher("docker"), store)
+    assert [o.result is not None for o in report.outcomes] == [True, True, False]
+    assert report.outcomes[2].failure_class == "nonzero-exit"
+    assert "word 2 cannot answer" in report.outcomes[2].message
+    grouped = records(store)
+    for row in grouped.values():
+        assert row["runner"] == "docker" and row["run"]["details"]["group"]["systems"] == 3
+        assert row["run"]["details"]["container_limits"]["network"] == "none"
+    matrix.run(jobs[:2], Dispatcher("local"), store, rerun=True, together=False)
+    assert {b: r["predictions_sha256"] for b, r in records(store).items()} == \
         {b: r["predictions_sha256"] for b, r in grouped.items()}

@@ -9,6 +9,7 @@ facts, and the Ctrl-C cleanup, are in `host`. `DockerRunner` puts these together
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -21,11 +22,15 @@ from evaluator.core.files import remove_tree, run_tempdir
 from evaluator.runners import generative, interrupts
 from evaluator.runners.base import (
     GENERATIONS_FILE,
+    MANY,
     PREDICTIONS_FILE,
     RunRecord,
     RunRequest,
     TrainRequest,
     gpus_for,
+    group_plan,
+    group_records,
+    python_script,
 )
 from evaluator.runners.docker import images
 from evaluator.runners.docker.container import (
@@ -45,8 +50,14 @@ from evaluator.runners.docker.host import (
     host_cpus,
 )
 from evaluator.runners.docker.program import (
+    CODE_MOUNT,
     GENERATIVE_CONFIG,
+    INPUT,
     MODEL_MOUNT,
+    MODELS_MOUNT,
+    OUTPUT,
+    PLAN,
+    PREPARED_MOUNT,
     Program,
     library_binds,
     program_for,
@@ -153,6 +164,68 @@ class DockerRunner:
                 _collect(staging / GENERATIONS_FILE, request.output_dir / GENERATIONS_FILE)
             outcome.details["phases_s"]["collect"] = time.perf_counter() - mark
         return record
+
+    def can_group(self, bundle: Bundle) -> bool:
+        """Whether `run_many` can run this bundle's systems in one container: its command is
+        a Python script run as `python3 SCRIPT ARGS`."""
+        return bundle.kind == "command" and bundle.command is not None and \
+            python_script(bundle.command) is not None
+
+    def run_many(self, requests: list[RunRequest]) -> list[RunRecord | None]:
+        """Several systems of one approach on one input in one container, one process
+        (`many.py`, read-only at /opt/qashift), each system's weights read-only at
+        /models/N and its predictions in /output/N: per request its record, or None where its
+        run did not end well (it is then run alone). The container's limits are one run's,
+        its time limit and output cap one run's times the systems."""
+        bundle, count = requests[0].bundle, len(requests)
+        gpus = gpus_for(bundle.resources, requests[0].device)
+        program = program_for(bundle, gpus, requests[0].prepared)
+        image_id, image_ref, image_digest = self.resolve_image(bundle, program.image)
+        group = dataclasses.replace(bundle, resources={
+            **bundle.resources, "timeout": bundle.timeout * count,
+            "output": int(bundle.resources["output"]) * count})
+        with run_tempdir("docker") as tmp:
+            staging = Path(tmp) / "output"
+            staging.mkdir()
+            staging.chmod(0o777)  # the container's user owns nothing on the host; tmp is 0700
+            for i in range(count):
+                (staging / str(i)).mkdir()
+                (staging / str(i)).chmod(0o777)
+            plan = Path(tmp) / "plan.json"
+            plan.write_text(group_plan(bundle.command, [
+                {"input": INPUT, "output": f"{OUTPUT}/{i}/{PREDICTIONS_FILE}",
+                 "model": f"{MODELS_MOUNT}/{i}",
+                 "prepared": PREPARED_MOUNT if r.prepared is not None else None}
+                for i, r in enumerate(requests)],
+                [f"{OUTPUT}/log-{i}.txt" for i in range(count)], f"{OUTPUT}/timings.json"))
+            plan.chmod(0o644)
+            mounts = {target: source for target, source in program.mounts.items()
+                      if target != MODEL_MOUNT}
+            mounts.update({f"{MODELS_MOUNT}/{i}": Path(r.bundle.model["path"])
+                           for i, r in enumerate(requests)})
+            mounts.update({f"{CODE_MOUNT}/{MANY.name}": MANY, PLAN: plan})
+            program = Program(["python3", f"{CODE_MOUNT}/{MANY.name}", PLAN],
+                              mounts={target: _readable(Path(source), Path(tmp) / f"mount{i}")
+                                      for i, (target, source) in enumerate(mounts.items())},
+                              environment=program.environment)
+            request = RunRequest(group, requests[0].input_path, staging,
+                                 requests[0].testset_id, requests[0].device, requests[0].cpus,
+                                 requests[0].prepared)
+            outcome = run_container(self.client, request, program, image_id, staging, gpus,
+                                    self._host_cpus())
+            for i, r in enumerate(requests):
+                try:
+                    _collect(staging / str(i) / PREDICTIONS_FILE, r.output_path)
+                except RunFailure:
+                    pass  # refused here: run alone, its failure is named there
+            return group_records(
+                self.name, requests, staging / "timings.json",
+                [staging / f"log-{i}.txt" for i in range(count)], outcome.cpu_s,
+                outcome.peak_memory, "gpu" if gpus else "cpu",
+                {"wall_s": outcome.wall_s, "exit_code": outcome.exit_code,
+                 "timed_out": outcome.timed_out},
+                {**outcome.details, "image": image_ref, "image_id": image_id,
+                 "image_digest": image_digest})
 
     def resolve_image(self, bundle: Bundle, ref: str | None = None) -> tuple[str, str, str]:
         """(image id, reference as given, digest recorded with the result); see

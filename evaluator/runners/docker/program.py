@@ -26,6 +26,7 @@ CONFIG, CHECKPOINTS = "/input/config.json", "/checkpoints"  # training
 LIBRARY_MOUNT = "/libraries"  # shared packages a bundle names (`libraries:`)
 PREPARED_MOUNT = "/prepared"  # an approach's prepared folder of the input (`prepare:`)
 GENERATIVE_CONFIG = "/input/generative.json"  # a generative bundle's prompt and decoding
+MODELS_MOUNT, PLAN = "/models", "/input/plan.json"  # a group of systems (`run_many`)
 QA_CODE = Path(qa.__file__).resolve().parent  # the only project code a container sees
 
 
