@@ -29,6 +29,19 @@ the CPU time is the same work's):
     python benchmarks/population_scoring.py --whole [--jobs 2] \
         --testset squad-dev-heldout-sentence-order-shuffled
 
+With `--groups`, the start each system pays: every frozen system of the plan scored on two
+seeded samples of the set (`--sizes 100,200` questions) by the service's matrix, once with
+each cell alone in its own process (the baseline) and once with the systems of each
+approach run together (`pipeline.group`), each run in a fresh workspace, the preparations
+made first and timed apart. Printed per way and size: the cells' wall and CPU time; then
+per way the fixed cost of a system (the intercept of its time against the questions, from
+the two sizes), the ratio of the two ways, and the population's wall time on 200 and on
+5,000 questions (measured, and projected from the two sizes with the preparations scaled by
+the questions), against the goals of 3 and 40 minutes on two cores:
+
+    python benchmarks/population_scoring.py --groups [--jobs 2] [--runner auto] \
+        --testset squad-dev-heldout-sentence-order-shuffled
+
 `--work DIR` keeps the preparations and every answer file there (a later run reuses the
 preparations, and compares its answers with those of the first device that wrote them), so a
 machine without spaCy (a GPU host) can run `--paths prepared` on folders made elsewhere.
@@ -60,7 +73,7 @@ from evaluator.core.hashing import canonical_json, sha256_bytes
 from evaluator.data import testsets
 from evaluator.data.testsets import first_questions, input_document
 from evaluator.jobs.job import Job
-from evaluator.pipeline import cell, prepared
+from evaluator.pipeline import cell, matrix, prepared
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
 from evaluator.training import frozen, study, table
@@ -162,9 +175,20 @@ def main() -> None:
     parser.add_argument("--questions", type=int, help="the set's first N questions only")
     parser.add_argument("--whole", action="store_true",
                         help="score every frozen system of the plan with the service's loop")
+    parser.add_argument("--groups", action="store_true",
+                        help="fixed cost per system, each alone and approaches together")
+    parser.add_argument("--sizes", default="100,200", help="--groups: two sample sizes")
+    parser.add_argument("--runner", default="auto", help="--groups: the backend")
     parser.add_argument("--jobs", type=int, default=1,
                         help="with --whole: cells at once, each on its own core")
     args = parser.parse_args()
+    if args.groups:
+        sizes = tuple(int(n) for n in args.sizes.split(","))
+        if len(sizes) != 2 or sizes[0] >= sizes[1]:
+            sys.exit("--sizes: two sample sizes, the smaller first (e.g. 100,200)")
+        grouped_population(Path(args.plan), args.testset, sizes, max(args.jobs, 2),
+                           args.runner)
+        return
     if args.whole:
         if args.approaches or args.questions or args.device != "cpu" or args.skip_contextual \
                 or args.paths != "own,prepared" or args.per_approach != 1:
@@ -303,6 +327,54 @@ def whole_population(plan: Path, set_id: str, work: Path | None, jobs: int = 1) 
               f"{floor / 60:.1f} min on {n:,} questions, {floor * scale / 60:.1f} on "
               f"{GOAL_QUESTIONS:,}: the least these systems cost however much per-set work "
               f"is shared")
+
+
+def grouped_population(plan: Path, set_id: str, sizes: tuple[int, int], jobs: int,
+                       runner: str) -> None:
+    """See the module's docstring: `--groups`."""
+    testset = testsets.get(set_id)
+    found = study_plan.load(plan)
+    measured: dict[tuple[bool, int], tuple[float, float, float, int]] = {}
+    for together in (False, True):
+        for size in sizes:
+            with tempfile.TemporaryDirectory(prefix="population-groups-") as tmp, \
+                    settings.override(workspace=tmp):
+                store, dispatcher = Store(Path(tmp)), Dispatcher(runner)
+                cells = [Job(system.bundle, testset, {"limit": size, "seed": 0})
+                         for job in found.trainings
+                         if (system := stored(job, store)) is not None]
+                start = time.perf_counter()
+                matrix.prepare_first(cells, dispatcher, store)
+                prepare_s = time.perf_counter() - start
+                start = time.perf_counter()
+                report = matrix.run(cells, dispatcher, store, parallel=jobs, together=together)
+                wall = time.perf_counter() - start
+                if report.failed:
+                    sys.exit(f"{len(report.failed)} cells failed, e.g. "
+                             f"{report.failed[0].message}")
+                cpu, _, _ = report.cpu_seconds()
+            measured[together, size] = (prepare_s, wall, cpu, len(cells))
+            way = "together" if together else "alone"
+            print(f"{way:<9} {size:>5} questions: {len(cells)} systems, preparations "
+                  f"{prepare_s:6.1f} s, cells {wall:6.1f} s wall, {cpu:7.1f} CPU-s "
+                  f"({cpu / len(cells):.2f} a system) on {dispatcher.backend}", flush=True)
+    small, large = sizes
+    print(f"\n{set_id}, {jobs} cells at once; fixed cost = a system's time at 0 questions, "
+          f"from its time at {small} and {large}")
+    fixed = {}
+    for together in (False, True):
+        (_, wall_s, cpu_s, n), (prep_l, wall_l, cpu_l, _) = \
+            measured[together, small], measured[together, large]
+        fixed[together] = (cpu_s - (cpu_l - cpu_s) * small / (large - small)) / n
+        per_question = (wall_l - wall_s) / (large - small)
+        projected = prep_l * GOAL_QUESTIONS / large + wall_l + \
+            per_question * (GOAL_QUESTIONS - large)
+        print(f"{'together' if together else 'alone':<9} fixed cost {fixed[together]:5.2f} "
+              f"CPU-s a system; {n} systems on {large} questions {(prep_l + wall_l) / 60:5.1f} "
+              f"wall-min (goal 3), on {GOAL_QUESTIONS:,} {projected / 60:6.1f} projected "
+              f"(goal 40)")
+    print(f"fixed cost alone / together: {fixed[False] / max(fixed[True], 1e-9):.1f}x "
+          f"(goal: at most 1 s a system together)")
 
 
 def model_seconds(log: str) -> float | None:
