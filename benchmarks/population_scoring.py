@@ -68,6 +68,7 @@ from pathlib import Path
 
 import yaml
 
+from evaluator import study
 from evaluator.core import settings
 from evaluator.core.hashing import canonical_json, sha256_bytes
 from evaluator.data import testsets
@@ -76,9 +77,9 @@ from evaluator.jobs.job import Job
 from evaluator.pipeline import cell, matrix, prepared
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
-from evaluator.training import frozen, study, table
+from evaluator.study import plan as study_plan
+from evaluator.training import frozen, table
 from evaluator.training.run import stored
-from evaluator.training.study import plan as study_plan
 
 REPO = Path(__file__).resolve().parents[1]
 SUBMISSIONS = REPO / "submissions"
@@ -344,7 +345,7 @@ def grouped_population(plan: Path, set_id: str, sizes: tuple[int, int], jobs: in
                          for job in found.trainings
                          if (system := stored(job, store)) is not None]
                 start = time.perf_counter()
-                matrix.prepare_first(cells, dispatcher, store)
+                matrix.prepare_first(cells, dispatcher, store, parallel=jobs)
                 prepare_s = time.perf_counter() - start
                 start = time.perf_counter()
                 report = matrix.run(cells, dispatcher, store, parallel=jobs, together=together)
@@ -372,7 +373,8 @@ def grouped_population(plan: Path, set_id: str, sizes: tuple[int, int], jobs: in
         print(f"{'together' if together else 'alone':<9} fixed cost {fixed[together]:5.2f} "
               f"CPU-s a system; {n} systems on {large} questions {(prep_l + wall_l) / 60:5.1f} "
               f"wall-min (goal 3), on {GOAL_QUESTIONS:,} {projected / 60:6.1f} projected "
-              f"(goal 40)")
+              f"(goal 40; preparations {prep_l * GOAL_QUESTIONS / large / 60:.1f} of them, "
+              f"scaled by questions: a set whose questions share passages prepares fewer)")
     print(f"fixed cost alone / together: {fixed[False] / max(fixed[True], 1e-9):.1f}x "
           f"(goal: at most 1 s a system together)")
 

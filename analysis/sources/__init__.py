@@ -13,7 +13,6 @@ The loaders are re-exported here: they are what the commands call.
 
 from analysis.sources.load import (
     SOURCES,
-    latest_full_results,
     load_source,
     load_tables,
     per_question_scores,
@@ -23,6 +22,6 @@ from analysis.sources.load import (
 )
 from analysis.sources.records import RunInfo, SystemScores
 
-__all__ = ["SOURCES", "RunInfo", "SystemScores", "published_data_dir", "latest_full_results",
+__all__ = ["SOURCES", "RunInfo", "SystemScores", "published_data_dir",
            "load_source", "load_tables", "per_question_scores", "store_inputs",
            "store_records_of"]

@@ -11,11 +11,12 @@ import pandas as pd
 
 from analysis.sources import tidy
 from analysis.sources.records import RunInfo, SystemScores
+from evaluator.api.results import Results
 from evaluator.bundles import spec as bundles
 from evaluator.core import settings
 from evaluator.core.errors import UserError
 from evaluator.data import testsets
-from evaluator.store.queries import is_recorded, is_sample, latest_full
+from evaluator.store.queries import is_recorded, is_sample
 from evaluator.store.store import Store
 from evaluator.store.units import load_units
 from evaluator.training import systems
@@ -91,7 +92,7 @@ def store_records_of(store: Store) -> list[dict]:
         except Exception:  # an invalid folder must not hide the other results
             references[name] = None
     bundle_folders = bundles.available()  # discovered once, each bundle read once
-    latest = latest_full_results(store, bundle_folders)
+    latest = Results(store, bundle_folders=bundle_folders).rows()
     trained = systems.system_metadata(store, bundle_folders) if any(
         row["bundle"] not in bundle_folders for row in latest) else {}
     extras: dict[str, dict] = {}
@@ -117,19 +118,11 @@ def store_records_of(store: Store) -> list[dict]:
     return out
 
 
-def latest_full_results(store: Store, bundle_folders: dict | None = None) -> list[dict]:
-    """The newest full result of every cell, of each bundle's current digest
-    (`store.queries.latest_full`), a recorded one (`training.recorded`) where the cell has no
-    run: what every analysis of the store reads."""
-    return latest_full(store.results(recorded=True),
-                       systems.digest_today(store, bundle_folders))
-
-
 def per_question_scores(store: Store) -> list[SystemScores]:
     """Every system's per-question F1 (percent) on every test set, from
-    `latest_full_results`: what the stratified analyses (Appendix C) read."""
+    `api.Results`: what the stratified analyses (Appendix C) read."""
     by_system: dict[str, dict[str, dict[str, float]]] = {}
-    runs = [r for r in latest_full_results(store) if not is_recorded(r)]  # no scores kept
+    runs = [r for r in Results(store).rows() if not is_recorded(r)]  # no scores kept
     for row in sorted(runs, key=lambda r: (r["bundle"], r["testset"])):
         by_system.setdefault(row["bundle"], {})[row["testset"]] = {
             u.id: 100.0 * u.f1 for u in load_units(store, row)}

@@ -1,5 +1,5 @@
 """The approach x benchmark matrix of an approach-level study (Liu et al.'s tables), from
-its table rows (training.study) by the plan's selection rule: what `qashift study matrix`
+its table rows (study) by the plan's selection rule: what `qashift study matrix`
 writes and the approach-level concurrence reads."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evaluator.core.errors import UserError
-from evaluator.training.study import Rows, Study
+from evaluator.study import Rows, Study
 
 
 @dataclass(frozen=True)

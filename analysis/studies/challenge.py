@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import json
 
+from evaluator.api.results import Results
 from evaluator.data import testsets
 from evaluator.data.derive import base_question_id
 from evaluator.scoring import challenge as cm
-from evaluator.store.queries import cell_result
 from evaluator.store.store import Store
 from evaluator.store.units import load_units
-from evaluator.training import systems
 
 
 def _latest(store: Store, bundle: str, ts) -> dict | None:
-    return cell_result(store, bundle, ts.id, digest_today=systems.digest_today(store),
-                       sha_today={ts.id: ts.sha256}.get)
+    """The cell's run on the set's bytes as generated now (its per-question scores read)."""
+    return Results(store, shas={ts.id: ts.sha256}).cell(bundle, ts.id, recorded=False)
 
 
 def ablation_table(store, bundle_ids: list[str], only: set[str] | None = None) -> list[dict]:

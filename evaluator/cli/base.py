@@ -24,6 +24,13 @@ from evaluator.core.files import check_output_path, remove_stale_tempdirs
 COLUMNS, NAME_WIDTH = 120, 44  # listings fit this many columns unless --wide
 
 
+def in_root(relative: str) -> dict:
+    """A path option's default: `relative` inside the project root, read when the command
+    runs (so that QASHIFT_ROOT applies), not in the current directory."""
+    return {"default": lambda: settings.project_root() / relative,
+            "show_default": f"{relative} in the project root"}
+
+
 def load(ref: str):
     """The object a "module:attribute" reference names, its module imported now."""
     module, _, attribute = ref.partition(":")
@@ -39,6 +46,24 @@ def cut(text: str, width: int, middle: bool = False) -> str:
         head = (width - 1) // 2
         return text[:head] + "…" + text[len(text) - (width - 1 - head):]
     return text[:max(0, width - 1)] + "…"
+
+
+class RunnerChoice(click.Choice):
+    """--runner's choices: `auto` and the dispatch table's backends, read when click reads
+    them, so that a backend registered after the commands were built is offered too."""
+
+    def __init__(self):
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        from evaluator.runners.dispatch import choices  # lazy: the bundle schema
+
+        return choices()
+
+    @choices.setter
+    def choices(self, _value) -> None:
+        pass  # always the table's
 
 
 class OneLineErrors:

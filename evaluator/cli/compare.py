@@ -16,28 +16,26 @@ from pathlib import Path
 
 import click
 
+from evaluator import scoring
+from evaluator.api.results import Results
 from evaluator.core.errors import UserError
 from evaluator.core.files import check_output_path, write_csv_atomic
 from evaluator.data import testsets
 from evaluator.scoring.squad_v1 import group_of, score_question
 from evaluator.stats.intervals import check_level, level_text
-from evaluator.store.queries import cell_result, is_recorded
+from evaluator.store.queries import is_recorded
 from evaluator.store.store import Store
 from evaluator.store.units import load_units
-from evaluator.training import systems
 
-# What a scorer scores one by one (evaluator/scoring/squad_v1.py's Unit): a question, or, for
-# adversarial-min, a group of questions (the ids before the first '-'), which then makes n.
-SCORED_UNITS = {"adversarial-min": "question groups"}
 LEVEL_HELP = "confidence level of the intervals (strictly between 0 and 1, as for evaluate)"
 
 
 def paired_units(store: Store, a: str, b: str, testset: str) -> tuple[dict, dict, list[str]]:
     """Both cells' rows, and the question ids both were scored on, in A's order."""
-    today = systems.digest_today(store)
+    results = Results(store)
     rows = {}
     for name in (a, b):
-        row = cell_result(store, name, testset, digest_today=today, recorded=True)
+        row = results.cell(name, testset)
         if row is None:
             raise UserError(f"no stored result for {name} x {testset}; run evaluate first")
         if is_recorded(row):
@@ -111,7 +109,7 @@ def compare_command(names, testset, against, bootstrap, seed, level, diff_path,
         click.echo(json.dumps(out, indent=1))
         return
     pct = level_text(level)
-    units_of = SCORED_UNITS.get(rows[a]["scorer"], "questions")
+    units_of = scoring.get(rows[a]["scorer"]).units  # questions, or adversarial-min's groups
     click.echo(f"{a} vs {b} on {testset}: {len(ids)} {units_of} scored for both")
     for p in out["paired"]:
         line = (f"  {p['metric'].upper():<3} {p['a']:7.3f} vs {p['b']:7.3f}: difference "
@@ -150,7 +148,7 @@ def differing(store: Store, rows: dict, units: dict, ids: list[str], a: str, b: 
             questions = {q.id: q for q in here.load().questions}
     except UserError:
         pass  # the data is not here: the answers and the stored scores are still given
-    grouped = rows[a]["scorer"] in SCORED_UNITS
+    grouped = scoring.get(rows[a]["scorer"]).combine is not None
     members = {i: [i] for i in ids}
     if grouped:
         members = {}

@@ -1,5 +1,5 @@
 """`evaluate` (the main job), `qashift run` (a config file) and `qashift check` (a bundle on a
-few questions): all three assemble an EvaluationConfig and call training.evaluation.
+few questions): all three assemble an EvaluationConfig and call the one entry, `api.evaluate`.
 
 Only what a cached `evaluate` needs is imported here; the analysis (pandas, matplotlib) only
 for --output-path and --log-samples.
@@ -20,18 +20,23 @@ import click
 import yaml
 
 from evaluator import __version__
-from evaluator.cli.base import Command, configure, console_options, settings_options
+from evaluator.api import evaluation
+from evaluator.api.evaluation import EvaluationConfig
+from evaluator.cli.base import (
+    Command,
+    RunnerChoice,
+    configure,
+    console_options,
+    settings_options,
+)
 from evaluator.core import console, settings
 from evaluator.core.errors import FAILURE_CLASSES, UserError
 from evaluator.core.files import check_output_path, write_json_atomic
 from evaluator.core.folders import read_yaml
 from evaluator.core.provenance import cpu, software
 from evaluator.pipeline.samples import write_samples
-from evaluator.runners.dispatch import CHOICES as RUNNER_CHOICES
 from evaluator.stats.intervals import level_text
 from evaluator.store.store import Store
-from evaluator.training import evaluation
-from evaluator.training.evaluation import EvaluationConfig
 
 LEVEL_HELP = "confidence level of the intervals (default 0.95)"
 UNDER_OUTPUT = ":output-path:"  # a bare --log-samples: the samples/ of --output-path
@@ -161,7 +166,7 @@ def _read_config(ctx: click.Context, param: click.Parameter, value: str | None):
               help="cluster intervals by shared passage or article")
 @click.option("--rerun", is_flag=True, help="recompute even if a stored result exists")
 @click.option("--runner", default="auto", show_default=True,
-              type=click.Choice(RUNNER_CHOICES),
+              type=RunnerChoice(),
               help="how command and hf-qa bundles run; auto = docker when a daemon answers; "
                    "slurm = one Slurm job per cell (docs/slurm.md)")
 @click.option("--partition", default=None, help="Slurm partition (--runner slurm)")
@@ -209,10 +214,11 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
     if output_path and samples_dir in (None, UNDER_OUTPUT):
         samples_dir = str(Path(output_path) / "samples")
     _check_outputs(output_path, samples_dir)
-    config = EvaluationConfig(tuple(bundle_names), tuple(testset_names), runner, level, cluster,
-                              rerun, device, parallel, limit, seed,
-                              _parse_model_args(model_args), partition, account,
-                              tuple(templates))
+    config = EvaluationConfig(
+        bundles=tuple(bundle_names), testsets=tuple(testset_names), runner=runner, level=level,
+        cluster=cluster, rerun=rerun, device=device, parallel=parallel, limit=limit, seed=seed,
+        model_args=_parse_model_args(model_args), partition=partition, account=account,
+        templates=tuple(templates))
     store = Store.open_default()
     done = evaluation.evaluate(config, store, progress=console.say, warn=console.warn)
     report, skipped = done.report, done.not_applicable
@@ -356,14 +362,14 @@ def run_command(ctx: click.Context, config, flags) -> None:
 @click.option("--testset", "-t", "testset_name", default="squad-dev", show_default=True)
 @click.option("--questions", "-n", type=click.IntRange(1), default=20, show_default=True)
 @click.option("--runner", default="auto", show_default=True,
-              type=click.Choice(RUNNER_CHOICES))
+              type=RunnerChoice())
 @settings_options
 def check_command(bundle_name, testset_name, questions, runner, data_dir, workspace) -> None:
     """Run a bundle on a few questions, in its sandbox, and say what would fail before a
     full run (the sample is stored apart, never mixed with full results)."""
     configure(data_dir, workspace)
-    config = EvaluationConfig((bundle_name,), (testset_name,), runner, rerun=True,
-                              limit=questions, seed=0, check=True)
+    config = EvaluationConfig(bundles=(bundle_name,), testsets=(testset_name,), runner=runner,
+                              rerun=True, limit=questions, seed=0, check=True)
     report = evaluation.evaluate(config, Store.open_default(), warn=console.warn).report
     for o in report.outcomes:
         if o.result is not None:

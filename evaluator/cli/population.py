@@ -1,8 +1,8 @@
 """`qashift population`: the own population's trends beside the study's, and with `--score`
 a new test set scored by the frozen systems (all, or a chosen few) and its trend.
 
-Thin: the systems are chosen from the plan (`training.study.narrowed`) and scored through
-the one evaluation entry (`training.study.score_systems`), into the workspace's store; the
+Thin: the systems are chosen from the plan (`study.narrowed`) and scored through
+the one evaluation entry (`study.score_systems`), into the workspace's store; the
 committed table changes only with `--write-table`. The population's reference scores come
 from the store, where its committed table is recorded (`training.recorded`).
 """
@@ -14,19 +14,18 @@ from pathlib import Path
 
 import click
 
-from evaluator.cli.analysis import _load, in_root
-from evaluator.cli.base import COLUMNS, Command
+from evaluator import study
+from evaluator.api.results import Results
+from evaluator.cli.base import COLUMNS, Command, RunnerChoice, in_root
+from evaluator.cli.figures import source_frame
 from evaluator.core import console
 from evaluator.core.errors import UserError
 from evaluator.core.files import check_output_path
 from evaluator.data import testsets
-from evaluator.runners.dispatch import CHOICES as RUNNER_CHOICES
-from evaluator.store.queries import cell_result
 from evaluator.store.store import Store
-from evaluator.training import recorded, study, systems, table
+from evaluator.training import recorded, table
+from evaluator.training.recorded import REFERENCE
 from evaluator.training.run import stored
-
-REFERENCE = "squad-dev-heldout"  # the population's original-set axis
 
 
 @click.command("population", cls=Command)
@@ -65,7 +64,7 @@ REFERENCE = "squad-dev-heldout"  # the population's original-set axis
 @click.option("--jobs", "-j", "parallel", type=click.IntRange(1, 64), default=2,
               show_default=True, help="Cells scored at once (with --score).")
 @click.option("--runner", default="auto", show_default=True,
-              type=click.Choice(RUNNER_CHOICES),
+              type=RunnerChoice(),
               help="How the systems run (with --score).")
 @click.pass_context
 def population_command(ctx, table_path, data_dir, out, bootstrap, seed, markdown, new_sets,
@@ -101,9 +100,9 @@ def population_command(ctx, table_path, data_dir, out, bootstrap, seed, markdown
     if fitted is not None:
         click.echo(f"inputs unchanged: the fits in {out} are current", err=True)
     else:
-        own = _load(str(table_path), data_dir, False, REFERENCE, ())
-        fitted, written = population.write(own, _load("squadshifts-published", data_dir, False),
-                                           out, key, bootstrap, seed)
+        own = source_frame(str(table_path), data_dir, False, REFERENCE, ())
+        published = source_frame("squadshifts-published", data_dir, False)
+        fitted, written = population.write(own, published, out, key, bootstrap, seed)
         click.echo(f"wrote {len(written)} files to {out}", err=True)
     click.echo(_wrapped(population.census_line(population.census(table_path))) + "\n")
     ablated = population.ablations(table_path)
@@ -160,13 +159,13 @@ def _score(new_sets: list[str], plan: Path, table_path: Path, out: Path | None,
     for o in done.report.failed:
         console.warn(f"{o.job.label} failed ({o.failure_class}): {o.message}")
     recorded.record(store, table_path)  # the population's reference scores, beside the runs
-    today = systems.digest_today(store)
+    results = Results(store)
     rows = []
     for o in done.report.outcomes:
         if o.result is None:
             continue
         reference = references[o.job.testset.id]
-        x = cell_result(store, o.job.bundle.id, reference, digest_today=today, recorded=True)
+        x = results.cell(o.job.bundle.id, reference)
         if x is None:
             continue
         cell = o.result.to_dict()

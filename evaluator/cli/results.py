@@ -9,6 +9,8 @@ from pathlib import Path
 
 import click
 
+from evaluator import scoring
+from evaluator.api.results import Results
 from evaluator.cli import compare
 from evaluator.cli.base import cut
 from evaluator.core import console
@@ -17,10 +19,9 @@ from evaluator.core.files import READABLE, check_output_path, write_atomic, writ
 from evaluator.data import testsets
 from evaluator.pipeline.samples import file_stem, write_samples
 from evaluator.stats.intervals import level_text
-from evaluator.store.queries import cell_result, is_recorded, is_sample, latest, sample_size
+from evaluator.store.queries import is_recorded, is_sample, sample_size
 from evaluator.store.store import Store
 from evaluator.store.units import load_units
-from evaluator.training import systems
 
 
 @click.group("results")
@@ -51,11 +52,10 @@ def results_list(bundle, testset, failures, include_samples) -> None:
             click.echo(f"{f['bundle']:<{wb}} {f['testset']:<{wt}} {f['failure_class']:<22} "
                        f"{kind}{f['message']}")
         return
-    stored = store.results(bundle, testset, recorded=True)
-    rows = sorted(latest(stored, digest_today=systems.digest_today(store)).values(),
-                  key=lambda r: (r["bundle"], r["testset"]))
+    rows = Results(store).rows(bundle, testset)
+    samples = [r for r in store.results(bundle, testset) if is_sample(r)]
     if include_samples:
-        rows += sorted((r for r in stored if is_sample(r)),
+        rows += sorted(samples,
                        key=lambda r: (r["bundle"], r["testset"], r["created_at"]))
     wb = max([len("bundle"), *(len(r["bundle"]) for r in rows)])
     wt = max([len("testset"), *(len(r["testset"]) for r in rows)])
@@ -70,7 +70,7 @@ def results_list(bundle, testset, failures, include_samples) -> None:
         click.echo(f"{r['bundle']:<{wb}} {r['testset']:<{wt}} {r['n']:>6} {missing:>5} "
                    f"{r['em']:8.3f} {r['f1']:8.3f}  {r['runner']:<7} "
                    f"{r['testset_sha256'][:12]} {r['key'][:12]} {kind}")
-    hidden = sum(1 for r in stored if is_sample(r))
+    hidden = len(samples)
     if hidden and not include_samples:
         console.say(f"{hidden} runs on samples of questions not shown (--include-samples)")
 
@@ -114,13 +114,13 @@ def results_export(bundle, testset, out) -> None:
 def results_samples(bundle_names, testset_names, out) -> None:
     """Per-question logs (JSONL, and Parquet with pyarrow) of every stored cell selected, as
     `evaluate --log-samples` writes them: the newest full result of each cell."""
-    from analysis.sources import latest_full_results, strata  # lazy: pandas; the strata cache
+    from analysis.sources import strata  # lazy: pandas; the strata cache
 
     check_output_path(Path(out), what="--out", folder=True)
     store = Store.open_default()
     if not store.exists():
         raise UserError(f"no results store at {store.db_path}; run evaluate first")
-    rows = [r for r in latest_full_results(store)
+    rows = [r for r in Results(store).rows()
             if (not bundle_names or r["bundle"] in bundle_names)
             and (not testset_names or r["testset"] in testset_names)]
     if not rows:
@@ -154,10 +154,10 @@ def results_samples(bundle_names, testset_names, out) -> None:
 def _cell(store: Store, bundle: str, testset: str) -> dict:
     """The result of a cell (the one rule of store.queries); a one-line error without one,
     saying when only a sample of it is stored."""
-    row = cell_result(store, bundle, testset, digest_today=systems.digest_today(store),
-                      recorded=True)
+    results = Results(store)
+    row = results.cell(bundle, testset)
     if row is None:
-        sample = cell_result(store, bundle, testset, samples=True)
+        sample = results.cell(bundle, testset, samples=True, recorded=False)
         if sample is not None:
             raise UserError(f"only a sample of {sample['n']} questions of {bundle} x {testset} "
                             f"is stored (results list --include-samples); run evaluate for "
@@ -245,9 +245,9 @@ def results_diff(bundle_a, bundle_b, testset, out) -> None:
     store = Store.open_default()
     rows, units, ids = compare.paired_units(store, bundle_a, bundle_b, testset)
     found = compare.differing(store, rows, units, ids, bundle_a, bundle_b, testset)
-    unit = compare.SCORED_UNITS.get(rows[bundle_a]["scorer"])
-    of = f"{len(found)} questions of the {len(ids)} {unit}" if unit else \
-        f"{len(found)} of {len(ids)} questions"
+    unit = scoring.get(rows[bundle_a]["scorer"]).units
+    of = f"{len(found)} of {len(ids)} questions" if unit == "questions" else \
+        f"{len(found)} questions of the {len(ids)} {unit}"
     if out is not None:
         write_csv_atomic(check_output_path(out, what="--out", columns=compare.DIFF_COLUMNS),
                          compare.DIFF_COLUMNS, found, for_people=True)

@@ -6,6 +6,7 @@ from collections import Counter
 
 import click
 
+from evaluator.api.results import Results
 from evaluator.cli.base import COLUMNS, NAME_WIDTH, cut
 from evaluator.core import console
 from evaluator.data import testsets
@@ -31,7 +32,8 @@ def status_cmd(bundle_names, testset_names, include_waiting, wide) -> None:
     chosen_bundles = [b for b in named
                       if include_waiting or b.status == "ready" or "all" not in bundle_names]
     chosen_sets = testsets.resolve(list(testset_names))
-    cells = matrix_status(store, chosen_bundles, chosen_sets)
+    done = Results(store, digests={b.id: b.digest for b in chosen_bundles}).cells()
+    cells = matrix_status(store, chosen_bundles, chosen_sets, done)
     width = min(max([len(b.id) for b in chosen_bundles] + [6]), NAME_WIDTH)
     rows = [cells[k:k + len(chosen_sets)] for k in range(0, len(cells), max(1, len(chosen_sets)))]
     if wide or width + 13 * len(chosen_sets) <= COLUMNS:

@@ -1,5 +1,5 @@
 """`qashift study run|status|table|matrix PLAN`: a population study from one plan file (see
-evaluator/training/study/ and docs/training.md)."""
+evaluator/study/ and docs/training.md)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ from pathlib import Path
 import click
 
 from analysis.studies.approach_matrix import approach_matrix
-from evaluator.cli.base import Group, configure, settings_options
+from evaluator import study
+from evaluator.cli.base import Group, RunnerChoice, configure, settings_options
 from evaluator.core import console
 from evaluator.core.errors import UserError
 from evaluator.core.files import check_output_path, write_csv_atomic
 from evaluator.core.hashing import canonical_json
-from evaluator.runners.dispatch import CHOICES as RUNNER_CHOICES
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
-from evaluator.training import frozen, study, table
+from evaluator.training import frozen, table
 
 PLAN = click.Path(exists=True, dir_okay=False, path_type=Path)
 LEDGER = click.option(
@@ -34,7 +34,7 @@ def study_group() -> None:
 @study_group.command("run")
 @click.argument("plan", type=PLAN)
 @click.option("--runner", default="auto", show_default=True,
-              type=click.Choice(RUNNER_CHOICES))
+              type=RunnerChoice())
 @click.option("--device", default="auto", show_default=True,
               type=click.Choice(["auto", "cpu", "gpu"]))
 @click.option("--table", "table_path", type=click.Path(dir_okay=False, path_type=Path),

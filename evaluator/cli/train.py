@@ -8,20 +8,19 @@ from pathlib import Path
 import click
 import yaml
 
+from evaluator.api.results import Results
 from evaluator.bundles import spec as bundles
-from evaluator.cli.base import configure, settings_options
+from evaluator.cli.base import RunnerChoice, configure, settings_options
 from evaluator.core import console
 from evaluator.core.errors import RunFailure, UserError
 from evaluator.core.files import check_output_path
 from evaluator.data import testsets
-from evaluator.runners.dispatch import CHOICES as RUNNER_CHOICES
 from evaluator.runners.dispatch import Dispatcher
-from evaluator.store.queries import cell_result
 from evaluator.store.store import Store
 from evaluator.training import frozen, table
 from evaluator.training.job import TrainJob
 from evaluator.training.run import progress_text, train
-from evaluator.training.systems import digest_today, trained_rows
+from evaluator.training.systems import trained_rows
 
 
 def _overrides(pairs: tuple[str, ...]) -> dict:
@@ -48,7 +47,7 @@ def _progress(doc: dict) -> None:
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="a hyperparameter other than the approach's default (repeatable)")
 @click.option("--runner", default="auto", show_default=True,
-              type=click.Choice(RUNNER_CHOICES),
+              type=RunnerChoice(),
               help="auto = docker when a daemon answers; slurm = one Slurm job (docs/slurm.md)")
 @click.option("--device", default="auto", show_default=True,
               type=click.Choice(["auto", "cpu", "gpu"]))
@@ -92,7 +91,7 @@ def _headlines(found: list[dict], store: Store, sets: dict) -> list[tuple]:
                 held_out[name] = held_out[parent]
             parent = sets[parent].derive.parent if sets[parent].derive else None
     stated = {m["folder"]: m.get("scores") or {} for m in frozen.manifests()}
-    today = digest_today(store) if store.exists() else None
+    results = Results(store)
     out = []
     for s in found:
         split = sets.get(s["split"])
@@ -101,7 +100,7 @@ def _headlines(found: list[dict], store: Store, sets: dict) -> list[tuple]:
         if target is None:
             out.append((questions, None, ""))
             continue
-        row = cell_result(store, s["system"], target, digest_today=today) if today else None
+        row = results.cell(s["system"], target, recorded=False)
         f1 = row["f1"] if row else (stated.get(s.get("frozen"), {}).get(target) or {}).get("f1")
         out.append((questions, f1, target if f1 is not None else ""))
     return out
@@ -134,7 +133,8 @@ def systems_command(table_path) -> None:
                    f"{(f'{f1:5.2f} ' + where) if f1 is not None else '-':<23}  "
                    f"{'frozen' if s.get('frozen') else 'store'}")
     if table_path:
-        rows = table.rows(store, {k: t.reference for k, t in good.items()},
+        rows = table.rows(store, Results(store).rows(),
+                          {k: t.reference for k, t in good.items()},
                           {k: b.metadata.get("family") for k, b in approaches.items()},
                           {k: t.train for k, t in good.items()})
         mine = {r["model"] for r in rows}

@@ -1,6 +1,6 @@
 """`qashift trend -b BUNDLE`: where one model lands against the frozen population's trend.
 
-Thin: the cells come from the one evaluation entry (`training.evaluation.evaluate`: stored
+Thin: the cells come from the one evaluation entry (`api.evaluate`: stored
 cells are read, missing ones run; nothing is trained), the population from the store (its
 committed table recorded there on first use, `training.recorded`), the placement from
 `analysis.studies.trend`.
@@ -14,17 +14,16 @@ from pathlib import Path
 
 import click
 
-from evaluator.cli.analysis import in_root
-from evaluator.cli.base import Command
+from evaluator.api import evaluation
+from evaluator.api.evaluation import EvaluationConfig
+from evaluator.cli.base import Command, RunnerChoice, in_root
 from evaluator.core import console
 from evaluator.core.errors import UserError
 from evaluator.core.files import check_output_path
-from evaluator.runners.dispatch import CHOICES as RUNNER_CHOICES
 from evaluator.store.store import Store
 from evaluator.training import recorded
-from evaluator.training.evaluation import EvaluationConfig, evaluate
+from evaluator.training.recorded import BASE, REFERENCE
 
-REFERENCE, BASE = "squad-dev-heldout", "squad-dev-train"  # the population's x axis, its split
 SHIFTS = ("new-wiki-test", "reddit-test", "amazon-test", "addonesent-heldout",
           "addsent-heldout")
 
@@ -38,7 +37,7 @@ SHIFTS = ("new-wiki-test", "reddit-test", "amazon-test", "addonesent-heldout",
               **in_root("results/population.csv"),
               help="The population's results table (qashift study run --table), recorded in "
                    "the store on first use.")
-@click.option("--runner", type=click.Choice(RUNNER_CHOICES),
+@click.option("--runner", type=RunnerChoice(),
               default="auto", show_default=True, help="How cells that are not stored run.")
 @click.option("--level", type=float, default=0.95, show_default=True,
               help="Confidence level of every interval and band.")
@@ -85,8 +84,9 @@ def _own_rows(bundle: str, sets: tuple[str, ...], runner: str, level: float, sto
     run now; a failed cell is one line."""
     from analysis.sources.tidy import frame  # lazy: pandas; fast --help
 
-    config = EvaluationConfig((bundle,), (REFERENCE, *sets), runner=runner, level=level)
-    report = evaluate(config, store, progress=console.progress).report
+    config = EvaluationConfig(bundles=(bundle,), testsets=(REFERENCE, *sets), runner=runner,
+                              level=level)
+    report = evaluation.evaluate(config, store, progress=console.progress).report
     for o in report.failed:
         raise UserError(f"{bundle} on {o.job.testset.id} failed ({o.failure_class}): "
                         f"{o.message}")

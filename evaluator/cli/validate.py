@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from evaluator import scoring
 from evaluator.bundles import spec as bundles
 from evaluator.bundles.schema import BundleFile
 from evaluator.core.errors import ConfigError, DataError, UserError
@@ -19,7 +20,7 @@ from evaluator.data import checks, testsets
 from evaluator.data.fetch import cached_path
 from evaluator.data.schema import TestSetFile
 from evaluator.data.testsets import TestSet
-from evaluator.training.study import StudyFile
+from evaluator.study import StudyFile
 
 
 def _data_problems(testset: TestSet, generate: bool = False) -> list[str]:
@@ -105,6 +106,14 @@ def _reference_problem(testset: TestSet, known: set[str]) -> str | None:
             f"test set here ({hint})")
 
 
+def _scorer_problem(testset: TestSet) -> str | None:
+    """A scorer no module of evaluator/scoring registers: no cell of the set can be scored."""
+    if testset.scorer in scoring.scorers():
+        return None
+    return (f"{testset.folder / 'testset.yaml'}: scorer {testset.scorer!r} is not registered "
+            f"(choices: {', '.join(sorted(scoring.scorers()))})")
+
+
 def _check_folder(folder: Path) -> tuple[str, list[str]]:
     """(what the folder is, its problems: one line each)."""
     try:
@@ -112,7 +121,8 @@ def _check_folder(folder: Path) -> tuple[str, list[str]]:
             testset = testsets.from_folder(folder)
             found = _data_problems(testset, generate=True)
             reference = _reference_problem(testset, {*testsets.available(), folder.name})
-            return f"test set {folder.name}", found + ([reference] if reference else [])
+            return f"test set {folder.name}", found + [
+                p for p in (reference, _scorer_problem(testset)) if p]
         if (folder / "bundle.yaml").is_file():
             bundles.from_folder(folder)
             return f"bundle {folder.name}", []
@@ -168,7 +178,7 @@ def validate_command(paths, schema, pin, version) -> None:
                      for p in _data_problems(t)]
         known = {*good_sets, *broken_sets}
         problems += [f"test set {t.id}: {p}" for t in good_sets.values()
-                     if (p := _reference_problem(t, known))]
+                     for p in (_reference_problem(t, known), _scorer_problem(t)) if p]
         problems += [f"bundle {n}: {p}" for n, p in sorted(broken_bundles.items())]
         checked = len(good_sets) + len(broken_sets) + len(good_bundles) + len(broken_bundles)
         failing = len({line.split(": ", 1)[0] for line in problems})

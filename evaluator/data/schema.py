@@ -18,7 +18,7 @@ class TestSetFile(Strict):
                   "synthetic", "training"]  # training: a train split, not a test set
     reference: Name | None = None
     questions: Annotated[int, Field(gt=0)]
-    scorer: Literal["squad-v1.1", "adversarial-min"]
+    scorer: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{0,63}$")]  # evaluator.scoring
     cluster: Literal["paragraph", "article"]
     license: Text
     citation: Text

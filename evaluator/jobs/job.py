@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evaluator import scoring
 from evaluator.bundles.spec import Bundle
 from evaluator.core.hashing import canonical_json, sha256_bytes
 from evaluator.data.testsets import Dataset, TestSet
-from evaluator.scoring.squad_v1 import SCORER_VERSIONS
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Job:
 
     @property
     def scorer_version(self) -> str:
-        return SCORER_VERSIONS[self.testset.scorer]
+        return scoring.version(self.testset.scorer)
 
     @property
     def key(self) -> str:

@@ -1,4 +1,4 @@
-"""Evaluate one cell: stored result, or input -> runner -> predictions -> scores -> store.
+"""Run one cell: stored result, or input -> runner -> predictions -> scores -> store.
 
 Each step is a function of the previous step's output; nothing reaches backwards. The
 submission sees only the answer-free input file; gold answers stay in this process.
@@ -171,7 +171,7 @@ def internal_failure(job: Job, store: Store, runner: Runner, exc: Exception) -> 
     return failure
 
 
-def evaluate(job: Job, runner: Runner, store: Store, *, level: float = intervals.DEFAULT_LEVEL,
+def run_cell(job: Job, runner: Runner, store: Store, *, level: float = intervals.DEFAULT_LEVEL,
              cluster: str | None = None, rerun: bool = False, device: str = "auto",
              mirrors: list[Path] | None = None, cpus: tuple[int, ...] = ()) -> CellResult:
     """The stored result of `job`, running it first if needed (or if `rerun`), on `cpus` of

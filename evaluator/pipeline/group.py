@@ -79,10 +79,10 @@ class Grouped:
         self.alone: list[Job] = []
 
 
-def evaluate_group(jobs: list[Job], runner, store: Store, *,
-                   level: float = intervals.DEFAULT_LEVEL, cluster: str | None = None,
-                   rerun: bool = False, device: str = "auto",
-                   mirrors: list[Path] | None = None, cpus: tuple[int, ...] = ()) -> Grouped:
+def run_group(jobs: list[Job], runner, store: Store, *,
+              level: float = intervals.DEFAULT_LEVEL, cluster: str | None = None,
+              rerun: bool = False, device: str = "auto",
+              mirrors: list[Path] | None = None, cpus: tuple[int, ...] = ()) -> Grouped:
     """Run the cells of one group (`groups`) that are not stored, together; keyed by
     `id(job)` in the outcome."""
     intervals.check_level(level)

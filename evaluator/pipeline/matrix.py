@@ -18,8 +18,8 @@ from evaluator.core.errors import UserError, failure_class_of
 from evaluator.core.files import run_tempdir
 from evaluator.core.hashing import canonical_json
 from evaluator.jobs.job import Job
-from evaluator.pipeline.cell import CellBusy, CellResult, cpu_seconds, evaluate, write_input
-from evaluator.pipeline.group import evaluate_group, groups
+from evaluator.pipeline.cell import CellBusy, CellResult, cpu_seconds, run_cell, write_input
+from evaluator.pipeline.group import groups, run_group
 from evaluator.pipeline.prepared import prepared_inputs
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store, StoreError
@@ -56,7 +56,7 @@ def _attempt(job: Job, runner: Dispatcher, store: Store, options: dict) -> Outco
     """One try at a cell: an outcome, or None when another controller is running it."""
     outcome = Outcome(job)
     try:
-        outcome.result = evaluate(job, runner.runner_for(job.bundle), store, **options)
+        outcome.result = run_cell(job, runner.runner_for(job.bundle), store, **options)
     except CellBusy:
         return None
     except StoreError:
@@ -118,31 +118,38 @@ def _time_left(start: float, scale: float, waiting: list[float],
 
 
 def prepare_first(jobs: list[Job], runner: Dispatcher, store: Store, *, rerun: bool = False,
-                  mirrors: list[Path] | None = None,
+                  mirrors: list[Path] | None = None, parallel: int = 1,
                   say: Callable[[str], None] = lambda _: None) -> None:
     """Make, before any cell runs, each prepared input (`pipeline.prepared`) that the cells
-    to run will ask for: the minutes of a set's parsing then never fall inside one cell's
-    time, where they would hold a worker and throw the ETA off. A preparation that fails is
-    left to its cells, which record the failure."""
-    made: set[str] = set()
+    to run will ask for, `parallel` at once: the minutes of a set's parsing then never fall
+    inside one cell's time, where they would hold a worker and throw the ETA off. A
+    preparation that fails is left to its cells, which record the failure."""
+    wanted: dict[str, Job] = {}
     for job in jobs:
         if not job.bundle.prepare_command or (not rerun and store.get(job.key) is not None):
             continue
-        inner = runner.runner_for(job.bundle)
         identity = canonical_json([job.bundle.prepare_command, job.bundle.environment,
                                    [str(lib) for lib in job.bundle.libraries],
-                                   getattr(inner, "name", ""), job.testset.id,
-                                   job.testset.sha256, job.options]).decode()
-        if identity in made:
-            continue
-        made.add(identity)
+                                   getattr(runner.runner_for(job.bundle), "name", ""),
+                                   job.testset.id, job.testset.sha256, job.options]).decode()
+        wanted.setdefault(identity, job)
+
+    def prepare(job: Job) -> None:
         say(f"preparing the input of {job.label} (shared by every system of its approach)")
         with run_tempdir("prepare-first") as tmp:
             try:
                 input_path = write_input(job.dataset(mirrors), Path(tmp))
-                prepared_inputs(job.bundle, input_path, inner, store.workspace, job.label)
+                prepared_inputs(job.bundle, input_path, runner.runner_for(job.bundle),
+                                store.workspace, job.label)
             except UserError:
-                continue
+                pass  # its cells meet it again, and record it
+
+    if len(wanted) > 1 and parallel > 1:
+        with ThreadPoolExecutor(max_workers=min(parallel, len(wanted))) as pool:
+            list(pool.map(prepare, wanted.values()))
+    else:
+        for job in wanted.values():
+            prepare(job)
 
 
 def _attempt_unit(unit: list[Job], runner: Dispatcher, store: Store, options: dict
@@ -152,7 +159,7 @@ def _attempt_unit(unit: list[Job], runner: Dispatcher, store: Store, options: di
     if len(unit) == 1:
         return [_attempt(unit[0], runner, store, options)]
     try:
-        grouped = evaluate_group(unit, runner.runner_for(unit[0].bundle), store, **options)
+        grouped = run_group(unit, runner.runner_for(unit[0].bundle), store, **options)
     except StoreError:
         raise
     except Exception:  # noqa: BLE001 - whatever stopped the group, each cell alone names it
@@ -193,7 +200,7 @@ def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
     for job in jobs:  # made here, in the main thread, where runners install signal handlers
         runner.runner_for(job.bundle)
     prepare_first(jobs, runner, store, rerun=bool(options.get("rerun")),
-                  mirrors=options.get("mirrors"), say=progress)
+                  mirrors=options.get("mirrors"), parallel=parallel, say=progress)
     pending = groups(jobs, runner.runner_for) if together else [[job] for job in jobs]
     running: dict[Future, list[Job]] = {}
     slots = cpu_slots(parallel)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from evaluator.bundles.spec import Bundle
 from evaluator.data.testsets import TestSet
-from evaluator.store.queries import latest, latest_failures
+from evaluator.store.queries import Cell, latest_failures
 from evaluator.store.store import Store
 
 STATES = ("done", "running", "failed", "pending", "n/a")
@@ -22,12 +22,11 @@ class CellStatus:
     failure_class: str | None = None  # the last failure's class, when failed
 
 
-def matrix_status(store: Store, bundles: list[Bundle], testsets: list[TestSet]
-                  ) -> list[CellStatus]:
-    """One CellStatus per (bundle, test set), bundles outer."""
+def matrix_status(store: Store, bundles: list[Bundle], testsets: list[TestSet],
+                  done: dict[Cell, dict]) -> list[CellStatus]:
+    """One CellStatus per (bundle, test set), bundles outer; `done` is every cell's result
+    as it is today (`api.Results`)."""
     have = store.exists()
-    digests = {b.id: b.digest for b in bundles}
-    done = latest(store.results(recorded=True) if have else [], digest_today=digests.get)
     running = {(lease["bundle"], lease["testset"]) for lease in store.live_leases()} \
         if have else set()
     failures = {cell: f["failure_class"]  # a failed --limit sample is not the cell's state

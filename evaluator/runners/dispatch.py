@@ -3,6 +3,8 @@
 A backend is what the user picks with `--runner` (local, docker, slurm; auto = docker when a
 daemon answers). The table names each runner as "module:Class", so choosing a backend
 imports only the runners it uses, and no runner module imports another to find a sibling.
+A new backend is a module with its runner class and one `register_backend` call (or its
+rows in the table); every command's `--runner` choices are read from the table.
 """
 
 from __future__ import annotations
@@ -15,8 +17,6 @@ from evaluator.bundles.spec import Bundle
 from evaluator.core.errors import UserError
 from evaluator.runners.base import Runner, RunRecord, RunRequest
 
-BACKENDS = ("local", "docker", "slurm")
-CHOICES = ("auto", *BACKENDS)  # what every command's --runner accepts
 FROZEN = "evaluator.runners.frozen:FrozenRunner"  # stored predictions: nothing is executed
 RUNNERS: dict[tuple[str, str], str] = {
     ("predictions", "local"): FROZEN,
@@ -42,6 +42,26 @@ RUNNERS: dict[tuple[str, str], str] = {
 OPTIONS = {"evaluator.runners.slurm.controller:SlurmRunner": ("partition", "account", "inner")}
 
 
+def backends() -> tuple[str, ...]:
+    """The backends the table serves, in the order they were registered."""
+    return tuple(dict.fromkeys(backend for _, backend in RUNNERS))
+
+
+def choices() -> tuple[str, ...]:
+    """What every command's --runner accepts: auto, then each backend."""
+    return ("auto", *backends())
+
+
+def register_backend(name: str, runners: dict[str, str]) -> None:
+    """Serve bundle kinds on a new backend: `runners` maps each kind to its runner,
+    "module:Class"; predictions bundles need none (their stored files serve every backend)."""
+    for kind, target in runners.items():
+        RUNNERS[(kind, name)] = target
+    RUNNERS.setdefault(("predictions", name), FROZEN)
+
+
+
+
 def load(target: str) -> type:
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name)
@@ -55,8 +75,8 @@ class Dispatcher:
     """A Runner for every bundle kind on one backend; each runner made once, on first use."""
 
     def __init__(self, backend: str, *, warn: Callable[[str], None] = _warn, **options):
-        if backend != "auto" and backend not in BACKENDS:
-            raise UserError(f"unknown runner {backend!r}; choices: {', '.join(CHOICES)}")
+        if backend != "auto" and backend not in backends():
+            raise UserError(f"unknown runner {backend!r}; choices: {', '.join(choices())}")
         self.requested, self.warn, self.options = backend, warn, options
         self._backend: str | None = None if backend == "auto" else backend
         self._made: dict[str, Runner] = {}

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from evaluator.data.testsets import Question
+from evaluator.scoring import get, register
 
-SCORER_VERSIONS = {"squad-v1.1": "squad-v1.1/1", "adversarial-min": "adversarial-min/1"}
+register("squad-v1.1", version="squad-v1.1/1")(None)
 
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -104,8 +105,9 @@ def score_question(prediction: str | None, answers: Sequence[str]) -> tuple[floa
 
 def score(questions: Sequence[Question], predictions: Mapping[str, str],
           scorer: str = "squad-v1.1") -> Scores:
-    if scorer not in SCORER_VERSIONS:
-        raise ValueError(f"unknown scorer {scorer!r}; choices: {', '.join(SCORER_VERSIONS)}")
+    """Every question of the set scored by the registered `scorer` (`evaluator.scoring`)."""
+    chosen = get(scorer)
+    per_question = chosen.question or score_question
     ids = set()
     units = []
     missing = 0
@@ -113,11 +115,11 @@ def score(questions: Sequence[Question], predictions: Mapping[str, str],
         ids.add(q.id)
         prediction = predictions.get(q.id)
         missing += prediction is None
-        em, f1 = score_question(prediction, q.answers)
+        em, f1 = per_question(prediction, q.answers)
         units.append(Unit(q.id, em, f1, q.paragraph, q.article, int(prediction is None)))
     extra = sum(1 for pid in predictions if pid not in ids)
-    if scorer == "adversarial-min":
-        units = _worst_case_groups(units)
+    if chosen.combine is not None:
+        units = chosen.combine(units)
     return Scores(scorer, tuple(units), len(questions), missing, extra)
 
 
@@ -127,6 +129,7 @@ def group_of(question_id: str) -> str:
     return question_id.split("-", 1)[0]
 
 
+@register("adversarial-min", version="adversarial-min/1", units="question groups")
 def _worst_case_groups(units: list[Unit]) -> list[Unit]:
     """Group by `group_of`; a group scores its members' minimum."""
     groups: dict[str, list[Unit]] = {}

@@ -31,9 +31,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evaluator import scoring
 from evaluator.core.files import PARTIAL_PREFIX
 from evaluator.core.hashing import sha256_of
-from evaluator.scoring.squad_v1 import SCORER_VERSIONS
 from evaluator.store.rows import (
     future_problem,
     key_problem,
@@ -255,7 +255,8 @@ def _rebuilt_result_problem(store: Store, row: dict, gold: Gold) -> str:
     a test set that is not here is no reason (the store's own row, trusted)."""
     if why := result_problem(row) or key_problem(row) or future_problem(row):
         return why
-    if row["scorer_version"] != SCORER_VERSIONS.get(row["scorer"]):  # then nothing rescores it
+    if row["scorer"] not in scoring.scorers() or \
+            row["scorer_version"] != scoring.version(row["scorer"]):  # nothing rescores it
         return f"it was scored by {row['scorer_version'][:40]!r}, not this machine's scorer"
     if not all(not row.get(f) or store.object_path(row[f]).is_file() for f in OBJECT_FIELDS):
         return "an object is missing"

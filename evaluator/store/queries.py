@@ -10,7 +10,8 @@ names nothing (a folder gone or broken, a set not worth deriving for a listing),
 of the id's newest run stands. Runs of any other digest are superseded: they describe
 something else.
 
-`latest` is the one function that picks the newest row; `cell_result` asks it for one cell.
+`latest` is the one function that picks the newest row; `api.Results` is the one place that
+hands it today's digests and bytes, and what every view reads results through.
 Failures follow the same rule: a failed sample is never its cell's state (`latest_failures`).
 """
 
@@ -18,8 +19,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-
-from evaluator.store.store import Store
 
 Cell = tuple[str, str]
 Today = Callable[[str], str | None]
@@ -71,20 +70,6 @@ def latest(rows: Iterable[dict], *, digest_today: Today = _none, sha_today: Toda
                 row["testset_sha256"] == shas[row["testset"]]:
             out[(row["bundle"], row["testset"])] = row
     return out
-
-
-def latest_full(rows: Iterable[dict], digest_today: Today = _none) -> list[dict]:
-    """Every cell's result, as a list (what the analysis and the API read)."""
-    return list(latest(rows, digest_today=digest_today).values())
-
-
-def cell_result(store: Store, bundle: str, testset: str, *, digest_today: Today = _none,
-                sha_today: Today = _none, samples: bool = False,
-                recorded: bool = False) -> dict | None:
-    """The result of one cell, or None (`recorded`: a recorded result counts too)."""
-    rows = store.results(bundle, testset, recorded=recorded) if store.exists() else []
-    return latest(rows, digest_today=digest_today, sha_today=sha_today,
-                  samples=samples).get((bundle, testset))
 
 
 def latest_failures(rows: Iterable[dict]) -> dict[Cell, dict]:

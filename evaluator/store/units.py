@@ -14,13 +14,14 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from evaluator import scoring
 from evaluator.core.errors import RunFailure, UserError
 from evaluator.core.gate import Refused
 from evaluator.core.hashing import canonical_json, sha256_bytes
 from evaluator.data import testsets
 from evaluator.data.testsets import Dataset
 from evaluator.scoring.predictions import load_predictions
-from evaluator.scoring.squad_v1 import SCORER_VERSIONS, Scores, Unit, score
+from evaluator.scoring.squad_v1 import Scores, Unit, score
 from evaluator.store.store import Store
 
 # Bytes a scores object may hold per scored unit, and in all besides. Stored objects hold 60
@@ -134,9 +135,9 @@ class Gold:
         if isinstance(found, str):
             return found
         scorer, dataset = found
-        if row["scorer"] != scorer or row["scorer_version"] != SCORER_VERSIONS[scorer]:
+        if row["scorer"] != scorer or row["scorer_version"] != scoring.version(scorer):
             return (f"{UNCHECKED} it was scored by {row['scorer_version'][:40]!r}; test set "
-                    f"{row['testset']} is scored by {SCORER_VERSIONS[scorer]!r} here")
+                    f"{row['testset']} is scored by {scoring.version(scorer)!r} here")
         whole = self._sets[(row["testset"], row["testset_sha256"])][1]  # a sample's file may
         try:  # hold the whole set: the values it may hold are counted for the whole set
             answers = load_predictions(predictions, len(whole.questions))

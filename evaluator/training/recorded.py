@@ -25,6 +25,7 @@ from evaluator.store.rows import recorded_problem
 from evaluator.store.store import Store
 
 POPULATION = "results/population.csv"
+REFERENCE, BASE = "squad-dev-heldout", "squad-dev-train"  # its x axis and training split
 NEEDED = ("model", "testset", "metric", "value", "lo", "hi", "n", "bundle_digest",
           "testset_sha256", "scorer_version", "runner", "wall_s")
 LEVEL = 0.95  # the level of the committed tables' intervals (`training.table`)

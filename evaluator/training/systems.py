@@ -95,7 +95,7 @@ def digest_today(store: Store, bundle_folders: dict | None = None
                  ) -> Callable[[str], str | None]:
     """The digest a bundle id names today: its folder's, or for a trained system the one its
     approach's current folder and defaults give; None for an id with neither (its folder gone
-    or broken: its newest runs stand). `store.queries.latest_full` takes it."""
+    or broken: its newest runs stand). `api.Results` takes it."""
     folders = bundles.available() if bundle_folders is None else bundle_folders
 
     def of(bundle_id: str) -> str | None:

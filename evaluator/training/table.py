@@ -9,17 +9,16 @@ written earlier counts for a plan's system only while that key is the same."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
 from evaluator.core import settings
 from evaluator.core.files import exclusive, read_csv_table, write_csv_atomic
 from evaluator.core.hashing import sha256_bytes
-from evaluator.store.queries import latest_full
 from evaluator.store.rows import bound
 from evaluator.store.store import Store
-from evaluator.training.systems import current_digest, trained_rows
+from evaluator.training.systems import trained_rows
 
 COLUMNS = ("model", "testset", "metric", "value", "lo", "hi", "n", "reference", "mode", "family",
            "approach", "train_split", "train_size", "seed", "hyperparameters", "train_key",
@@ -28,18 +27,18 @@ COLUMNS = ("model", "testset", "metric", "value", "lo", "hi", "n", "reference", 
            "wall_s", "runner")
 
 
-def rows(store: Store, references: dict[str, str | None], families: dict[str, str | None],
-         trains: dict[str, str | None] | None = None) -> list[dict]:
-    """Rows for every trained system's latest results; `references` maps a test set to its
-    original-set axis (its `reference`), `families` an approach to its family, `trains` a
-    test set to its training split (for `mode`). A name whose current system is trained
-    shows that system's runs only, never a predecessor's."""
+def rows(store: Store, results: Iterable[dict], references: dict[str, str | None],
+         families: dict[str, str | None], trains: dict[str, str | None] | None = None
+         ) -> list[dict]:
+    """Rows for every trained system's results (`results`: every cell's result as it is
+    today, `api.Results(store).rows()`: a name whose current system is trained shows that
+    system's runs only, never a predecessor's, and a --limit sample never enters the table);
+    `references` maps a test set to its original-set axis (its `reference`), `families` an
+    approach to its family, `trains` a test set to its training split (for `mode`)."""
     trains = trains or {}
     systems = {s["system"]: s for s in trained_rows(store)}  # the newest training of each
     # name, stored here or frozen in the repository
-    digests = {name: d for name in systems if (d := current_digest(name, store)) is not None}
-    latest = latest_full((r for r in store.results(recorded=True) if r["bundle"] in systems),
-                         digest_today=digests.get)  # a --limit sample never enters the table
+    latest = [r for r in results if r["bundle"] in systems]
     out = []
     for row in sorted(latest, key=lambda r: (r["bundle"], r["testset"])):
         name, testset, system = row["bundle"], row["testset"], systems[row["bundle"]]

@@ -9,14 +9,11 @@ import pytest
 from click.testing import CliRunner
 
 from analysis.sources import load_source
-from evaluator.cli.analysis import (
-    families_command,
-    figures_command,
-    fit_command,
-    strata_command,
-)
+from evaluator.cli.figures import figures_command, fit_command
 from evaluator.cli.main import main
 from evaluator.cli.population import population_command
+from evaluator.cli.robustness import families_command
+from evaluator.cli.strata import strata_command
 from tests.conftest import REPO
 
 NEW_SETS = ("new-wiki", "nyt", "reddit", "amazon")
@@ -73,8 +70,9 @@ def test_store_records_can_be_passed_in():
 
 
 def test_the_analysis_commands_import_only_click():
-    """figures, fit and report load pandas, matplotlib and jinja2 inside the commands."""
-    code = ("import sys, evaluator.cli.analysis; print(sorted(m for m in "
+    """The analysis commands load pandas, matplotlib and jinja2 inside the commands."""
+    code = ("import sys, evaluator.cli.figures, evaluator.cli.papers, evaluator.cli.strata, "
+            "evaluator.cli.robustness; print(sorted(m for m in "
             "('pandas','matplotlib','numpy','scipy','jinja2') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
@@ -95,7 +93,7 @@ def trend_table(path, testset: str, points: list[tuple[int, int]]):
 def test_figures_compare_puts_two_trends_side_by_side(tmp_path, shared_data):
     from click.testing import CliRunner
 
-    from evaluator.cli.analysis import figures_command
+    from evaluator.cli.figures import figures_command
 
     table = trend_table(tmp_path / "ours.csv", "new-wiki", [(60, 50), (70, 62), (80, 71), (90, 83)])
     out = tmp_path / "figs"
@@ -113,7 +111,7 @@ def test_figures_compare_skips_a_set_one_source_cannot_fit_with_a_warning(tmp_pa
     traceback (a table of our own beside the published one)."""
     from click.testing import CliRunner
 
-    from evaluator.cli.analysis import figures_command
+    from evaluator.cli.figures import figures_command
 
     table = trend_table(tmp_path / "ours.csv", "addonesent",
                         [(60, 40), (70, 47), (80, 55), (90, 61)])

@@ -11,9 +11,11 @@ import pytest
 from click.testing import CliRunner
 from scipy import stats
 
-from analysis.sources import awadalla, tidy
+from analysis.sources import awadalla, load_source, tidy
 from analysis.studies import families
-from evaluator.cli.analysis import families_command
+from evaluator.cli.robustness import families_command
+from evaluator.store.store import Store
+from evaluator.training import recorded
 from tests.conftest import REPO
 
 THEIRS = """model_name,model_family,dataset,f1,f1_lower,f1_upper,type
@@ -72,7 +74,9 @@ def test_a_familys_robustness_is_its_mean_distance_from_the_baseline_trend(tmp_p
 
 
 @pytest.mark.slow
-def test_the_command_prints_both_sources_and_draws_the_panels_beside(tmp_path):
+def test_the_command_prints_both_sources_and_draws_the_panels_beside(tmp_path, workspace):
+    """The own population is the store's: its committed table recorded there, and read back
+    as the same numbers the table gives."""
     result = CliRunner().invoke(families_command, [
         "--table", str(REPO / "results" / "awadalla-2022.csv"),
         "--population", str(REPO / "results" / "population.csv"), "--out", str(tmp_path),
@@ -84,3 +88,12 @@ def test_the_command_prints_both_sources_and_draws_the_panels_beside(tmp_path):
                                      "reddit-test", "amazon-test"}
     for shift in ("new-wiki", "reddit", "amazon"):
         assert (tmp_path / f"beside-{shift}.png").stat().st_size > 10_000
+    assert Store(workspace).recorded_version(
+        recorded.table_path(REPO / "results" / "population.csv")[1])
+    direct = families.family_robustness(
+        load_source(str(REPO / "results" / "population.csv"), None),
+        [own for _, own in families.SHIFTS], "non-pretrained")
+    ours = table[table["testset"].isin(direct["testset"])].sort_values(["testset", "family"])
+    direct = direct.sort_values(["testset", "family"])
+    assert list(ours["family"]) == list(direct["family"])
+    assert np.allclose(ours["mean_er"], direct["mean_er"], atol=1e-4)

@@ -20,7 +20,7 @@ from analysis import site as site_mod
 from analysis.sources.tidy import from_records
 from analysis.studies import approach_concurrence as ac
 from analysis.studies import trend
-from evaluator.cli.analysis import report_command
+from evaluator.cli.figures import report_command
 from tests.conftest import REPO
 from tests.support.site import (
     SETS,

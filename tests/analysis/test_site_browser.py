@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from evaluator.cli.analysis import report_command
+from evaluator.cli.figures import report_command
 from tests.conftest import REPO
 from tests.support.site import (
     build_published_site,

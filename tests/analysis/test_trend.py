@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from analysis.sources.tidy import from_csv, paired
 from analysis.studies import trend
-from evaluator.cli.analysis import report_command
+from evaluator.cli.figures import report_command
 from evaluator.cli.trend import trend_command
 from evaluator.store.store import Store
 from tests.conftest import REPO

@@ -1,9 +1,11 @@
-"""The Python API returns DataFrames of the same cells as `evaluate`; a wheel installed into
-a fresh virtual environment runs README's example from outside the source tree."""
+"""The Python API is the one evaluation entry: `evaluate` returns the Evaluation, whose frame
+holds the same cells as the `evaluate` command; a wheel installed into a fresh virtual
+environment runs README's example from outside the source tree."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -19,17 +21,21 @@ from tests.conftest import REPO, SLIDING_WINDOW, tiny_registry
 from tests.tiny_bert import write_hfqa_bundle
 
 
-def test_evaluate_matrix_rows_failures_and_stored_results(tmp_path, monkeypatch, workspace,
-                                                          small_dev):
+def test_evaluate_gives_rows_failures_and_stored_results(tmp_path, monkeypatch, workspace,
+                                                         small_dev):
     sets, subs = tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev}, {
         "sliding-window": SLIDING_WINDOW, "crasher": "import sys\nsys.exit('no')\n"})
-    cells = evaluator.evaluate_matrix(["sliding-window", "crasher"], ["tiny"], runner="local")
+    done = evaluator.evaluate(bundles=["sliding-window", "crasher"], testsets=["tiny"],
+                              runner="local")
+    assert done.config.bundles == ("sliding-window", "crasher")
+    cells = done.frame()
     assert list(cells["bundle"]) == ["sliding-window", "crasher"]
     ok, bad = cells.iloc[0], cells.iloc[1]
     assert ok["n"] == sum(len(p["qas"]) for a in small_dev["data"] for p in a["paragraphs"])
     assert ok["em_lo"] <= ok["em"] <= ok["em_hi"] and ok["f1_lo"] <= ok["f1"] <= ok["f1_hi"]
     assert not ok["cached"] and bad["failure_class"] == "nonzero-exit"
-    again = evaluator.evaluate("sliding-window", "tiny", runner="local")
+    again = evaluator.evaluate(bundles=["sliding-window"], testsets=["tiny"],
+                               runner="local").frame()
     assert bool(again.at[0, "cached"]) and again.at[0, "f1"] == ok["f1"]
     stored = evaluator.results(testset="tiny")
     assert list(stored["bundle"]) == ["sliding-window"] and stored.at[0, "f1"] == ok["f1"]
@@ -37,7 +43,8 @@ def test_evaluate_matrix_rows_failures_and_stored_results(tmp_path, monkeypatch,
     code = next((subs / "sliding-window").glob("*.py"))
     code.write_text(code.read_text() + "\n# edited\n")
     assert evaluator.results(testset="tiny").empty
-    evaluator.evaluate("sliding-window", "tiny", runner="local")
+    evaluator.evaluate(evaluator.EvaluationConfig(bundles=("sliding-window",),
+                                                  testsets=("tiny",), runner="local"))
     assert list(evaluator.results(testset="tiny")["bundle"]) == ["sliding-window"]
 
 
@@ -95,16 +102,19 @@ def test_the_api_forwards_each_option_as_the_command_reads_it(tmp_path, monkeypa
                                {"sliding-window": SLIDING_WINDOW})
     write_hfqa_bundle(subs, "tiny-hf", tiny_model)
     bundles_ = ["tiny-hf"] if "model_args" in kwargs else ["sliding-window", "tiny-hf"]
-    rows = evaluator.evaluate_matrix(bundles_, ["tiny"], runner="local", **kwargs)
+    rows = evaluator.evaluate(bundles=bundles_, testsets=["tiny"], runner="local",
+                              **kwargs).frame()
     done = CliRunner().invoke(evaluate_cmd, [*sum((["-b", b] for b in bundles_), []), "-t",
                                              "tiny", "--runner", "local", "--json", *flags])
     assert done.exit_code == 0, done.output
     cli = json.loads(done.stdout)["results"]
     assert [r["key"] for r in cli] == list(rows["key"])  # the same cells: the same options
     for row, cell in zip(rows.to_dict("records"), cli, strict=True):
-        assert (row["n"], row["f1_lo"], row["f1_hi"], row["level"], row["device"]) == (
+        # a bound that does not exist is NaN in the frame and null in JSON, on every path
+        bounds = [None if math.isnan(row[b]) else row[b] for b in ("f1_lo", "f1_hi")]
+        assert (row["n"], *bounds, row["level"], row["device"]) == (
             cell["n"], cell["f1"]["lo"], cell["f1"]["hi"], cell["f1"]["level"], cell["device"])
-    plain = evaluator.evaluate_matrix(bundles_, ["tiny"], runner="local")
+    plain = evaluator.evaluate(bundles=bundles_, testsets=["tiny"], runner="local").frame()
     changed = {"level": "level", "cluster": "f1_lo", "limit": "n", "model_args": "key"}
     for option, column in changed.items():
         if option in kwargs:
@@ -113,5 +123,5 @@ def test_the_api_forwards_each_option_as_the_command_reads_it(tmp_path, monkeypa
 
 def test_slurm_options_are_refused_for_another_runner(workspace):
     with pytest.raises(UserError, match="apply only to the slurm runner"):
-        evaluator.evaluate_matrix(["sliding-window"], ["squad-dev"], runner="local",
-                                  partition="debug")
+        evaluator.evaluate(bundles=["sliding-window"], testsets=["squad-dev"], runner="local",
+                           partition="debug")

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
+from evaluator import study
 from evaluator.core.errors import UserError
 from evaluator.data import testsets
-from evaluator.training import study
 from tests.conftest import write_derived, write_testset
 
 

@@ -35,8 +35,8 @@ def test_a_cell_finished_elsewhere_after_the_first_look_is_not_run_again(
     job = Job(bundles.get("first"), testsets.get("tiny"))
     runner = CountingRunner()
     store = raced_store(Store.open_default().workspace, "get",
-                        lambda: cell.evaluate(job, runner, Store.open_default()))
-    result = cell.evaluate(job, runner, store)
+                        lambda: cell.run_cell(job, runner, Store.open_default()))
+    result = cell.run_cell(job, runner, store)
     assert runner.runs == 1
     assert result.cached
     assert store.get(job.key)["em"] == result.em.value
@@ -46,11 +46,11 @@ def test_a_damaged_cell_is_recomputed_once(tmp_path, monkeypatch, workspace, sma
     tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev}, {"first": FIRST_WORD})
     job = Job(bundles.get("first"), testsets.get("tiny"))
     runner, store = CountingRunner(), Store.open_default()
-    first = cell.evaluate(job, runner, store)
+    first = cell.run_cell(job, runner, store)
     store.object_path(store.get(job.key)["scores_sha256"]).write_text("{}")
-    again = cell.evaluate(job, runner, store)
+    again = cell.run_cell(job, runner, store)
     assert runner.runs == 2 and not again.cached and again.em == first.em
-    assert cell.evaluate(job, runner, store).cached and runner.runs == 2
+    assert cell.run_cell(job, runner, store).cached and runner.runs == 2
 
 
 def test_a_cell_stores_the_cpu_seconds_its_run_used(tmp_path, monkeypatch, workspace,
@@ -58,7 +58,7 @@ def test_a_cell_stores_the_cpu_seconds_its_run_used(tmp_path, monkeypatch, works
     """The local runner counts the submission's CPU time (a busy second, not an idle one)
     into the cell's run record, and `results show` prints it."""
     tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev}, {"busy": BUSY_THEN_IDLE})
-    result = cell.evaluate(Job(bundles.get("busy"), testsets.get("tiny")), Dispatcher("local"),
+    result = cell.run_cell(Job(bundles.get("busy"), testsets.get("tiny")), Dispatcher("local"),
                            Store.open_default())
     record = json.loads(result.row["run_record"])
     assert 1.0 <= record["cpu_s"] < record["wall_s"] - 0.5

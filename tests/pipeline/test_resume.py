@@ -152,9 +152,13 @@ time.sleep(60)
     assert len(started_pids) == int(jobs)  # as many cells running as asked for
     started = time.monotonic()
     proc.send_signal(signum)
-    proc.communicate(timeout=30)
+    _, stderr = proc.communicate(timeout=30)
     assert time.monotonic() - started < 10
     assert proc.returncode != 0
+    # one line says so, and no traceback
+    assert "Traceback" not in stderr, stderr
+    assert stderr.splitlines()[-1] == ("error: interrupted" if signum == signal.SIGINT
+                                       else "error: terminated"), stderr
     time.sleep(0.5)
     for pid in started_pids:
         assert not _alive(pid), pid

@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 import evaluator
-from evaluator.cli.analysis import report_command
+from evaluator.cli.figures import report_command
 from evaluator.cli.main import evaluate_cmd
 from evaluator.runners.docker import daemon_available
 from evaluator.runners.slurm.controller import cluster_available
@@ -257,7 +257,8 @@ def test_prompt_sensitivity_runs_every_template_and_reports_the_spread(roots, ti
     assert spread["f1"]["n"] == 3 and spread["f1"]["range"] == max(f1) - min(f1)
     assert spread["f1"]["sd"] == pytest.approx(statistics.stdev(f1))
     assert spread["f1"]["mean"] == pytest.approx(statistics.mean(f1))
-    rows = evaluator.evaluate_matrix(["lm"], ["few"], runner="local", templates=templates)
+    rows = evaluator.evaluate(bundles=["lm"], testsets=["few"], runner="local",
+                              templates=templates).frame()
     assert sorted(rows["key"]) == sorted(r["key"] for r in cells.values())
     assert all(rows["cached"])
     bad = CliRunner().invoke(evaluate_cmd, ["-b", "lm", "-t", "few", "--runner", "local",

@@ -11,9 +11,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from analysis.sources import latest_full_results
 from analysis.studies.challenge import _latest
 from evaluator import api
+from evaluator.api.results import Results
 from evaluator.cli.main import evaluate_cmd, main
 from evaluator.data import testsets
 from evaluator.store.store import Store
@@ -56,7 +56,7 @@ def test_every_view_gives_the_full_run(cell):
     cli("results", "samples", "-b", "honest", "--out", str(cell["out"] / "s"))
     lines = (cell["out"] / "s" / "honest.toy.jsonl").read_text().splitlines()
     assert len(lines) == cell["n"]
-    [row] = latest_full_results(store)
+    [row] = Results(store).rows()
     assert (row["n"], row["f1"]) == (cell["n"], cell["f1"])
     assert _latest(store, "honest", testsets.get("toy"))["n"] == cell["n"]
     frame = api.results("honest", "toy")

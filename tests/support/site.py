@@ -14,7 +14,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from evaluator.cli.analysis import report_command
+from evaluator.cli.figures import report_command
 from tests.conftest import REPO, write_command_bundle, write_testset
 
 SETS = ("new-wiki", "nyt", "reddit", "amazon")

@@ -18,11 +18,12 @@ import pytest
 from click.testing import CliRunner
 
 from analysis.sources import strata
+from evaluator import study
 from evaluator.cli.main import main
 from evaluator.data import testsets
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
-from evaluator.training import frozen, study
+from evaluator.training import frozen
 from tests.conftest import REPO, outdate_strata_rows, write_testset
 from tests.support.generative import Server, allow_endpoints, write_served_twin
 

@@ -10,7 +10,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from analysis.sources import latest_full_results
+from evaluator.api.results import Results
 from evaluator.cli.main import evaluate_cmd
 from evaluator.core.errors import UserError
 from evaluator.store.queries import is_recorded
@@ -95,7 +95,7 @@ def test_a_run_supersedes_the_recorded_result_of_its_cell(tmp_path, small_dev, m
     path = tmp_path / "table.csv"
     _write(path, table)
     assert recorded.record(store, path) == 2
-    latest = {r["testset"]: r for r in latest_full_results(store)}
+    latest = {r["testset"]: r for r in Results(store).rows()}
     assert latest["toy"]["f1"] == runs["toy"]["f1"] != 1.5  # the run, recorded after it
     assert not is_recorded(latest["toy"])
     assert latest["other"]["f1"] == 1.5 and is_recorded(latest["other"])
@@ -156,15 +156,15 @@ def test_the_committed_table_is_an_export_of_the_store_that_records_it(workspace
     `study table` writes it: the same bytes as the committed file. The table is an export of
     the store, whichever holds the cells first."""
     from evaluator.data import testsets
+    from evaluator.study import load
     from evaluator.training import table
-    from evaluator.training.study import load
 
     store = Store.open_default()
     recorded.record(store)
     plan = load(REPO / "studies" / "population.yaml")
     folders = {name: testsets.from_folder(folder)
                for name, folder in testsets.available().items()}
-    rows = table.rows(store, {k: t.reference for k, t in folders.items()},
+    rows = table.rows(store, Results(store).rows(), {k: t.reference for k, t in folders.items()},
                       {job.approach.id: job.approach.metadata.get("family")
                        for job in plan.trainings},
                       {k: t.train for k, t in folders.items()})

@@ -5,13 +5,14 @@ machine) that ran part of it. Reading, writing and locking table files is `train
 
 from __future__ import annotations
 
+from evaluator.api.results import Results
 from evaluator.core.errors import UserError
 from evaluator.data import testsets
 from evaluator.store.store import Store
+from evaluator.study.plan import Study
 from evaluator.training import table
 from evaluator.training.job import TrainJob
 from evaluator.training.run import stored
-from evaluator.training.study.plan import Study
 
 Rows = list[dict]
 
@@ -90,7 +91,8 @@ def rows(study: Study, store: Store, earlier: Rows = ()) -> Rows:
     references = {t.id: t.reference for t in study.testsets}
     trains = {t.id: t.train for t in study.testsets}
     today = {t.id: t.sha256 for t in study.testsets}
-    fresh = [r for r in table.rows(store, references, families, trains)
+    fresh = [r for r in table.rows(store, Results(store, shas=today).rows(), references,
+                                   families, trains)
              if current.get(r["model"]) == r["weights_digest"]
              and (r["model"], r["testset"]) in wanted
              and r["testset_sha256"] == today[r["testset"]]]  # not a result on older bytes

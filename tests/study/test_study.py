@@ -17,17 +17,19 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from evaluator import study as plans
+from evaluator.api import evaluation
 from evaluator.cli.main import main
 from evaluator.core import console
+from evaluator.data import testsets
 from evaluator.jobs.job import Job
 from evaluator.pipeline import matrix
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
-from evaluator.training import study as plans
+from evaluator.study.loop import _eta
+from evaluator.study.pace import Rates, _seconds
 from evaluator.training import table as tables
 from evaluator.training.run import progress_numbers, progress_text, train
-from evaluator.training.study.loop import _eta
-from evaluator.training.study.pace import Rates, _seconds
 from tests.conftest import REPO, write_testset
 from tests.support.approaches import approach_registry
 from tests.training.tiny import tiny_folders
@@ -151,8 +153,8 @@ def test_a_system_another_controller_trains_is_skipped_and_a_failing_store_stops
     A store that fails (disk full, locked database) would fail every system: the run stops
     with that error instead of reporting each system as skipped."""
     from evaluator.store.store import StoreError
+    from evaluator.study import loop
     from evaluator.training.run import TrainingBusy
-    from evaluator.training.study import loop
     found, store, runner = plans.load(plan), Store.open_default(), Dispatcher("local")
 
     def busy(job, *args, **kwargs):
@@ -280,7 +282,7 @@ def test_a_bad_plan_is_one_line(plan, original, broken):
 
 
 def test_a_plan_over_several_splits_trains_each_approach_plan_on_each(plan, tmp_path, dev_raw):
-    from evaluator.training.study import load
+    from evaluator.study import load
 
     folder = write_testset(tmp_path / "sets", "tiny-train-2", {"version": "1.1", "data": [
         dict(dev_raw["data"][2], paragraphs=dev_raw["data"][2]["paragraphs"][:5])]})
@@ -294,7 +296,7 @@ def test_a_plan_over_several_splits_trains_each_approach_plan_on_each(plan, tmp_
 
 
 def test_an_approach_may_list_several_grids(plan):
-    from evaluator.training.study import load
+    from evaluator.study import load
 
     plan.write_text(PLAN.replace(
         "    settings: [{epochs: 1}, {epochs: 1, l2: 0.001}]\n    seeds: [0, 1]\n",
@@ -538,8 +540,6 @@ def test_a_table_holds_a_reference_set_only_while_its_derived_sets_are_held_too(
     hold only for the weights digest they name."""
     from types import SimpleNamespace
 
-    from evaluator.training import study as plans
-
     sets = (SimpleNamespace(id="heldout", reference="dev"),
             SimpleNamespace(id="heldout-empty-question", reference="heldout"))
     plan = SimpleNamespace(testsets_for=lambda job: sets)
@@ -660,3 +660,30 @@ def test_a_hand_edited_time_in_a_table_is_no_time_rather_than_a_broken_eta(writt
 ])
 def test_progress_shows_only_the_numbers_it_has(doc, said):
     assert progress_text(progress_numbers(doc)[0]) == said
+
+
+def test_the_study_loop_and_population_scoring_go_through_the_one_entry(plan, workspace,
+                                                                         monkeypatch):
+    """Training a plan, scoring its systems on more sets (`strata --score`, `study run
+    --table`'s new sets) and `population --score` all evaluate through `api.evaluate`: a spy
+    in its place sees each call, with the config of the cells asked for."""
+    real, seen = evaluation.evaluate, []
+
+    def spy(config, *args, **kwargs):
+        seen.append(config)
+        return real(config, *args, **kwargs)
+
+    monkeypatch.setattr(evaluation, "evaluate", spy)
+    found, store = plans.load(plan), Store(workspace)
+    plans.run(found, Dispatcher("local"), store)
+    assert len(seen) == 4 and all(c.testsets == ("tiny-test", "tiny-train") for c in seen)
+    seen.clear()
+    sets = [testsets.get("tiny-test")]
+    done, skipped = plans.score_frozen(found, sets, Dispatcher("local"), store, parallel=1)
+    assert done == 4 and not skipped
+    [config] = seen
+    assert len(config.bundles) == 4 and config.testsets == ("tiny-test",)
+    seen.clear()
+    evaluated, _ = plans.score_systems(found, sets, "local", store, parallel=1, limit=5)
+    [config] = seen
+    assert config.limit == 5 and len(evaluated.report.outcomes) == 4

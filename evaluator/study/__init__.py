@@ -13,8 +13,8 @@ analysis's (`analysis.studies.approach_matrix`).
 
 from __future__ import annotations
 
-from evaluator.training.study.loop import Say, run, score_frozen, score_systems
-from evaluator.training.study.plan import (
+from evaluator.study.loop import Say, run, score_frozen, score_systems, score_with_references
+from evaluator.study.plan import (
     MAX_SYSTEMS,
     ApproachPlan,
     Benchmark,
@@ -28,7 +28,7 @@ from evaluator.training.study.plan import (
     selected,
     with_testsets,
 )
-from evaluator.training.study.rows import (
+from evaluator.study.rows import (
     Rows,
     beyond_plan,
     current_rows,
@@ -36,9 +36,10 @@ from evaluator.training.study.rows import (
     recorded,
     rows,
 )
-from evaluator.training.study.status import StudyStatus, status
+from evaluator.study.status import StudyStatus, status
 
 __all__ = ["MAX_SYSTEMS", "ApproachPlan", "Benchmark", "BenchmarkPair", "Rows",
            "Say", "Scalar", "Study", "StudyFile", "StudyStatus",
            "beyond_plan", "current_rows", "draws", "held_cells", "load", "narrowed", "recorded",
-           "rows", "run", "score_frozen", "score_systems", "selected", "status", "with_testsets"]
+           "rows", "run", "score_frozen", "score_systems", "score_with_references", "selected",
+           "status", "with_testsets"]

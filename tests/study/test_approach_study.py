@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from analysis.studies import approach_concurrence
+from evaluator import study
 from evaluator.bundles import spec as bundles
 from evaluator.cli.main import main
-from evaluator.training import study
 from tests.conftest import REPO, write_testset
 from tests.training.tiny import tiny_folders
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from statistics import median
 
 from evaluator.data.testsets import TestSet
+from evaluator.study.plan import Study
+from evaluator.study.rows import Rows
 from evaluator.training.job import TrainJob
-from evaluator.training.study.plan import Study
-from evaluator.training.study.rows import Rows
 
 
 def _seconds(row: dict, column: str) -> float:

@@ -6,21 +6,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
 from statistics import median
 
+from evaluator.api import evaluation
+from evaluator.api.evaluation import Evaluation, EvaluationConfig
 from evaluator.core import console
 from evaluator.core.errors import DataError, RunFailure, UserError
+from evaluator.data import testsets
 from evaluator.data.testsets import TestSet
 from evaluator.jobs.job import Job
 from evaluator.pipeline import matrix, prepared
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store, StoreError
-from evaluator.training.evaluation import Evaluation, EvaluationConfig, evaluate
+from evaluator.study.pace import Pace
+from evaluator.study.plan import Study, load, selected
+from evaluator.study.rows import Rows, current_rows, held_cells, recorded
+from evaluator.study.status import StudyStatus, status
 from evaluator.training.run import TrainingBusy, stored, train
-from evaluator.training.study.pace import Pace
-from evaluator.training.study.plan import Study, selected
-from evaluator.training.study.rows import Rows, current_rows, held_cells, recorded
-from evaluator.training.study.status import StudyStatus, status
 
 Say = Callable[[str], None]
 
@@ -66,10 +70,12 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
             continue
         stored_here = int(not system.cached)
         held = held_cells(study, current, job, system.row["weights_digest"])
-        jobs = [Job(system.bundle, testset) for testset in study.testsets_for(job)
-                if testset.id not in held]
+        sets = [testset.id for testset in study.testsets_for(job) if testset.id not in held]
         # cells another controller is scoring are its to finish: go on to the next system
-        report = matrix.run(jobs, runner, store, parallel=parallel, wait_for_busy=False)
+        config = EvaluationConfig(bundles=(system.bundle.id,), testsets=tuple(sets),
+                                  runner=runner.requested, parallel=parallel)
+        report = evaluation.evaluate(config, store, dispatcher=runner, chosen=[system.bundle],
+                                     wait_for_busy=False).report
         found = sum(1 for o in report.outcomes if o.result and o.result.cached)
         stored_here += len(report.outcomes) - len(report.failed) - found
         if stored_here:
@@ -83,7 +89,7 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
         from_table = f" ({len(held)} more in the table)" if held else ""
         found_line = f", {found} of them found scored already" if found else ""
         say(f"{head}: {'stored earlier' if system.cached else 'trained'}; scored on "
-            f"{len(jobs) - len(failed) - len(report.busy)}/{len(jobs)} test sets{from_table}"
+            f"{len(sets) - len(failed) - len(report.busy)}/{len(sets)} test sets{from_table}"
             f"{found_line}{elsewhere}"
             + (f", failed: {', '.join(failed)}" if failed else "")
             + f" | {left} cells to go{eta}")
@@ -102,8 +108,8 @@ def score_frozen(study: Study, sets: list[TestSet], runner: Dispatcher, store: S
     each cell by its approach's pace in the `earlier` table where it has one; (cells scored
     or found, systems skipped as not trained)."""
     pace = Pace.measured(study, current_rows(study, list(earlier)))
-    expected: dict[int, float | None] = {}
-    jobs, skipped, left, fresh = [], [], {}, set()
+    expected: dict[tuple[str, str], float | None] = {}
+    chosen, skipped, left, fresh = [], [], {}, set()
     for job in study.trainings:
         if all(held(job.system_id, testset.id) for testset in sets):
             continue
@@ -111,10 +117,9 @@ def score_frozen(study: Study, sets: list[TestSet], runner: Dispatcher, store: S
         if system is None:
             skipped.append(job.system_id)
             continue
-        mine = [Job(system.bundle, testset) for testset in sets
-                if not held(job.system_id, testset.id)]
-        expected.update({id(cell): pace.scoring(job, cell.testset) for cell in mine})
-        jobs += mine
+        mine = [testset for testset in sets if not held(job.system_id, testset.id)]
+        expected.update({(job.system_id, t.id): pace.scoring(job, t) for t in mine})
+        chosen.append(system.bundle)
         left[system.bundle.id] = len(mine)
 
     def ended(outcome: matrix.Outcome) -> None:
@@ -128,10 +133,44 @@ def score_frozen(study: Study, sets: list[TestSet], runner: Dispatcher, store: S
     started = time.time()
     timed = [seconds for seconds in expected.values() if seconds]
     typical = median(timed) if timed else 1.0  # an approach the table has not timed
-    report = matrix.run(jobs, runner, store, parallel=parallel, progress=say, ended=ended,
-                        cost=lambda cell: expected.get(id(cell)) or typical)
+    config = EvaluationConfig(bundles=tuple(b.id for b in chosen),
+                              testsets=tuple(t.id for t in sets), runner=runner.requested,
+                              parallel=parallel)
+    report = evaluation.evaluate(
+        config, store, dispatcher=runner, chosen=chosen,
+        keep=lambda cell: not held(cell.bundle.id, cell.testset.id), progress=say,
+        ended=ended, cost=lambda cell: expected.get((cell.bundle.id, cell.testset.id))
+        or typical).report
     say(cost_line(report, prepared.made_since(store.workspace, started)))
     return len(report.outcomes) - len(report.failed), skipped
+
+
+def score_with_references(plan: Path, only: tuple[str, ...], held: set[tuple[str, str]],
+                          store: Store, runner: Dispatcher, *, parallel: int = 2,
+                          saved: Callable[[], object] = lambda: None, say: Say = lambda _: None,
+                          warn: Say = lambda _: None) -> int:
+    """Score the plan's systems trained on a whole split on its new sets (`only`, else those
+    with a reference that are not derived) and their references, skipping the (system, set)
+    cells `held`: resumable, as cells are stored, and nothing is trained; `saved` after each
+    system; the cells scored or found."""
+    found = load(plan)
+    new = [t for t in found.testsets
+           if t.reference and (t.id in only if only else t.kind != "derived")]
+    if not new:
+        raise UserError(f"{plan}: no test set with a reference to score"
+                        + (f" among {', '.join(only)}" if only else ""))
+    sets = list({t.id: t for t in [*(testsets.get(t.reference) for t in new), *new]}.values())
+    whole = replace(found, trainings=tuple(j for j in found.trainings if j.size is None))
+    say(f"{plan}: {len(whole.trainings)} systems trained on a whole split, on "
+        f"{', '.join(t.id for t in sets)}")
+    done, skipped = score_frozen(whole, sets, runner, store, parallel=parallel, say=say,
+                                 held=lambda system, testset: (system, testset) in held,
+                                 saved=saved)
+    if skipped:
+        warn(f"{len(skipped)} systems of {plan} are neither frozen nor in this store and "
+             f"were not scored (e.g. {skipped[0]})")
+    say(f"{plan}: {done} cells scored or found")
+    return done
 
 
 def cost_line(report: matrix.MatrixReport, preparations: list[dict]) -> str:
@@ -163,31 +202,38 @@ def score_systems(study: Study, sets: list[TestSet], runner: str, store: Store, 
                   parallel: int = 2, limit: int | None = None, say: Say = lambda _: None,
                   earlier: Rows = ()) -> tuple[Evaluation, list[str]]:
     """Score the plan's frozen or stored systems on `sets` through the one evaluation entry
-    (`training.evaluation.evaluate`: stored cells are found, nothing is trained; `limit`:
-    a seeded sample of each set), the ETA weighing each cell by its approach's start-up and
-    pace in the `earlier` table; (the evaluation, the systems skipped as not trained)."""
+    (`api.evaluate`: stored cells are found, nothing is trained; `limit`: a seeded sample of
+    each set), the ETA weighing each cell by its approach's pace in the `earlier` table;
+    (the evaluation, the systems skipped as not trained)."""
     runnable, skipped = [], []
     for job in study.trainings:
-        (runnable if stored(job, store) is not None else skipped).append(job)
+        system = stored(job, store)
+        if system is None:
+            skipped.append(job)
+        else:
+            runnable.append((job, system.bundle))
     if not runnable:
         raise UserError(f"none of the {len(study.trainings)} systems chosen is frozen in the "
                         f"repository or trained in this store; `qashift systems` lists those "
                         f"that are")
     pace = Pace.measured(study, current_rows(study, list(earlier)))
-    expected = {(j.system_id, t.id): pace.scoring(j, t, limit) for j in runnable for t in sets}
+    expected = {(j.system_id, t.id): pace.scoring(j, t, limit) for j, _ in runnable
+                for t in sets}
     timed = [seconds for seconds in expected.values() if seconds]
     typical = median(timed) if timed else 1.0  # an approach the table has not timed
     if limit:  # a sample is a first look: the quickest systems first, so that most of the
         # population is placed soonest and the ETA learns from them the start every run pays
-        runnable.sort(key=lambda j: sum(expected[j.system_id, t.id] or typical for t in sets))
-    by_id = {job.system_id: job for job in runnable}
+        runnable.sort(key=lambda pair: sum(expected[pair[0].system_id, t.id] or typical
+                                           for t in sets))
 
     def cost(cell: Job) -> float:
         return expected.get((cell.bundle.id, cell.testset.id)) or typical
 
     started = time.time()
-    config = EvaluationConfig(tuple(by_id), tuple(t.id for t in sets), runner=runner,
+    config = EvaluationConfig(bundles=tuple(b.id for _, b in runnable),
+                              testsets=tuple(t.id for t in sets), runner=runner,
                               parallel=parallel, limit=limit)
-    done = evaluate(config, store, progress=say, cost=cost)
+    done = evaluation.evaluate(config, store, chosen=[b for _, b in runnable], progress=say,
+                               cost=cost)
     say(cost_line(done.report, prepared.made_since(store.workspace, started)))
     return done, [job.system_id for job in skipped]

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field, fields
 from evaluator.core import console
 from evaluator.jobs.job import Job
 from evaluator.store.store import Store
+from evaluator.study.pace import Pace
+from evaluator.study.plan import Study, selected
+from evaluator.study.rows import Rows, current_rows, held_cells, recorded
 from evaluator.training.run import stored
-from evaluator.training.study.pace import Pace
-from evaluator.training.study.plan import Study, selected
-from evaluator.training.study.rows import Rows, current_rows, held_cells, recorded
 
 
 @dataclass
