@@ -4,6 +4,8 @@ where they are named, and the import-linter contracts that CI also runs."""
 from __future__ import annotations
 
 import ast
+import importlib
+import re
 import subprocess
 from collections import defaultdict
 from pathlib import Path
@@ -136,3 +138,60 @@ def test_the_import_contracts_hold():
     proc = subprocess.run(["lint-imports"], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "0 broken" in proc.stdout
+
+
+STAGE_NAMES = {"evaluator": {p.name for p in (ROOT / "evaluator").iterdir()
+                             if (p / "__init__.py").is_file()},
+               "analysis": {p.name for p in (ROOT / "analysis").iterdir()
+                            if (p / "__init__.py").is_file()}}
+DOTTED = re.compile(r"`([a-z_]+(?:\.[A-Za-z_]\w*)+)`")
+
+
+def _names_something(dotted: str) -> bool | None:
+    """Whether a dotted name a docstring gives (`pipeline.matrix.run`, `analysis.sources`)
+    is a module of the project or an attribute of one; None where it does not start with a
+    package or stage of the project (a method of a variable, a file name)."""
+    parts = dotted.split(".")
+    roots = [parts] if parts[0] in STAGE_NAMES else \
+        [[package, *parts] for package, stages in STAGE_NAMES.items() if parts[0] in stages]
+    if not roots:
+        return None
+    for candidate in roots:
+        for cut in range(len(candidate), 1, -1):
+            try:
+                found = importlib.import_module(".".join(candidate[:cut]))
+            except ImportError:
+                continue
+            for attribute in candidate[cut:]:
+                found = getattr(found, attribute, None)
+            if found is not None:
+                return True
+            break
+    return False
+
+
+def test_every_module_says_what_it_is_and_names_only_what_exists():
+    """The docstring check: every module has a docstring, and every dotted name a docstring
+    gives in backticks that starts with a package or stage of the project names a module or
+    an attribute that exists (a renamed or removed one leaves no stale pointer)."""
+    missing, stale = [], []
+    for module, path in _modules().items():
+        tree = ast.parse(path.read_text())
+        if path.read_text().strip() and not ast.get_docstring(tree):
+            missing.append(module)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                 ast.AsyncFunctionDef)):
+                for name in DOTTED.findall(ast.get_docstring(node) or ""):
+                    if _names_something(name) is False:
+                        stale.append(f"{module}: {name}")
+    assert not missing, missing
+    assert not stale, stale
+
+
+def test_the_docstring_check_finds_a_stale_name():
+    assert _names_something("pipeline.matrix.run") is True
+    assert _names_something("analysis.sources") is True
+    assert _names_something("pipeline.matrix.no_such_function") is False
+    assert _names_something("training.evaluation") is False  # moved to api.evaluation
+    assert _names_something("json.dumps") is None  # not a name of the project

@@ -358,6 +358,19 @@ STEPS = [
     Step("qashift images wheelhouse --gpu wheels-gpu/ && qashift images runner --gpu "
          "wheels-gpu/", "started"),
     Step("docker build --network host -f Dockerfile -t qashift/runner:cpu wheels/", "started"),
+    # the submission service (service.md): no server answers once its step has stopped
+    Step("qashift admin user add alice"),
+    Step("qashift admin token create alice"),
+    Step("qashift serve --port 8000", "started"),
+    Step("qashift worker --runner docker", "started"),
+    Step("qashift remote submit bert-ensemble -t squad-dev --wait --server "
+         "http://127.0.0.1:8000 --token qs_none", "refused", covers=(
+             "qashift remote submit bert-ensemble -t squad-dev --wait --server "
+             "http://127.0.0.1:8000 --token TOKEN",)),
+    Step("qashift remote submit bert-ensemble -t squad-dev --wait --json", "refused"),
+    Step("qashift remote status 0123abcd", "refused",
+         covers=("qashift remote status SUBMISSION",)),
+    Step("qashift remote cancel 1", "refused", covers=("qashift remote cancel JOB",)),
     # benchmarks: the quick ones to the end, the others started
     Step("python benchmarks/scoring_speed.py"),
     Step("python benchmarks/docker_overhead.py"),

@@ -172,7 +172,7 @@ def evaluate(config: EvaluationConfig | None = None, store: Store | None = None,
     (a study leaves out those its table holds); `progress` hears of each finished cell when
     there are several, `ended` of each outcome; `cost` is a cell's expected time, which the
     ETA weighs cells by; `wait_for_busy=False` leaves cells another controller is running to
-    it (`report.busy`)."""
+    it (listed in its report's busy cells)."""
     if config is None:
         config = EvaluationConfig(**{k: tuple(v) if k in TUPLES else v
                                      for k, v in options.items()})

@@ -62,7 +62,7 @@ def _print_not_applicable(skipped: list[tuple[str, str, str]]) -> None:
         click.echo(f"not applicable: {bundle} on {count} set{'s' * (count != 1)}: {reason}")
 
 
-def _print_table(results: list[dict]) -> None:
+def print_results(results: list[dict]) -> None:
     if not results:
         return
     # columns as wide as their longest entry: long system ids stay aligned
@@ -250,7 +250,7 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
                                "not_applicable": not_applicable,
                                **({"prompt_spread": spread} if templates else {})}, indent=2))
     else:
-        _print_table(results)
+        print_results(results)
         _print_not_applicable(skipped)
         for s in spread:
             f1 = s["f1"]

@@ -41,6 +41,10 @@ COMMANDS = {  # every command of `qashift`, "module:attribute", imported when as
     "compare": "evaluator.cli.compare:compare_command",
     "trend": "evaluator.cli.trend:trend_command",
     "images": "evaluator.cli.images:images_group",
+    "serve": "evaluator.cli.service:serve_command",
+    "worker": "evaluator.cli.service:worker_command",
+    "admin": "evaluator.cli.service:admin_group",
+    "remote": "evaluator.cli.service:remote_group",
 }
 SECTIONS = {  # `qashift --help`, by what a user does
     "Evaluate": ("evaluate", "run", "check", "status", "results", "compare"),
@@ -49,6 +53,7 @@ SECTIONS = {  # `qashift --help`, by what a user does
     "Analyse": ("trend", "figures", "fit", "population", "concurrence", "strata", "extra-data",
                 "families", "challenge", "reproduce", "report"),
     "Store": ("store",),
+    "Service": ("serve", "worker", "admin", "remote"),
 }
 
 

@@ -86,10 +86,22 @@ class Settings:
 _FLAGS: dict = {}  # the running command's flags, set by `override`
 
 
+_MADE: dict[tuple, Settings] = {}  # by what they are made of: read once, not per bundle
+
+
 def current() -> Settings:
-    """The environment's settings with the running command's flags applied."""
-    settings = Settings.from_env()
-    return settings.with_flags(**_FLAGS) if _FLAGS else settings
+    """The environment's settings with the running command's flags applied (made again
+    whenever the environment, the working folder or the flags differ)."""
+    key = (tuple(os.environ.get(name) for name in (*ENV.values(), "XDG_CACHE_HOME", "HOME")),
+           os.getcwd(), repr(sorted(_FLAGS.items())))
+    found = _MADE.get(key)
+    if found is None:
+        settings = Settings.from_env()
+        found = settings.with_flags(**_FLAGS) if _FLAGS else settings
+        if len(_MADE) >= 64:
+            _MADE.clear()
+        _MADE[key] = found
+    return found
 
 
 @contextmanager

@@ -115,6 +115,12 @@ def cached_result(store: Store, job: Job, level: float = intervals.DEFAULT_LEVEL
     return _from_row(store, row, level, cluster, cached=True)
 
 
+def stored_result(store: Store, row: dict, level: float = intervals.DEFAULT_LEVEL
+                  ) -> CellResult:
+    """A stored row as the cell's result (what `evaluate --json` prints for it)."""
+    return _from_row(store, row, level, None, cached=True)
+
+
 class CellBusy(Exception):
     """Another live controller holds this cell's lease; try again later."""
 

@@ -1,0 +1,173 @@
+"""`qashift serve`, `worker`, `admin` and `remote`: the submission service (evaluator/service/
+and docs/service.md). Thin: parse, call, print."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from evaluator.cli.base import Group, RunnerChoice, configure, settings_options
+from evaluator.cli.evaluate import print_results
+from evaluator.core import console
+from evaluator.core.errors import UserError
+
+DB_HELP = "the service's database URL (default: $QASHIFT_DB, else service.sqlite in the workspace)"
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
+@click.option("--db", default=None, help=DB_HELP)
+@settings_options
+def serve_command(host, port, db, data_dir, workspace) -> None:
+    """Serve the HTTP API (/v1, OpenAPI at /docs) over the service's database and this
+    workspace's results store; `qashift worker` runs the jobs."""
+    import uvicorn  # lazy: only the server needs it
+
+    from evaluator.service import app
+    from evaluator.service import db as database
+    from evaluator.store.store import Store
+
+    configure(data_dir, workspace)
+    engine = database.connect(db)
+    console.say(f"serving on http://{host}:{port} (database {engine.url.render_as_string()}, "
+                f"store {Store.open_default().workspace})")
+    uvicorn.run(app.create_app(engine, Store.open_default()), host=host, port=port,
+                log_level="warning", lifespan="off")  # no startup hooks: Ctrl-C ends it quietly
+
+
+@click.command("worker")
+@click.option("--db", default=None, help=DB_HELP)
+@click.option("--runner", default="auto", show_default=True, type=RunnerChoice(),
+              help="how this worker runs the submissions")
+@click.option("--lease", "lease_s", type=click.FloatRange(1, 3600), default=60,
+              show_default=True, help="seconds a claimed job is held without a heartbeat")
+@click.option("--max-jobs", type=click.IntRange(1), default=None,
+              help="stop after this many jobs")
+@click.option("--exit-when-idle", is_flag=True, help="stop when no job is waiting")
+@settings_options
+def worker_command(db, runner, lease_s, max_jobs, exit_when_idle, data_dir,
+                   workspace) -> None:
+    """Claim jobs from the service's database and run them, one at a time."""
+    from evaluator.service import db as database
+    from evaluator.service.worker import work
+    from evaluator.store.store import Store
+
+    configure(data_dir, workspace)
+    ended = work(database.connect(db), Store.open_default(), runner=runner, lease_s=lease_s,
+                 max_jobs=max_jobs, exit_when_idle=exit_when_idle, say=console.say)
+    console.say(f"{ended} jobs ended")
+
+
+@click.group("admin", cls=Group)
+def admin_group() -> None:
+    """Users and tokens of the service."""
+
+
+@admin_group.command("user")
+@click.argument("action", type=click.Choice(["add"]))
+@click.argument("name")
+@click.option("--db", default=None, help=DB_HELP)
+@settings_options
+def admin_user(action, name, db, data_dir, workspace) -> None:
+    """`user add NAME`: a user who may be given tokens."""
+    from evaluator.service import accounts
+    from evaluator.service import db as database
+
+    configure(data_dir, workspace)
+    accounts.add_user(database.connect(db), name)
+    click.echo(f"user {name} added")
+
+
+@admin_group.command("token")
+@click.argument("action", type=click.Choice(["create"]))
+@click.argument("name")
+@click.option("--scope", type=click.Choice(["submit", "admin"]), default="submit",
+              show_default=True)
+@click.option("--db", default=None, help=DB_HELP)
+@settings_options
+def admin_token(action, name, scope, db, data_dir, workspace) -> None:
+    """`token create NAME`: print a new token of user NAME, once (only its SHA-256 is
+    kept)."""
+    from evaluator.service import accounts
+    from evaluator.service import db as database
+
+    configure(data_dir, workspace)
+    click.echo(accounts.create_token(database.connect(db), name, scope))
+
+
+def _client(server: str | None, token: str | None):
+    from evaluator.service.client import Client  # lazy: httpx
+
+    return Client(server, token)
+
+
+def _connection(fn):
+    fn = click.option("--token", default=None, help="a token (default: $QASHIFT_TOKEN)")(fn)
+    return click.option("--server", default=None,
+                        help="the server's URL (default: $QASHIFT_SERVER)")(fn)
+
+
+@click.group("remote", cls=Group)
+def remote_group() -> None:
+    """Submit to a qashift server and follow what it does."""
+
+
+@remote_group.command("submit")
+@click.argument("bundle")
+@click.option("--testset", "-t", "testset_names", multiple=True, required=True)
+@click.option("--limit", type=click.IntRange(1), default=None)
+@click.option("--seed", type=int, default=0)
+@click.option("--wait", is_flag=True, help="follow the jobs and print their results")
+@click.option("--json", "as_json", is_flag=True)
+@_connection
+def remote_submit(bundle, testset_names, limit, seed, wait, as_json, server, token) -> None:
+    """Submit BUNDLE (an id the server knows) on the test sets named."""
+    client = _client(server, token)
+    made = client.submit(bundle, list(testset_names), limit, seed)
+    if not wait:
+        click.echo(json.dumps(made) if as_json else f"submission {made['submission']}: "
+                   f"jobs {', '.join(map(str, made['jobs']))}")
+        return
+    console.say(f"submission {made['submission']}: {len(made['jobs'])} jobs")
+    _print_submission(client.wait(made["submission"], say=console.say), as_json)
+
+
+@remote_group.command("status")
+@click.argument("submission")
+@click.option("--json", "as_json", is_flag=True)
+@_connection
+def remote_status(submission, as_json, server, token) -> None:
+    """A submission's jobs, their states and results."""
+    _print_submission(_client(server, token).submission(submission), as_json)
+
+
+@remote_group.command("cancel")
+@click.argument("job", type=int)
+@_connection
+def remote_cancel(job, server, token) -> None:
+    """Cancel a job that has not ended."""
+    click.echo(f"job {_client(server, token).cancel(job)['id']} cancelled")
+
+
+def _print_submission(state: dict, as_json: bool) -> None:
+    """As `evaluate` prints its cells: the table (or its JSON), then each failure in a line;
+    exit status 1 when a job failed."""
+    results = [job["result"] for job in state["jobs"] if job["result"]]
+    failed = [{"bundle": j["bundle"], "testset": j["testset"],
+               "failure_class": j["failure_class"] or j["state"], "message": j["message"]}
+              for j in state["jobs"] if j["state"] in ("failed", "cancelled")]
+    if as_json:
+        click.echo(json.dumps({"results": results, "failed": failed,
+                               "not_applicable": []}, indent=2))
+    else:
+        print_results(results)
+        for j in state["jobs"]:
+            if not j["result"] and j["state"] not in ("failed", "cancelled"):
+                click.echo(f"{j['bundle']} x {j['testset']}: {j['state']}")
+    for f in failed:
+        console.error(f"{f['bundle']} x {f['testset']} failed ({f['failure_class']}): "
+                      f"{f['message']}")
+    if failed:
+        raise UserError(f"{len(failed)} of {len(state['jobs'])} jobs failed")

@@ -1,0 +1,145 @@
+"""The HTTP API, versioned under /v1 (OpenAPI at /docs).
+
+    GET  /v1/healthz                 the server and its database answer
+    GET  /v1/testsets                the test sets a submission may name
+    POST /v1/submissions             {"bundle", "testsets", "limit"?, "seed"?}: its jobs
+    GET  /v1/submissions/{id}        its jobs, each with its state and, once finished, its
+                                     result as `evaluate --json` prints it
+    GET  /v1/jobs/{id}               one job and its history
+    POST /v1/jobs/{id}/cancel        cancel a job that has not ended
+    GET  /v1/results                 every cell's result as it is today (`api.Results`)
+
+A request that changes or reads a submission carries a token in `Authorization: Bearer`; a
+token anywhere in the URL is refused (URLs end up in logs). Errors are one line, in
+`{"detail": ...}`. Cells are planned by the one evaluation entry's steps (`api.evaluation`:
+an id that names no bundle or test set is a 422); a cell the store holds is answered at once.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from pydantic import BaseModel, Field
+from sqlalchemy import Engine
+
+from evaluator import __version__
+from evaluator.api.evaluation import EvaluationConfig, plan_cells, resolve
+from evaluator.api.results import Results
+from evaluator.core.errors import UserError
+from evaluator.data import testsets
+from evaluator.pipeline.cell import stored_result
+from evaluator.service import accounts, queue
+from evaluator.store.store import Store
+
+URL_TOKENS = ("token", "access_token", "api_key", "key")  # never accepted in a URL
+
+
+class Submission(BaseModel):
+    bundle: str = Field(max_length=200)
+    testsets: list[str] = Field(min_length=1, max_length=200)
+    limit: int | None = Field(default=None, gt=0)
+    seed: int = 0
+
+
+def _account(request: Request) -> accounts.Account:
+    """Who the request's Bearer token belongs to; 401 and one line otherwise."""
+    if any(name in request.query_params for name in URL_TOKENS):
+        raise HTTPException(401, "a token goes in the Authorization header (Bearer), never "
+                                 "in the URL")
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise HTTPException(401, "no token: send Authorization: Bearer TOKEN")
+    found = accounts.account_of(request.app.state.engine, token.strip())
+    if found is None:
+        raise HTTPException(401, "unknown token")
+    return found
+
+
+Caller = Annotated[accounts.Account, Depends(_account)]
+
+
+def create_app(engine: Engine, store: Store) -> FastAPI:
+    app = FastAPI(title="qashift", version=__version__,
+                  description="Evaluate extractive-QA submissions under distribution shift")
+    app.state.engine = engine
+
+    def own(job: dict, who: accounts.Account) -> None:
+        if job["user_id"] != who.user_id and who.scope != "admin":
+            raise HTTPException(404, "no such submission")
+
+    def shown(job: dict) -> dict:
+        out = {k: job[k] for k in ("id", "submission", "bundle", "testset", "state",
+                                   "attempts", "failure_class", "message")}
+        row = store.get(job["result_key"]) if job["result_key"] else None
+        out["result"] = stored_result(store, row).to_dict() if row else None
+        if out["result"]:
+            out["result"].pop("predictions")  # a path on the server's disk
+        return out
+
+    @app.get("/v1/healthz")
+    def healthz() -> dict:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+        return {"ok": True, "version": __version__}
+
+    @app.get("/v1/testsets")
+    def testset_list() -> list[dict]:
+        good, _ = testsets.scan()
+        return [{"id": t.id, "name": t.name, "kind": t.kind, "questions": t.questions,
+                 "reference": t.reference} for t in good.values()]
+
+    @app.post("/v1/submissions", status_code=201)
+    def submit(body: Submission, who: Caller) -> dict:
+        config = EvaluationConfig(bundles=(body.bundle,), testsets=tuple(body.testsets),
+                                  limit=body.limit, seed=body.seed)
+        try:
+            cells, skipped = plan_cells(config, resolve(config, store))
+        except UserError as error:
+            raise HTTPException(422, str(error)) from None
+        if not cells:
+            raise HTTPException(422, "no cell applies: " + "; ".join(
+                f"{b} x {t}: {why}" for b, t, why in skipped))
+        stored = {i: row["key"] for i, job in enumerate(cells)
+                  if (row := store.get(job.key)) is not None}
+        submission, ids = queue.submit(engine, who.user_id, [
+            (job.bundle.id, job.testset.id, job.options) for job in cells], stored)
+        return {"submission": submission, "jobs": ids}
+
+    @app.get("/v1/submissions/{submission}")
+    def submission_state(submission: str,
+                         who: Caller) -> dict:
+        found = queue.submission_jobs(engine, submission)
+        if not found:
+            raise HTTPException(404, "no such submission")
+        own(found[0], who)
+        return {"submission": submission, "jobs": [shown(job) for job in found],
+                "done": all(job["state"] in queue.ENDED for job in found)}
+
+    @app.get("/v1/jobs/{job_id}")
+    def job_state(job_id: int, who: Caller) -> dict:
+        job = queue.job(engine, job_id)
+        if job is None:
+            raise HTTPException(404, "no such job")
+        own(job, who)
+        return {**shown(job), "history": [
+            {k: e[k] for k in ("at", "state", "worker", "note")}
+            for e in queue.history(engine, job_id)]}
+
+    @app.post("/v1/jobs/{job_id}/cancel")
+    def job_cancel(job_id: int, who: Caller) -> dict:
+        job = queue.job(engine, job_id)
+        if job is None:
+            raise HTTPException(404, "no such job")
+        own(job, who)
+        if not queue.cancel(engine, job_id):
+            raise HTTPException(409, f"job {job_id} has ended ({job['state']})")
+        return {"id": job_id, "state": "cancelled"}
+
+    @app.get("/v1/results")
+    def results(bundle: str | None = None, testset: str | None = None) -> list[dict]:
+        return [{k: r.get(k) for k in ("bundle", "testset", "n", "em", "em_lo", "em_hi", "f1",
+                                       "f1_lo", "f1_hi", "level", "key")}
+                for r in Results(store).rows(bundle, testset)]
+
+    return app

@@ -1,0 +1,75 @@
+"""What `qashift remote` sends to a server: one small class over httpx, the token always in
+the Authorization header; a server's error is one line."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+import httpx
+
+from evaluator.core.errors import UserError
+
+SERVER_ENV, TOKEN_ENV = "QASHIFT_SERVER", "QASHIFT_TOKEN"
+
+
+class Client:
+    def __init__(self, server: str | None = None, token: str | None = None,
+                 timeout_s: float = 30.0):
+        self.server = (server or os.environ.get(SERVER_ENV) or "").rstrip("/")
+        token = token or os.environ.get(TOKEN_ENV)
+        if not self.server:
+            raise UserError(f"no server: give --server URL or set {SERVER_ENV}")
+        if not token:
+            raise UserError(f"no token: give --token or set {TOKEN_ENV} (`qashift admin "
+                            f"token create NAME` on the server makes one)")
+        self.http = httpx.Client(base_url=self.server, timeout=timeout_s, trust_env=False,
+                                 headers={"Authorization": f"Bearer {token}"})
+
+    def _call(self, method: str, path: str, **kwargs) -> dict | list:
+        try:
+            reply = self.http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise UserError(f"{self.server}: {type(exc).__name__}: {exc}") from None
+        if reply.status_code >= 400:
+            try:
+                detail = reply.json().get("detail")
+            except ValueError:
+                detail = reply.text[:300]
+            if isinstance(detail, list):  # a request the API's schema refused
+                detail = "; ".join(f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg')}"
+                                   for d in detail)
+            raise UserError(f"{self.server} answered {reply.status_code}: {detail}")
+        return reply.json()
+
+    def submit(self, bundle: str, testsets: list[str], limit: int | None = None,
+               seed: int = 0) -> dict:
+        return self._call("POST", "/v1/submissions", json={
+            "bundle": bundle, "testsets": list(testsets), "limit": limit, "seed": seed})
+
+    def submission(self, submission: str) -> dict:
+        return self._call("GET", f"/v1/submissions/{submission}")
+
+    def job(self, job_id: int) -> dict:
+        return self._call("GET", f"/v1/jobs/{job_id}")
+
+    def cancel(self, job_id: int) -> dict:
+        return self._call("POST", f"/v1/jobs/{job_id}/cancel")
+
+    def wait(self, submission: str, *, poll_s: float = 1.0, timeout_s: float | None = None,
+             say: Callable[[str], None] = lambda _: None) -> dict:
+        """The submission once every job has ended, saying each change of state."""
+        started, seen = time.monotonic(), {}
+        while True:
+            state = self.submission(submission)
+            for job in state["jobs"]:
+                if seen.get(job["id"]) != job["state"]:
+                    seen[job["id"]] = job["state"]
+                    say(f"job {job['id']} {job['bundle']} x {job['testset']}: {job['state']}")
+            if state["done"]:
+                return state
+            if timeout_s is not None and time.monotonic() - started > timeout_s:
+                raise UserError(f"submission {submission} has not ended after {timeout_s:g} "
+                                f"s; `qashift remote status {submission}` follows it")
+            time.sleep(poll_s)

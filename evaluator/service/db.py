@@ -1,0 +1,113 @@
+"""The service's tables and its engine.
+
+The service's database holds who may submit (users, tokens), what was asked (jobs: a bundle
+on a test set, grouped by submission) and every change of a job's state (job events); the
+results stay in the results store, named by their cell key. SQLite is the default (a file in
+the workspace, WAL, a busy timeout, and every write transaction taking the lock when it
+begins, so that two writers never meet half-way: no "database is locked" under load); a
+`postgresql+psycopg://` URL names a server shared by several hosts.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sqlalchemy import (
+    Column,
+    Engine,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    create_engine,
+    event,
+)
+
+from evaluator.core import settings
+from evaluator.core.errors import UserError
+
+ENV = "QASHIFT_DB"
+metadata = MetaData()
+
+users = Table(
+    "users", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(64), unique=True, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+
+tokens = Table(
+    "tokens", metadata,
+    Column("sha256", String(64), primary_key=True),  # the token itself is never kept
+    Column("user_id", ForeignKey("users.id"), nullable=False),
+    Column("scope", String(16), nullable=False),  # submit | admin
+    Column("created_at", Float, nullable=False),
+)
+
+jobs = Table(
+    "jobs", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("submission", String(32), nullable=False, index=True),
+    Column("user_id", ForeignKey("users.id"), nullable=False),
+    Column("bundle", String(200), nullable=False),
+    Column("testset", String(200), nullable=False),
+    Column("options", Text, nullable=False),  # JSON: a --limit sample's limit and seed
+    Column("state", String(12), nullable=False, index=True),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("worker", String(200)),
+    Column("lease_until", Float),
+    Column("result_key", String(64)),  # the store's cell key, once finished
+    Column("failure_class", String(40)),
+    Column("message", Text),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
+events = Table(
+    "job_events", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("job_id", ForeignKey("jobs.id"), nullable=False, index=True),
+    Column("at", Float, nullable=False),
+    Column("state", String(12), nullable=False),
+    Column("worker", String(200)),
+    Column("note", Text),
+)
+
+
+def url_of(given: str | None = None) -> str:
+    """The database URL: `--db`, else $QASHIFT_DB, else a SQLite file in the workspace."""
+    url = given or os.environ.get(ENV)
+    if url:
+        return url
+    return f"sqlite:///{settings.current().workspace / 'service.sqlite'}"
+
+
+def connect(url: str | None = None) -> Engine:
+    """The engine of the service's database, its tables made where they are missing."""
+    url = url_of(url)
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 30, "isolation_level": None})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_connection, _record) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(connection) -> None:  # the write lock taken up front, never half-way
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+    elif url.startswith(("postgresql", "sqlite")):
+        engine = create_engine(url, pool_pre_ping=True)
+    else:
+        raise UserError(f"database URL {url!r}: give sqlite:///PATH or "
+                        f"postgresql+psycopg://USER@HOST/NAME")
+    metadata.create_all(engine)
+    return engine

@@ -1,0 +1,152 @@
+"""The jobs table is the queue: no broker, one row per job, one source of truth.
+
+A job is one cell (bundle x test set, with its options) asked for by a user; a submission is
+the jobs asked for together. A worker claims a job in one atomic update (on PostgreSQL the
+row is taken with FOR UPDATE SKIP LOCKED; on SQLite the write lock is taken when the
+transaction begins) and holds it by a lease that its heartbeat renews; a job whose lease
+lapsed (its worker killed, its host lost) is claimed again, its attempts counted. A state
+only moves forward: queued -> running -> finished | failed | cancelled, and every change is
+kept in the job's history with its time and worker. A worker that lost its lease cannot
+finish the job (its update names it as the holder and finds nothing), so a job ends once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, Engine, and_, insert, or_, select, update
+
+from evaluator.service.db import events, jobs
+
+STATES = ("queued", "running", "finished", "failed", "cancelled")
+ENDED = ("finished", "failed", "cancelled")
+LEASE_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Claimed:
+    id: int
+    bundle: str
+    testset: str
+    options: dict
+    attempt: int
+
+
+def _event(conn: Connection, job_id: int, state: str, worker: str | None = None,
+           note: str | None = None) -> None:
+    conn.execute(insert(events).values(job_id=job_id, at=time.time(), state=state,
+                                       worker=worker, note=note))
+
+
+def submit(engine: Engine, user_id: int, cells: list[tuple[str, str, dict]],
+           stored: dict[int, str] | None = None) -> tuple[str, list[int]]:
+    """A submission of `cells` (bundle, test set, options): its id and its jobs' ids, in
+    order. `stored` maps a cell's index to the key of its result already in the store: that
+    job is finished at once, nothing run."""
+    stored = stored or {}
+    submission = uuid.uuid4().hex[:16]
+    now = time.time()
+    ids = []
+    with engine.begin() as conn:
+        for index, (bundle, testset, options) in enumerate(cells):
+            key = stored.get(index)
+            job_id = conn.execute(insert(jobs).values(
+                submission=submission, user_id=user_id, bundle=bundle, testset=testset,
+                options=json.dumps(options, sort_keys=True),
+                state="finished" if key else "queued", attempts=0, result_key=key,
+                created_at=now, updated_at=now)).inserted_primary_key[0]
+            _event(conn, job_id, "queued")
+            if key:
+                _event(conn, job_id, "finished", note="stored earlier: nothing run")
+            ids.append(job_id)
+    return submission, ids
+
+
+def claim(engine: Engine, worker: str, lease_s: float = LEASE_SECONDS) -> Claimed | None:
+    """The oldest job to run (queued, or running under a lease that lapsed), now this
+    worker's for `lease_s`; None when there is none."""
+    now = time.time()
+    free = or_(jobs.c.state == "queued",
+               and_(jobs.c.state == "running", jobs.c.lease_until < now))
+    with engine.begin() as conn:
+        query = select(jobs).where(free).order_by(jobs.c.created_at, jobs.c.id).limit(1)
+        if engine.dialect.name == "postgresql":
+            query = query.with_for_update(skip_locked=True)
+        row = conn.execute(query).first()
+        if row is None:
+            return None
+        taken = conn.execute(update(jobs).where(jobs.c.id == row.id, free).values(
+            state="running", worker=worker, lease_until=now + lease_s,
+            attempts=jobs.c.attempts + 1, updated_at=now))
+        if taken.rowcount != 1:
+            return None  # another worker took it in between: try again
+        note = f"attempt {row.attempts + 1}" + (f", {row.worker}'s lease lapsed"
+                                               if row.state == "running" else "")
+        _event(conn, row.id, "running", worker, note)
+    return Claimed(row.id, row.bundle, row.testset, json.loads(row.options),
+                   row.attempts + 1)
+
+
+def renew(engine: Engine, job_id: int, worker: str, lease_s: float = LEASE_SECONDS) -> bool:
+    """Extend the lease of a job this worker holds; False when it holds it no longer."""
+    with engine.begin() as conn:
+        done = conn.execute(update(jobs).where(
+            jobs.c.id == job_id, jobs.c.worker == worker, jobs.c.state == "running").values(
+            lease_until=time.time() + lease_s))
+    return done.rowcount == 1
+
+
+def finish(engine: Engine, job_id: int, worker: str, *, result_key: str | None = None,
+           failure_class: str | None = None, message: str | None = None) -> bool:
+    """End a job this worker holds: finished with the store's cell key, or failed with its
+    class and one line; False when it holds it no longer (another worker ends it)."""
+    state = "finished" if result_key else "failed"
+    with engine.begin() as conn:
+        done = conn.execute(update(jobs).where(
+            jobs.c.id == job_id, jobs.c.worker == worker, jobs.c.state == "running").values(
+            state=state, result_key=result_key, failure_class=failure_class,
+            message=message, lease_until=None, updated_at=time.time()))
+        if done.rowcount == 1:
+            _event(conn, job_id, state, worker, message)
+    return done.rowcount == 1
+
+
+def cancel(engine: Engine, job_id: int) -> bool:
+    """Cancel a job that has not ended; False when it has."""
+    with engine.begin() as conn:
+        done = conn.execute(update(jobs).where(
+            jobs.c.id == job_id, jobs.c.state.in_(("queued", "running"))).values(
+            state="cancelled", lease_until=None, updated_at=time.time()))
+        if done.rowcount == 1:
+            _event(conn, job_id, "cancelled")
+    return done.rowcount == 1
+
+
+def state_of(engine: Engine, job_id: int) -> str | None:
+    """A job's state now (a worker asks between its steps whether it was cancelled)."""
+    with engine.connect() as conn:
+        row = conn.execute(select(jobs.c.state).where(jobs.c.id == job_id)).first()
+    return None if row is None else row.state
+
+
+def job(engine: Engine, job_id: int) -> dict | None:
+    with engine.connect() as conn:
+        row = conn.execute(select(jobs).where(jobs.c.id == job_id)).mappings().first()
+    return None if row is None else dict(row)
+
+
+def submission_jobs(engine: Engine, submission: str) -> list[dict]:
+    with engine.connect() as conn:
+        rows = conn.execute(select(jobs).where(jobs.c.submission == submission)
+                            .order_by(jobs.c.id)).mappings().all()
+    return [dict(r) for r in rows]
+
+
+def history(engine: Engine, job_id: int) -> list[dict]:
+    with engine.connect() as conn:
+        rows = conn.execute(select(events).where(events.c.job_id == job_id)
+                            .order_by(events.c.id)).mappings().all()
+    return [dict(r) for r in rows]

@@ -1,0 +1,97 @@
+"""A worker: claim a job, hold its lease while it runs, evaluate its cell through the one
+entry (`api.evaluate`: the store's cell lease keeps a cell from running twice even when two
+workers hold its job one after the other), and end the job with the cell's key or its
+failure. `qashift worker` runs this loop; several workers share one database."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+from sqlalchemy import Engine
+
+from evaluator.api.evaluation import EvaluationConfig, evaluate
+from evaluator.core.errors import UserError, failure_class_of
+from evaluator.service import queue
+from evaluator.store.store import Store
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class Lease:
+    """Renews a job's lease while its cell runs (a quarter of the lease at a time)."""
+
+    def __init__(self, engine: Engine, job_id: int, worker: str, lease_s: float):
+        self.engine, self.job_id, self.worker, self.lease_s = engine, job_id, worker, lease_s
+        self.stop = threading.Event()
+        self.lost = False
+        self.thread = threading.Thread(target=self._beat, daemon=True)
+
+    def _beat(self) -> None:
+        while not self.stop.wait(self.lease_s / 4):
+            if not queue.renew(self.engine, self.job_id, self.worker, self.lease_s):
+                self.lost = True
+                return
+
+    def __enter__(self) -> Lease:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def run_job(engine: Engine, store: Store, job: queue.Claimed, worker: str, runner: str,
+            lease_s: float) -> str:
+    """Evaluate the claimed job's cell and end the job; the state it ended in (or "lost"
+    when another worker holds it now)."""
+    options = {k: v for k, v in job.options.items() if k in ("limit", "seed")}
+    config = EvaluationConfig(bundles=(job.bundle,), testsets=(job.testset,), runner=runner,
+                              **options)
+    with Lease(engine, job.id, worker, lease_s):
+        try:
+            done = evaluate(config, store)
+        except UserError as error:  # an id that no longer resolves, a set unreadable
+            ended = queue.finish(engine, job.id, worker, failure_class=failure_class_of(error),
+                                 message=str(error))
+            return "failed" if ended else "lost"
+    if done.not_applicable:
+        _, _, why = done.not_applicable[0]
+        ended = queue.finish(engine, job.id, worker, failure_class="not-applicable",
+                             message=why)
+        return "failed" if ended else "lost"
+    [outcome] = done.report.outcomes
+    if outcome.result is not None:
+        ended = queue.finish(engine, job.id, worker, result_key=outcome.result.row["key"])
+        return "finished" if ended else "lost"
+    ended = queue.finish(engine, job.id, worker, failure_class=outcome.failure_class,
+                         message=outcome.message)
+    return "failed" if ended else "lost"
+
+
+def work(engine: Engine, store: Store, *, runner: str = "auto",
+         lease_s: float = queue.LEASE_SECONDS, poll_s: float = 1.0,
+         max_jobs: int | None = None, exit_when_idle: bool = False,
+         say: Callable[[str], None] = lambda _: None, worker: str | None = None) -> int:
+    """Claim and run jobs until stopped (or `max_jobs` ran, or, with `exit_when_idle`, none
+    is left); the number of jobs this worker ended."""
+    worker = worker or worker_name()
+    ended = 0
+    while max_jobs is None or ended < max_jobs:
+        job = queue.claim(engine, worker, lease_s)
+        if job is None:
+            if exit_when_idle:
+                return ended
+            time.sleep(poll_s)
+            continue
+        say(f"job {job.id}: {job.bundle} x {job.testset} (attempt {job.attempt})")
+        state = run_job(engine, store, job, worker, runner, lease_s)
+        say(f"job {job.id}: {state}")
+        ended += state != "lost"
+    return ended

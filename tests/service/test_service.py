@@ -1,0 +1,153 @@
+"""The submission service, with a real server (uvicorn on a loopback port), a real SQLite
+database and real workers: tokens kept only as hashes and accepted only in the header; a
+submission over HTTP gives the numbers `evaluate` gives; a stored cell is answered at once;
+a worker killed while its job runs leaves the job to the next, which ends it once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import select
+
+from evaluator.cli.main import evaluate_cmd, main
+from evaluator.service import accounts, db, queue
+from evaluator.service.client import Client
+from evaluator.store.store import Store
+from tests.conftest import FIRST_WORD, tiny_registry
+
+DEADLINE_S = 60  # every wait on a server or a worker is bounded
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(workspace, tmp_path, monkeypatch):
+    """`qashift serve` on an empty SQLite file; (its URL, the database URL, an admin token)."""
+    url = f"sqlite:///{tmp_path / 'service.sqlite'}"
+    monkeypatch.setenv("QASHIFT_DB", url)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "evaluator", "serve", "--port", str(port)],
+                            env=os.environ.copy(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        try:
+            if httpx.get(f"{base}/v1/healthz", timeout=2, trust_env=False).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.monotonic() < deadline, "the server did not answer"
+        time.sleep(0.2)
+    made = CliRunner().invoke(main, ["admin", "user", "add", "alice"])
+    assert made.exit_code == 0, made.output
+    token = CliRunner().invoke(main, ["admin", "token", "create", "alice"]).output.strip()
+    yield base, url, token
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+
+
+def worker(*flags: str, **popen) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "evaluator", "worker", "--runner", "local",
+                             *flags], env=os.environ.copy(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **popen)
+
+
+def test_a_token_only_in_the_header_and_only_its_hash_kept(server):
+    base, url, token = server
+    assert httpx.get(f"{base}/v1/healthz", trust_env=False).json()["ok"] is True
+    body = {"bundle": "bert-ensemble", "testsets": ["squad-dev"]}
+    bare = httpx.post(f"{base}/v1/submissions", json=body, trust_env=False)
+    assert bare.status_code == 401
+    assert bare.json() == {"detail": "no token: send Authorization: Bearer TOKEN"}
+    in_url = httpx.post(f"{base}/v1/submissions", params={"token": token}, json=body,
+                        headers={"Authorization": f"Bearer {token}"}, trust_env=False)
+    assert in_url.status_code == 401 and "never in the URL" in in_url.json()["detail"]
+    wrong = httpx.post(f"{base}/v1/submissions", json=body, trust_env=False,
+                       headers={"Authorization": "Bearer qs_not-a-token"})
+    assert wrong.status_code == 401 and wrong.json()["detail"] == "unknown token"
+    with db.connect(url).connect() as conn:
+        kept = [dict(r) for r in conn.execute(select(db.tokens)).mappings()]
+    assert [r["sha256"] for r in kept] == [accounts.digest(token)]
+    assert token not in json.dumps(kept) and token not in Path(url[10:]).read_bytes().decode(
+        errors="replace")
+    unknown = Client(base, token)
+    with pytest.raises(Exception, match="answered 422: unknown bundle 'no-such-bundle'"):
+        unknown.submit("no-such-bundle", ["squad-dev"])
+
+
+def test_a_submission_over_http_gives_the_numbers_evaluate_gives(server, workspace):
+    base, url, token = server
+    running = worker()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "evaluator", "remote", "submit", "bert-ensemble", "-t",
+             "squad-dev", "--wait", "--json", "--server", base, "--token", token],
+            env=os.environ.copy(), capture_output=True, text=True, timeout=DEADLINE_S * 5)
+    finally:
+        running.send_signal(signal.SIGTERM)
+        running.wait(timeout=30)
+    assert done.returncode == 0, done.stderr
+    [remote] = json.loads(done.stdout)["results"]
+    assert (round(remote["em"]["value"], 3), round(remote["f1"]["value"], 3)) == \
+        (86.206, 92.196)
+    local = CliRunner().invoke(evaluate_cmd, ["-b", "bert-ensemble", "-t", "squad-dev",
+                                              "--json"])
+    [cli] = json.loads(local.stdout)["results"]
+    for field in ("bundle", "testset", "n", "missing", "em", "f1", "scorer", "key"):
+        assert remote[field] == cli[field], field
+    # asked again, the stored cell is answered at once: no worker runs
+    client = Client(base, token)
+    again = client.submission(client.submit("bert-ensemble", ["squad-dev"])["submission"])
+    assert again["done"] and again["jobs"][0]["state"] == "finished"
+    assert again["jobs"][0]["result"]["key"] == cli["key"]
+    assert len(Store(workspace).results()) == 1
+
+
+def test_a_worker_killed_mid_job_leaves_it_to_the_next_which_ends_it_once(
+        server, tmp_path, monkeypatch, small_dev, workspace):
+    base, url, token = server
+    marker = tmp_path / "first-attempt-started"
+    program = (f"import os, time\nmarker = {str(marker)!r}\n"
+               "if not os.path.exists(marker):\n"
+               "    open(marker, 'w').close()\n"
+               "    time.sleep(120)\n" + FIRST_WORD)
+    tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev}, {"slow-once": program})
+    # the server reads the registry when it plans: submit through the queue, as it would
+    engine = db.connect(url)
+    user = accounts.account_of(engine, token).user_id
+    submission, [job_id] = queue.submit(engine, user, [("slow-once", "tiny", {})])
+    first = worker("--lease", "2")
+    deadline = time.monotonic() + DEADLINE_S
+    while not marker.exists():
+        assert time.monotonic() < deadline and first.poll() is None, first.stdout.read()
+        time.sleep(0.2)
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=30)
+    time.sleep(3)  # its lease (2 s) lapses
+    second = worker("--lease", "2", "--exit-when-idle")
+    out, _ = second.communicate(timeout=DEADLINE_S * 2)
+    assert second.returncode == 0, out
+    job = queue.job(engine, job_id)
+    assert job["state"] == "finished" and job["attempts"] == 2, job
+    states = [e["state"] for e in queue.history(engine, job_id)]
+    assert states == ["queued", "running", "running", "finished"], states
+    assert "lease lapsed" in queue.history(engine, job_id)[2]["note"]
+    assert [r["key"] for r in Store(workspace).results()] == [job["result_key"]]
+    # the first worker, were it alive, could not end the job a second time
+    assert not queue.finish(engine, job_id, "first-worker", result_key=job["result_key"])
