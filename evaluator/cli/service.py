@@ -25,9 +25,9 @@ def serve_command(host, port, db, data_dir, workspace) -> None:
     workspace's results store; `qashift worker` runs the jobs."""
     import uvicorn  # lazy: only the server needs it
 
-    from evaluator.service import app
-    from evaluator.service import db as database
-    from evaluator.store.store import Store
+    from evaluator.service import app  # lazy: sqlalchemy, fastapi
+    from evaluator.service import db as database  # lazy: sqlalchemy, fastapi
+    from evaluator.store.store import Store  # lazy: sqlalchemy, fastapi
 
     configure(data_dir, workspace)
     engine = database.connect(db)
@@ -50,9 +50,9 @@ def serve_command(host, port, db, data_dir, workspace) -> None:
 def worker_command(db, runner, lease_s, max_jobs, exit_when_idle, data_dir,
                    workspace) -> None:
     """Claim jobs from the service's database and run them, one at a time."""
-    from evaluator.service import db as database
-    from evaluator.service.worker import work
-    from evaluator.store.store import Store
+    from evaluator.service import db as database  # lazy: sqlalchemy, fastapi
+    from evaluator.service.worker import work  # lazy: sqlalchemy, fastapi
+    from evaluator.store.store import Store  # lazy: sqlalchemy, fastapi
 
     configure(data_dir, workspace)
     ended = work(database.connect(db), Store.open_default(), runner=runner, lease_s=lease_s,
@@ -72,8 +72,8 @@ def admin_group() -> None:
 @settings_options
 def admin_user(action, name, db, data_dir, workspace) -> None:
     """`user add NAME`: a user who may be given tokens."""
-    from evaluator.service import accounts
-    from evaluator.service import db as database
+    from evaluator.service import accounts  # lazy: sqlalchemy, fastapi
+    from evaluator.service import db as database  # lazy: sqlalchemy, fastapi
 
     configure(data_dir, workspace)
     accounts.add_user(database.connect(db), name)
@@ -90,8 +90,8 @@ def admin_user(action, name, db, data_dir, workspace) -> None:
 def admin_token(action, name, scope, db, data_dir, workspace) -> None:
     """`token create NAME`: print a new token of user NAME, once (only its SHA-256 is
     kept)."""
-    from evaluator.service import accounts
-    from evaluator.service import db as database
+    from evaluator.service import accounts  # lazy: sqlalchemy, fastapi
+    from evaluator.service import db as database  # lazy: sqlalchemy, fastapi
 
     configure(data_dir, workspace)
     click.echo(accounts.create_token(database.connect(db), name, scope))
