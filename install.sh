@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One command to set a fresh machine up: the package with its test dependencies, and, when
-# run as root, the real services the full test suite uses (Docker daemon, offline images).
+# run as root, the real services the full test suite uses (Docker daemon, offline images,
+# Slurm, Chromium, PostgreSQL).
 #   bash install.sh            # package + services
 #   QASHIFT_NO_SERVICES=1 bash install.sh   # package only
 set -euo pipefail
@@ -31,7 +32,7 @@ if [ ! -f /usr/share/wordnet/data.noun ] && [ "$(id -u)" = "0" ] && command -v a
 fi
 
 if [ "${QASHIFT_NO_SERVICES:-0}" != "1" ] && [ "$(id -u)" = "0" ]; then
-  for script in .ci/docker.sh .ci/slurm.sh .ci/chromium.sh; do
+  for script in .ci/docker.sh .ci/slurm.sh .ci/chromium.sh .ci/postgres.sh; do
     if [ -f "$script" ]; then bash "$script"; fi
   done
 fi
