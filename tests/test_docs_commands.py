@@ -381,6 +381,10 @@ STEPS = [
     *[Step(f"python benchmarks/{name}.py", "started") for name in (
         "slurm_overhead", "training_throughput", "parallel_cells",
         "population_scoring", "study_resume")],
+    Step("python benchmarks/population_scoring.py --groups --jobs 2 --testset "
+         "squad-dev-heldout-sentence-order-shuffled", "started"),
+    Step("python benchmarks/scoring_speed.py --only-all", "started"),
+    Step("python benchmarks/service_overhead.py", "started"),
     Step("python benchmarks/population_scoring.py --whole --testset "
          "squad-dev-heldout-sentence-order-shuffled", "started"),
 ]

@@ -46,8 +46,10 @@ def serve_command(host, port, db, data_dir, workspace) -> None:
 @click.option("--max-jobs", type=click.IntRange(1), default=None,
               help="stop after this many jobs")
 @click.option("--exit-when-idle", is_flag=True, help="stop when no job is waiting")
+@click.option("--per-user", type=click.IntRange(1), default=None,
+              help="run no job of a user who has this many running (on any worker)")
 @settings_options
-def worker_command(db, runner, lease_s, max_jobs, exit_when_idle, data_dir,
+def worker_command(db, runner, lease_s, max_jobs, exit_when_idle, per_user, data_dir,
                    workspace) -> None:
     """Claim jobs from the service's database and run them, one at a time."""
     from evaluator.service import db as database  # lazy: sqlalchemy, fastapi
@@ -56,7 +58,8 @@ def worker_command(db, runner, lease_s, max_jobs, exit_when_idle, data_dir,
 
     configure(data_dir, workspace)
     ended = work(database.connect(db), Store.open_default(), runner=runner, lease_s=lease_s,
-                 max_jobs=max_jobs, exit_when_idle=exit_when_idle, say=console.say)
+                 max_jobs=max_jobs, exit_when_idle=exit_when_idle, per_user=per_user,
+                 say=console.say)
     console.say(f"{ended} jobs ended")
 
 

@@ -17,7 +17,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, Engine, and_, insert, or_, select, update
+from sqlalchemy import Connection, Engine, and_, func, insert, or_, select, update
 
 from evaluator.service.db import events, jobs
 
@@ -65,16 +65,31 @@ def submit(engine: Engine, user_id: int, cells: list[tuple[str, str, dict]],
     return submission, ids
 
 
-def claim(engine: Engine, worker: str, lease_s: float = LEASE_SECONDS) -> Claimed | None:
-    """The oldest job to run (queued, or running under a lease that lapsed), now this
-    worker's for `lease_s`; None when there is none."""
+def claim(engine: Engine, worker: str, lease_s: float = LEASE_SECONDS,
+          per_user: int | None = None) -> Claimed | None:
+    """The next job to run (queued, or running under a lease that lapsed), now this worker's
+    for `lease_s`; None when there is none. Users take turns: the job is the oldest of the
+    user with the fewest jobs running, and of those the one served longest ago (round robin),
+    so one user's hundred jobs never hold back another's one; `per_user` caps the jobs a
+    user has running at once."""
     now = time.time()
     free = or_(jobs.c.state == "queued",
                and_(jobs.c.state == "running", jobs.c.lease_until < now))
+    running = select(jobs.c.user_id, func.count().label("n")).where(
+        jobs.c.state == "running", jobs.c.lease_until >= now).group_by(jobs.c.user_id) \
+        .subquery()
+    served = select(jobs.c.user_id, func.max(events.c.at).label("at")).join(
+        events, events.c.job_id == jobs.c.id).where(events.c.state == "running") \
+        .group_by(jobs.c.user_id).subquery()
+    busy = func.coalesce(running.c.n, 0)
     with engine.begin() as conn:
-        query = select(jobs).where(free).order_by(jobs.c.created_at, jobs.c.id).limit(1)
+        query = (select(jobs).outerjoin(running, running.c.user_id == jobs.c.user_id)
+                 .outerjoin(served, served.c.user_id == jobs.c.user_id)
+                 .where(free, *([busy < per_user] if per_user else []))
+                 .order_by(busy, func.coalesce(served.c.at, 0.0), jobs.c.created_at,
+                           jobs.c.id).limit(1))
         if engine.dialect.name == "postgresql":
-            query = query.with_for_update(skip_locked=True)
+            query = query.with_for_update(of=jobs, skip_locked=True)
         row = conn.execute(query).first()
         if row is None:
             return None

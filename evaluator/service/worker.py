@@ -77,14 +77,16 @@ def run_job(engine: Engine, store: Store, job: queue.Claimed, worker: str, runne
 
 def work(engine: Engine, store: Store, *, runner: str = "auto",
          lease_s: float = queue.LEASE_SECONDS, poll_s: float = 1.0,
+         per_user: int | None = None,
          max_jobs: int | None = None, exit_when_idle: bool = False,
          say: Callable[[str], None] = lambda _: None, worker: str | None = None) -> int:
     """Claim and run jobs until stopped (or `max_jobs` ran, or, with `exit_when_idle`, none
-    is left); the number of jobs this worker ended."""
+    is left), users taking turns and each with at most `per_user` jobs running; the number
+    of jobs this worker ended."""
     worker = worker or worker_name()
     ended = 0
     while max_jobs is None or ended < max_jobs:
-        job = queue.claim(engine, worker, lease_s)
+        job = queue.claim(engine, worker, lease_s, per_user)
         if job is None:
             if exit_when_idle:
                 return ended

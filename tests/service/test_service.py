@@ -12,17 +12,15 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import create_engine, select
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import select
 
-from evaluator.cli.main import evaluate_cmd, main
+from evaluator.cli.main import evaluate_cmd
 from evaluator.service import accounts, db, queue
 from evaluator.service.client import Client
 from evaluator.store.store import Store
@@ -54,44 +52,6 @@ def start_server(url: str) -> tuple[subprocess.Popen, str]:
         assert proc.poll() is None, proc.stdout.read()
         assert time.monotonic() < deadline, "the server did not answer"
         time.sleep(0.2)
-
-
-PG = os.environ.get("QASHIFT_TEST_PG",
-                    "postgresql+psycopg://qashift:qashift@127.0.0.1/qashift_test")
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database(request, workspace, tmp_path, monkeypatch) -> tuple[str, str]:
-    """An empty database named by $QASHIFT_DB (a SQLite file, or a database of its own on the
-    PostgreSQL server CI starts), with a user and her token."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'service.sqlite'}"
-    else:
-        url = request.getfixturevalue("postgres_database")
-    monkeypatch.setenv("QASHIFT_DB", url)
-    made = CliRunner().invoke(main, ["admin", "user", "add", "alice"])
-    assert made.exit_code == 0, made.output
-    token = CliRunner().invoke(main, ["admin", "token", "create", "alice"]).output.strip()
-    return url, token
-
-
-@pytest.fixture
-def postgres_database():
-    """A fresh database on the PostgreSQL server, dropped afterwards."""
-    admin = create_engine(PG, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql("SELECT 1")
-    except OperationalError:
-        pytest.skip(f"no PostgreSQL answers at {PG.split('@')[-1]} (CI starts one: bash "
-                    f".ci/postgres.sh)")
-    name = f"qashift_t_{uuid.uuid4().hex[:12]}"
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f"CREATE DATABASE {name}")
-    yield PG.rsplit("/", 1)[0] + "/" + name
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f"DROP DATABASE {name} WITH (FORCE)")
-    admin.dispose()
 
 
 @pytest.fixture
