@@ -4,6 +4,7 @@ and docs/service.md). Thin: parse, call, print."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
@@ -126,9 +127,15 @@ def remote_group() -> None:
 @click.option("--json", "as_json", is_flag=True)
 @_connection
 def remote_submit(bundle, testset_names, limit, seed, wait, as_json, server, token) -> None:
-    """Submit BUNDLE (an id the server knows) on the test sets named."""
+    """Submit BUNDLE on the test sets named: an id the server knows, or a bundle folder here,
+    uploaded first (the server unpacks it through its gate)."""
     client = _client(server, token)
-    made = client.submit(bundle, list(testset_names), limit, seed)
+    upload = None
+    if Path(bundle).is_dir():
+        sent = client.upload(Path(bundle))
+        console.say(f"uploaded {sent['bundle']} (digest {sent['digest'][:12]})")
+        bundle, upload = sent["bundle"], sent["upload"]
+    made = client.submit(bundle, list(testset_names), limit, seed, upload)
     if not wait:
         click.echo(json.dumps(made) if as_json else f"submission {made['submission']}: "
                    f"jobs {', '.join(map(str, made['jobs']))}")

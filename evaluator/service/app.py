@@ -2,7 +2,12 @@
 
     GET  /v1/healthz                 the server and its database answer
     GET  /v1/testsets                the test sets a submission may name
-    POST /v1/submissions             {"bundle", "testsets", "limit"?, "seed"?}: its jobs
+    POST /v1/bundles                 a bundle folder as an archive (tar, tar.gz, zip: the
+                                     request's body), unpacked through the gate: its id and
+                                     upload digest; a link, FIFO, device, `..` or absolute
+                                     name, or a bomb, is a 422 in one line
+    POST /v1/submissions             {"bundle", "testsets", "upload"?, "limit"?, "seed"?}:
+                                     its jobs (`upload`: the digest of an uploaded bundle)
     GET  /v1/submissions/{id}        its jobs, each with its state and, once finished, its
                                      result as `evaluate --json` prints it
     GET  /v1/jobs/{id}               one job and its history
@@ -17,19 +22,23 @@ an id that names no bundle or test set is a 422); a cell the store holds is answ
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 from sqlalchemy import Engine
 
 from evaluator import __version__
 from evaluator.api.evaluation import EvaluationConfig, plan_cells, resolve
 from evaluator.api.results import Results
+from evaluator.bundles import spec as bundles
 from evaluator.core.errors import UserError
+from evaluator.core.files import run_tempdir
 from evaluator.data import testsets
 from evaluator.pipeline.cell import stored_result
-from evaluator.service import accounts, queue
+from evaluator.service import accounts, queue, uploads
 from evaluator.store.store import Store
 
 URL_TOKENS = ("token", "access_token", "api_key", "key")  # never accepted in a URL
@@ -38,6 +47,7 @@ URL_TOKENS = ("token", "access_token", "api_key", "key")  # never accepted in a 
 class Submission(BaseModel):
     bundle: str = Field(max_length=200)
     testsets: list[str] = Field(min_length=1, max_length=200)
+    upload: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     limit: int | None = Field(default=None, gt=0)
     seed: int = 0
 
@@ -89,12 +99,41 @@ def create_app(engine: Engine, store: Store) -> FastAPI:
         return [{"id": t.id, "name": t.name, "kind": t.kind, "questions": t.questions,
                  "reference": t.reference} for t in good.values()]
 
+    @app.post("/v1/bundles", status_code=201)
+    async def upload(request: Request, who: Caller) -> dict:
+        with run_tempdir("receive") as tmp:
+            archive = Path(tmp) / "archive"
+            received = 0
+            with open(archive, "wb") as out:
+                async for chunk in request.stream():
+                    received += len(chunk)
+                    if received > uploads.ARCHIVE_CAP:
+                        raise HTTPException(413, f"the archive is larger than "
+                                                 f"{uploads.ARCHIVE_CAP >> 20} MiB")
+                    out.write(chunk)
+            try:
+                bundle = await run_in_threadpool(uploads.store_upload, archive,
+                                                 store.workspace)
+            except UserError as error:
+                raise HTTPException(422, str(error)) from None
+        return {"bundle": bundle.id, "upload": bundle.folder.parent.name,
+                "digest": bundle.digest}
+
     @app.post("/v1/submissions", status_code=201)
     def submit(body: Submission, who: Caller) -> dict:
         config = EvaluationConfig(bundles=(body.bundle,), testsets=tuple(body.testsets),
                                   limit=body.limit, seed=body.seed)
+        folder = None
         try:
-            cells, skipped = plan_cells(config, resolve(config, store))
+            if body.upload:
+                folder = store.workspace / "uploads" / body.upload / body.bundle
+                if not folder.is_dir():
+                    raise UserError(f"no upload {body.upload[:12]} of bundle {body.bundle!r}; "
+                                    f"POST /v1/bundles first")
+                chosen = [bundles.from_folder(folder)]
+            else:
+                chosen = resolve(config, store)
+            cells, skipped = plan_cells(config, chosen)
         except UserError as error:
             raise HTTPException(422, str(error)) from None
         if not cells:
@@ -103,7 +142,8 @@ def create_app(engine: Engine, store: Store) -> FastAPI:
         stored = {i: row["key"] for i, job in enumerate(cells)
                   if (row := store.get(job.key)) is not None}
         submission, ids = queue.submit(engine, who.user_id, [
-            (job.bundle.id, job.testset.id, job.options) for job in cells], stored)
+            (job.bundle.id, job.testset.id, job.options) for job in cells], stored,
+            str(folder) if folder else None)
         return {"submission": submission, "jobs": ids}
 
     @app.get("/v1/submissions/{submission}")

@@ -3,9 +3,12 @@ the Authorization header; a server's error is one line."""
 
 from __future__ import annotations
 
+import io
 import os
+import tarfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 
@@ -44,9 +47,20 @@ class Client:
         return reply.json()
 
     def submit(self, bundle: str, testsets: list[str], limit: int | None = None,
-               seed: int = 0) -> dict:
+               seed: int = 0, upload: str | None = None) -> dict:
         return self._call("POST", "/v1/submissions", json={
-            "bundle": bundle, "testsets": list(testsets), "limit": limit, "seed": seed})
+            "bundle": bundle, "testsets": list(testsets), "limit": limit, "seed": seed,
+            **({"upload": upload} if upload else {})})
+
+    def upload(self, folder: Path) -> dict:
+        """Send a bundle folder as a tar.gz (its links sent as links: the server refuses
+        them); its id and upload digest."""
+        packed = io.BytesIO()
+        with tarfile.open(fileobj=packed, mode="w:gz") as tar:
+            tar.add(folder, arcname=folder.name,
+                    filter=lambda m: None if "__pycache__" in m.name else m)
+        return self._call("POST", "/v1/bundles", content=packed.getvalue(),
+                          headers={"Content-Type": "application/gzip"})
 
     def submission(self, submission: str) -> dict:
         return self._call("GET", f"/v1/submissions/{submission}")

@@ -54,6 +54,7 @@ jobs = Table(
     Column("submission", String(32), nullable=False, index=True),
     Column("user_id", ForeignKey("users.id"), nullable=False),
     Column("bundle", String(200), nullable=False),
+    Column("folder", Text),  # an uploaded bundle's folder (uploads/<digest>/<id>), else None
     Column("testset", String(200), nullable=False),
     Column("options", Text, nullable=False),  # JSON: a --limit sample's limit and seed
     Column("state", String(12), nullable=False, index=True),

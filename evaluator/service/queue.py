@@ -33,6 +33,7 @@ class Claimed:
     testset: str
     options: dict
     attempt: int
+    folder: str | None = None  # an uploaded bundle's folder
 
 
 def _event(conn: Connection, job_id: int, state: str, worker: str | None = None,
@@ -42,10 +43,11 @@ def _event(conn: Connection, job_id: int, state: str, worker: str | None = None,
 
 
 def submit(engine: Engine, user_id: int, cells: list[tuple[str, str, dict]],
-           stored: dict[int, str] | None = None) -> tuple[str, list[int]]:
+           stored: dict[int, str] | None = None,
+           folder: str | None = None) -> tuple[str, list[int]]:
     """A submission of `cells` (bundle, test set, options): its id and its jobs' ids, in
     order. `stored` maps a cell's index to the key of its result already in the store: that
-    job is finished at once, nothing run."""
+    job is finished at once, nothing run. `folder`: the uploaded bundle's folder."""
     stored = stored or {}
     submission = uuid.uuid4().hex[:16]
     now = time.time()
@@ -54,7 +56,8 @@ def submit(engine: Engine, user_id: int, cells: list[tuple[str, str, dict]],
         for index, (bundle, testset, options) in enumerate(cells):
             key = stored.get(index)
             job_id = conn.execute(insert(jobs).values(
-                submission=submission, user_id=user_id, bundle=bundle, testset=testset,
+                submission=submission, user_id=user_id, bundle=bundle, folder=folder,
+                testset=testset,
                 options=json.dumps(options, sort_keys=True),
                 state="finished" if key else "queued", attempts=0, result_key=key,
                 created_at=now, updated_at=now)).inserted_primary_key[0]
@@ -102,7 +105,7 @@ def claim(engine: Engine, worker: str, lease_s: float = LEASE_SECONDS,
                                                if row.state == "running" else "")
         _event(conn, row.id, "running", worker, note)
     return Claimed(row.id, row.bundle, row.testset, json.loads(row.options),
-                   row.attempts + 1)
+                   row.attempts + 1, row.folder)
 
 
 def renew(engine: Engine, job_id: int, worker: str, lease_s: float = LEASE_SECONDS) -> bool:

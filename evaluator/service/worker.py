@@ -10,10 +10,12 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from sqlalchemy import Engine
 
 from evaluator.api.evaluation import EvaluationConfig, evaluate
+from evaluator.bundles import spec as bundles
 from evaluator.core.errors import UserError, failure_class_of
 from evaluator.service import queue
 from evaluator.store.store import Store
@@ -56,7 +58,8 @@ def run_job(engine: Engine, store: Store, job: queue.Claimed, worker: str, runne
                               **options)
     with Lease(engine, job.id, worker, lease_s):
         try:
-            done = evaluate(config, store)
+            chosen = [bundles.from_folder(Path(job.folder))] if job.folder else None
+            done = evaluate(config, store, chosen=chosen)
         except UserError as error:  # an id that no longer resolves, a set unreadable
             ended = queue.finish(engine, job.id, worker, failure_class=failure_class_of(error),
                                  message=str(error))
