@@ -93,8 +93,8 @@ def store_records_of(store: Store) -> list[dict]:
             references[name] = None
     bundle_folders = bundles.available()  # discovered once, each bundle read once
     latest = Results(store, bundle_folders=bundle_folders).rows()
-    trained = systems.system_metadata(store, bundle_folders) if any(
-        row["bundle"] not in bundle_folders for row in latest) else {}
+    others = {row["bundle"] for row in latest if row["bundle"] not in bundle_folders}
+    trained = systems.system_metadata(store, bundle_folders, others) if others else {}
     extras: dict[str, dict] = {}
     out = []
     for row in latest:

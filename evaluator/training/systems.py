@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from evaluator.bundles import spec as bundles
 from evaluator.bundles.spec import Bundle
@@ -50,24 +50,35 @@ def trained_rows(store: Store) -> list[dict]:
     return sorted(rows + pinned, key=lambda r: (r["system"], r["created_at"] or 0))
 
 
-def system_metadata(store: Store, bundle_folders: dict | None = None) -> dict[str, dict]:
+def system_metadata(store: Store, bundle_folders: dict | None = None,
+                    ids: Iterable[str] = ()) -> dict[str, dict]:
     """What a view shows beside each trained system's id: its approach and that approach's
     family, split, training size, seed and hyperparameters (the newest training of each
-    id, frozen in the repository or stored here)."""
+    id, frozen in the repository or stored here). A system id of `ids` that neither holds (a
+    committed table's system recorded in the store) gets what its id says and its approach's
+    family, its hyperparameters unknown."""
     folders = bundles.available() if bundle_folders is None else bundle_folders
     families: dict[str, str | None] = {}
-    out = {}
-    for row in trained_rows(store):
-        approach = row["approach"]
+
+    def family(approach: str) -> str | None:
         if approach not in families:
             try:
                 families[approach] = bundles.from_folder(folders[approach]).metadata.get(
                     "family")
             except (KeyError, UserError):  # the approach's folder is gone or broken
                 families[approach] = None
-        out[row["system"]] = {"approach": approach, "family": families[approach],
+        return families[approach]
+
+    out = {}
+    for row in trained_rows(store):
+        out[row["system"]] = {"approach": row["approach"], "family": family(row["approach"]),
                               "train_split": row["split"], "train_size": row["train_size"],
                               "seed": row["seed"], "hyperparameters": row["hyperparameters"]}
+    for system_id in ids:
+        if system_id not in out and (parts := parse_system_id(system_id)):
+            out[system_id] = {"approach": parts["approach"], "family": family(
+                parts["approach"]), "train_split": parts["split"], "train_size": parts["size"],
+                "seed": parts["seed"], "hyperparameters": None}
     return out
 
 

@@ -362,9 +362,9 @@ def test_a_new_set_is_scored_by_a_chosen_few_on_a_sample_of_its_questions(
 def test_scoring_frozen_systems_saves_after_each_system_whose_cells_end(
         words, tmp_path, monkeypatch):
     """`score_frozen` calls `saved` once a system's cells have all ended, one of them newly
-    scored, so a long run's table can follow it: the first call sees the first system's
-    cells stored, the second both systems'; a run that finds every cell stored calls it
-    never."""
+    scored, so a long run's table can follow it, group by group: the two systems of one
+    approach are scored together on each set (`pipeline.group`), so they end together and
+    both calls see all four cells; a run that finds every cell stored calls it never."""
     plan = words_frozen(tmp_path, monkeypatch, "tiny-test", "{settings: [{}, {word: 2}]}")
     store = Store(tmp_path / "clean")
     sets = [testsets.get("tiny-test"), testsets.get("tiny-train")]
@@ -378,8 +378,8 @@ def test_scoring_frozen_systems_saves_after_each_system_whose_cells_end(
                                        saved=saved)
     first, second = (job.system_id for job in found.trainings)
     assert (done, skipped) == (4, [])
-    assert seen == [[(first, "tiny-test"), (first, "tiny-train")],
-                    sorted((s, t) for s in (first, second) for t in ("tiny-test", "tiny-train"))]
+    both = sorted((s, t) for s in (first, second) for t in ("tiny-test", "tiny-train"))
+    assert seen == [both, both]
     seen.clear()
     assert study.score_frozen(found, sets, Dispatcher("local"), store, saved=saved)[0] == 4
     assert seen == []
@@ -408,7 +408,7 @@ def test_strata_score_the_whole_split_systems_once_and_keep_them_in_a_table(
     assert re.search(r"CPU time of this run: \d+\.\d min in 4 cells' processes, "
                      r"0\.0 min in 0 preparations", done.stderr)  # the words prepare nothing
     written = re.findall(r"strata\.csv: (\d) \(system, set\) pairs", done.stderr)
-    assert written == ["2", "4"]  # as each system's two cells end
+    assert written == ["4"]  # as the systems' cells end: scored together, they end together
     scored = {(r["bundle"], r["testset"]) for r in Store(clean).results()}
     assert len(scored) == 4 and all(b.startswith(whole) and "~" not in b for b, _ in scored)
     assert nothing_trained(clean)
