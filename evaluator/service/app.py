@@ -156,22 +156,23 @@ def create_app(engine: Engine, store: Store) -> FastAPI:
         return {"submission": submission, "jobs": [shown(job) for job in found],
                 "done": all(job["state"] in queue.ENDED for job in found)}
 
-    @app.get("/v1/jobs/{job_id}")
-    def job_state(job_id: int, who: Caller) -> dict:
+    def owned_job(job_id: int, who: accounts.Account) -> dict:
         job = queue.job(engine, job_id)
         if job is None:
             raise HTTPException(404, "no such job")
         own(job, who)
+        return job
+
+    @app.get("/v1/jobs/{job_id}")
+    def job_state(job_id: int, who: Caller) -> dict:
+        job = owned_job(job_id, who)
         return {**shown(job), "history": [
             {k: e[k] for k in ("at", "state", "worker", "note")}
             for e in queue.history(engine, job_id)]}
 
     @app.post("/v1/jobs/{job_id}/cancel")
     def job_cancel(job_id: int, who: Caller) -> dict:
-        job = queue.job(engine, job_id)
-        if job is None:
-            raise HTTPException(404, "no such job")
-        own(job, who)
+        job = owned_job(job_id, who)
         if not queue.cancel(engine, job_id):
             raise HTTPException(409, f"job {job_id} has ended ({job['state']})")
         return {"id": job_id, "state": "cancelled"}

@@ -119,6 +119,11 @@ def test_a_submission_over_http_gives_the_numbers_evaluate_gives(server, workspa
     again = client.submission(client.submit("bert-ensemble", ["squad-dev"])["submission"])
     assert again["done"] and again["jobs"][0]["state"] == "finished"
     assert again["jobs"][0]["result"]["key"] == cli["key"]
+    job = client.job(again["jobs"][0]["id"])
+    assert [e["state"] for e in job["history"]] == ["queued", "finished"]
+    assert "nothing run" in job["history"][1]["note"]
+    with pytest.raises(Exception, match=r"answered 409: job \d+ has ended \(finished\)"):
+        client.cancel(job["id"])
     assert len(Store(workspace).results()) == 1
 
 
