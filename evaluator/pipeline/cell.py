@@ -12,6 +12,7 @@ import os
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,26 +126,38 @@ class CellBusy(Exception):
     """Another live controller holds this cell's lease; try again later."""
 
 
-class Heartbeat:
-    """Renews cells' leases while they run, so a live controller is never taken over."""
+class Renewal:
+    """Calls `renew` every `period_s` seconds on a thread while its block runs (a lease kept
+    alive), until the block ends or `renew` returns False (the lease is lost)."""
 
-    def __init__(self, store: Store, *keys: str):
-        self.store, self.keys = store, keys
+    def __init__(self, period_s: float, renew: Callable[[], bool | None]):
+        self.period_s, self.renew = period_s, renew
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._beat, daemon=True)
 
     def _beat(self) -> None:
-        while not self.stop.wait(LEASE_SECONDS / 4):
-            for key in self.keys:
-                self.store.renew(key)
+        while not self.stop.wait(self.period_s):
+            if self.renew() is False:
+                return
 
-    def __enter__(self) -> Heartbeat:
+    def __enter__(self) -> Renewal:
         self.thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self.stop.set()
         self.thread.join()
+
+
+class Heartbeat(Renewal):
+    """Renews cells' leases while they run, so a live controller is never taken over."""
+
+    def __init__(self, store: Store, *keys: str):
+        def renew() -> None:
+            for key in keys:
+                store.renew(key)
+
+        super().__init__(LEASE_SECONDS / 4, renew)
 
 
 def claim(job: Job, store: Store, level: float, cluster: str | None,

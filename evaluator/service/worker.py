@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,36 +16,13 @@ from sqlalchemy import Engine
 from evaluator.api.evaluation import EvaluationConfig, evaluate
 from evaluator.bundles import spec as bundles
 from evaluator.core.errors import UserError, failure_class_of
+from evaluator.pipeline.cell import Renewal
 from evaluator.service import queue
 from evaluator.store.store import Store
 
 
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-class Lease:
-    """Renews a job's lease while its cell runs (a quarter of the lease at a time)."""
-
-    def __init__(self, engine: Engine, job_id: int, worker: str, lease_s: float):
-        self.engine, self.job_id, self.worker, self.lease_s = engine, job_id, worker, lease_s
-        self.stop = threading.Event()
-        self.lost = False
-        self.thread = threading.Thread(target=self._beat, daemon=True)
-
-    def _beat(self) -> None:
-        while not self.stop.wait(self.lease_s / 4):
-            if not queue.renew(self.engine, self.job_id, self.worker, self.lease_s):
-                self.lost = True
-                return
-
-    def __enter__(self) -> Lease:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.thread.join()
 
 
 def run_job(engine: Engine, store: Store, job: queue.Claimed, worker: str, runner: str,
@@ -56,7 +32,9 @@ def run_job(engine: Engine, store: Store, job: queue.Claimed, worker: str, runne
     options = {k: v for k, v in job.options.items() if k in ("limit", "seed")}
     config = EvaluationConfig(bundles=(job.bundle,), testsets=(job.testset,), runner=runner,
                               **options)
-    with Lease(engine, job.id, worker, lease_s):
+    # the job's lease renewed while its cell runs; a lost lease stops renewing (finish then
+    # finds another worker holds the job)
+    with Renewal(lease_s / 4, lambda: queue.renew(engine, job.id, worker, lease_s)):
         try:
             chosen = [bundles.from_folder(Path(job.folder))] if job.folder else None
             done = evaluate(config, store, chosen=chosen)
