@@ -29,17 +29,21 @@ the CPU time is the same work's):
     python benchmarks/population_scoring.py --whole [--jobs 2] \
         --testset squad-dev-heldout-sentence-order-shuffled
 
-With `--groups`, the start each system pays: every frozen system of the plan scored on two
+With `--groups`, the start each system pays: every frozen system of the plan scored on
 seeded samples of the set (`--sizes 100,200` questions) by the service's matrix, once with
 each cell alone in its own process (the baseline) and once with the systems of each
 approach run together (`pipeline.group`), each run in a fresh workspace, the preparations
-made first and timed apart. Printed per way and size: the cells' wall and CPU time; then
-per way the fixed cost of a system (the intercept of its time against the questions, from
-the two sizes), the ratio of the two ways, and the population's wall time on 200 and on
-5,000 questions (measured, and projected from the two sizes with the preparations scaled by
-the questions), against the goals of 3 and 40 minutes on two cores:
+made first and timed apart, the units balanced over the cores by the expected time the
+committed table gives each cell (`study.scoring_cost`, `group.balanced`: as `population
+--score` runs them). Printed per way and size: the preparations' and cells' wall time and
+CPU time; then, from the smallest and largest size, per way the fixed cost of a system (the
+intercept of its time against the questions), the ratio of the two ways, and the
+population's wall time projected to 5,000 questions, against the goals of 3 minutes on 200
+questions and 40 on 5,000 on two cores (`--sizes 200,5000 --ways together` measures the
+second instead of projecting it):
 
     python benchmarks/population_scoring.py --groups [--jobs 2] [--runner auto] \
+        [--sizes 100,200] [--ways alone,together] \
         --testset squad-dev-heldout-sentence-order-shuffled
 
 `--work DIR` keeps the preparations and every answer file there (a later run reuses the
@@ -178,17 +182,23 @@ def main() -> None:
                         help="score every frozen system of the plan with the service's loop")
     parser.add_argument("--groups", action="store_true",
                         help="fixed cost per system, each alone and approaches together")
-    parser.add_argument("--sizes", default="100,200", help="--groups: two sample sizes")
+    parser.add_argument("--sizes", default="100,200",
+                        help="--groups: sample sizes, ascending (two give the fixed cost)")
+    parser.add_argument("--ways", default="alone,together",
+                        help="--groups: each cell alone, approaches together, or both")
     parser.add_argument("--runner", default="auto", help="--groups: the backend")
     parser.add_argument("--jobs", type=int, default=1,
                         help="with --whole: cells at once, each on its own core")
     args = parser.parse_args()
     if args.groups:
         sizes = tuple(int(n) for n in args.sizes.split(","))
-        if len(sizes) != 2 or sizes[0] >= sizes[1]:
-            sys.exit("--sizes: two sample sizes, the smaller first (e.g. 100,200)")
+        ways = tuple(way == "together" for way in args.ways.split(","))
+        if not sizes or list(sizes) != sorted(set(sizes)) or sizes[0] < 1:
+            sys.exit("--sizes: sample sizes, ascending (e.g. 100,200)")
+        if not set(args.ways.split(",")) <= {"alone", "together"}:
+            sys.exit("--ways: alone, together or both (alone,together)")
         grouped_population(Path(args.plan), args.testset, sizes, max(args.jobs, 2),
-                           args.runner)
+                           args.runner, ways)
         return
     if args.whole:
         if args.approaches or args.questions or args.device != "cpu" or args.skip_contextual \
@@ -330,13 +340,14 @@ def whole_population(plan: Path, set_id: str, work: Path | None, jobs: int = 1) 
               f"is shared")
 
 
-def grouped_population(plan: Path, set_id: str, sizes: tuple[int, int], jobs: int,
-                       runner: str) -> None:
+def grouped_population(plan: Path, set_id: str, sizes: tuple[int, ...], jobs: int,
+                       runner: str, ways: tuple[bool, ...] = (False, True)) -> None:
     """See the module's docstring: `--groups`."""
     testset = testsets.get(set_id)
-    found = study_plan.load(plan)
+    found = study_plan.with_testsets(study_plan.load(plan), [testset])
+    earlier = table.read(REPO / "results" / "population.csv")
     measured: dict[tuple[bool, int], tuple[float, float, float, int]] = {}
-    for together in (False, True):
+    for together in ways:
         for size in sizes:
             with tempfile.TemporaryDirectory(prefix="population-groups-") as tmp, \
                     settings.override(workspace=tmp):
@@ -344,39 +355,54 @@ def grouped_population(plan: Path, set_id: str, sizes: tuple[int, int], jobs: in
                 cells = [Job(system.bundle, testset, {"limit": size, "seed": 0})
                          for job in found.trainings
                          if (system := stored(job, store)) is not None]
+                # the service's own balancing: each cell weighed by its approach's pace
+                cost = study.scoring_cost(found, [testset], size, earlier)
                 start = time.perf_counter()
                 matrix.prepare_first(cells, dispatcher, store, parallel=jobs)
                 prepare_s = time.perf_counter() - start
                 start = time.perf_counter()
-                report = matrix.run(cells, dispatcher, store, parallel=jobs, together=together)
+                report = matrix.run(cells, dispatcher, store, parallel=jobs, together=together,
+                                    cost=cost)
                 wall = time.perf_counter() - start
                 if report.failed:
                     sys.exit(f"{len(report.failed)} cells failed, e.g. "
                              f"{report.failed[0].message}")
                 cpu, _, _ = report.cpu_seconds()
             measured[together, size] = (prepare_s, wall, cpu, len(cells))
-            way = "together" if together else "alone"
-            print(f"{way:<9} {size:>5} questions: {len(cells)} systems, preparations "
-                  f"{prepare_s:6.1f} s, cells {wall:6.1f} s wall, {cpu:7.1f} CPU-s "
-                  f"({cpu / len(cells):.2f} a system) on {dispatcher.backend}", flush=True)
-    small, large = sizes
+            print(f"{_way(together):<9} {size:>5} questions: {len(cells)} systems, "
+                  f"preparations {prepare_s:6.1f} s, cells {wall:6.1f} s wall, {cpu:7.1f} "
+                  f"CPU-s ({cpu / len(cells):.2f} a system) on {dispatcher.backend}; "
+                  f"{(prepare_s + wall) / 60:.1f} wall-min in all{_goal(size)}", flush=True)
+    if len(sizes) < 2:
+        return
+    small, large = sizes[0], sizes[-1]
     print(f"\n{set_id}, {jobs} cells at once; fixed cost = a system's time at 0 questions, "
           f"from its time at {small} and {large}")
     fixed = {}
-    for together in (False, True):
+    for together in ways:
         (_, wall_s, cpu_s, n), (prep_l, wall_l, cpu_l, _) = \
             measured[together, small], measured[together, large]
         fixed[together] = (cpu_s - (cpu_l - cpu_s) * small / (large - small)) / n
         per_question = (wall_l - wall_s) / (large - small)
         projected = prep_l * GOAL_QUESTIONS / large + wall_l + \
             per_question * (GOAL_QUESTIONS - large)
-        print(f"{'together' if together else 'alone':<9} fixed cost {fixed[together]:5.2f} "
-              f"CPU-s a system; {n} systems on {large} questions {(prep_l + wall_l) / 60:5.1f} "
-              f"wall-min (goal 3), on {GOAL_QUESTIONS:,} {projected / 60:6.1f} projected "
+        how = "measured" if large == GOAL_QUESTIONS else "projected"
+        print(f"{_way(together):<9} fixed cost {fixed[together]:5.2f} CPU-s a system; "
+              f"on {GOAL_QUESTIONS:,} questions {projected / 60:6.1f} wall-min {how} "
               f"(goal 40; preparations {prep_l * GOAL_QUESTIONS / large / 60:.1f} of them, "
               f"scaled by questions: a set whose questions share passages prepares fewer)")
-    print(f"fixed cost alone / together: {fixed[False] / max(fixed[True], 1e-9):.1f}x "
-          f"(goal: at most 1 s a system together)")
+    if len(fixed) == 2:
+        print(f"fixed cost alone / together: {fixed[False] / max(fixed[True], 1e-9):.1f}x "
+              f"(goal: at most 1 s a system together)")
+
+
+def _way(together: bool) -> str:
+    return "together" if together else "alone"
+
+
+def _goal(size: int) -> str:
+    goal = {200: 3, GOAL_QUESTIONS: 40}.get(size)
+    return f" (goal {goal})" if goal else ""
 
 
 def model_seconds(log: str) -> float | None:

@@ -10,8 +10,9 @@ alone, which names its failure; nothing is lost to a neighbour's failure.
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 
 from evaluator.core.errors import RunFailure, UserError
@@ -66,6 +67,27 @@ def groups(jobs: list[Job], runner_for) -> list[list[Job]]:
         if key is not None:
             open_groups[key] = units[-1]
     return units
+
+
+def balanced(units: list[list[Job]], cost: Callable[[Job], float], parallel: int
+             ) -> list[list[Job]]:
+    """`units` (`groups`) ready for `parallel` workers: a group expected (the sum of its
+    cells' `cost`) to take over a share of the whole, 1 / (2 x parallel), is split into parts
+    of near equal time, so that one group does not hold a core while the others idle; then
+    the longest first (the longest-processing-time rule: a parallel run ends soonest when its
+    long units do not start last). One worker keeps the given order."""
+    if parallel <= 1:
+        return units
+    share = sum(cost(job) for unit in units for job in unit) / (2 * parallel)
+    split: list[list[Job]] = []
+    for unit in units:
+        count = math.ceil(sum(cost(job) for job in unit) / share) if share > 0 else 1
+        parts: list[list[Job]] = [[] for _ in range(min(len(unit), max(1, count)))]
+        for job in sorted(unit, key=cost, reverse=True):  # each to the lightest part
+            min(parts, key=lambda part: sum(cost(j) for j in part)).append(job)
+        place = {id(job): i for i, job in enumerate(unit)}
+        split.extend(sorted(part, key=lambda job: place[id(job)]) for part in parts)
+    return sorted(split, key=lambda unit: -sum(cost(job) for job in unit))
 
 
 class Grouped:

@@ -19,7 +19,7 @@ from evaluator.core.files import run_tempdir
 from evaluator.core.hashing import canonical_json
 from evaluator.jobs.job import Job
 from evaluator.pipeline.cell import CellBusy, CellResult, cpu_seconds, run_cell, write_input
-from evaluator.pipeline.group import groups, run_group
+from evaluator.pipeline.group import balanced, groups, run_group
 from evaluator.pipeline.prepared import prepared_inputs
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store, StoreError
@@ -191,7 +191,8 @@ def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
     controller are retried until that controller finishes them (or dies and its lease
     lapses), or with `wait_for_busy=False` left to it (listed in `busy`). `ended` hears of
     each cell's outcome as it ends, in this thread; `cost` is a cell's expected time relative
-    to the others, which the ETA weighs cells by (cells of a population differ a
+    to the others, which the ETA weighs cells by and by which units are split and run longest
+    first when several run at once (`group.balanced`; cells of a population differ a
     hundredfold; by default all are alike). `together=False` runs every cell alone (the
     baseline a benchmark measures groups against)."""
     report = MatrixReport()
@@ -201,7 +202,8 @@ def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
         runner.runner_for(job.bundle)
     prepare_first(jobs, runner, store, rerun=bool(options.get("rerun")),
                   mirrors=options.get("mirrors"), parallel=parallel, say=progress)
-    pending = groups(jobs, runner.runner_for) if together else [[job] for job in jobs]
+    pending = balanced(groups(jobs, runner.runner_for) if together else
+                       [[job] for job in jobs], lambda job: costs[id(job)], parallel)
     running: dict[Future, list[Job]] = {}
     slots = cpu_slots(parallel)
     holding: dict[Future, int] = {}  # the slot of cores each running unit holds

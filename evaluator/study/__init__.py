@@ -13,7 +13,14 @@ analysis's (`analysis.studies.approach_matrix`).
 
 from __future__ import annotations
 
-from evaluator.study.loop import Say, run, score_frozen, score_systems, score_with_references
+from evaluator.study.loop import (
+    Say,
+    run,
+    score_frozen,
+    score_systems,
+    score_with_references,
+    scoring_cost,
+)
 from evaluator.study.plan import (
     MAX_SYSTEMS,
     ApproachPlan,
@@ -41,5 +48,5 @@ from evaluator.study.status import StudyStatus, status
 __all__ = ["MAX_SYSTEMS", "ApproachPlan", "Benchmark", "BenchmarkPair", "Rows",
            "Say", "Scalar", "Study", "StudyFile", "StudyStatus",
            "beyond_plan", "current_rows", "draws", "held_cells", "load", "narrowed", "recorded",
-           "rows", "run", "score_frozen", "score_systems", "score_with_references", "selected",
-           "status", "with_testsets"]
+           "rows", "run", "score_frozen", "score_systems", "score_with_references",
+           "scoring_cost", "selected", "status", "with_testsets"]

@@ -107,8 +107,6 @@ def score_frozen(study: Study, sets: list[TestSet], runner: Dispatcher, store: S
     scored, so that a caller can keep its table current through a long run; the ETA weighs
     each cell by its approach's pace in the `earlier` table where it has one; (cells scored
     or found, systems skipped as not trained)."""
-    pace = Pace.measured(study, current_rows(study, list(earlier)))
-    expected: dict[tuple[str, str], float | None] = {}
     chosen, skipped, left, fresh = [], [], {}, set()
     for job in study.trainings:
         if all(held(job.system_id, testset.id) for testset in sets):
@@ -117,10 +115,8 @@ def score_frozen(study: Study, sets: list[TestSet], runner: Dispatcher, store: S
         if system is None:
             skipped.append(job.system_id)
             continue
-        mine = [testset for testset in sets if not held(job.system_id, testset.id)]
-        expected.update({(job.system_id, t.id): pace.scoring(job, t) for t in mine})
         chosen.append(system.bundle)
-        left[system.bundle.id] = len(mine)
+        left[system.bundle.id] = sum(not held(job.system_id, t.id) for t in sets)
 
     def ended(outcome: matrix.Outcome) -> None:
         bundle = outcome.job.bundle.id
@@ -131,16 +127,13 @@ def score_frozen(study: Study, sets: list[TestSet], runner: Dispatcher, store: S
             saved()
 
     started = time.time()
-    timed = [seconds for seconds in expected.values() if seconds]
-    typical = median(timed) if timed else 1.0  # an approach the table has not timed
     config = EvaluationConfig(bundles=tuple(b.id for b in chosen),
                               testsets=tuple(t.id for t in sets), runner=runner.requested,
                               parallel=parallel)
     report = evaluation.evaluate(
         config, store, dispatcher=runner, chosen=chosen,
         keep=lambda cell: not held(cell.bundle.id, cell.testset.id), progress=say,
-        ended=ended, cost=lambda cell: expected.get((cell.bundle.id, cell.testset.id))
-        or typical).report
+        ended=ended, cost=scoring_cost(study, sets, earlier=earlier)).report
     say(cost_line(report, prepared.made_since(store.workspace, started)))
     return len(report.outcomes) - len(report.failed), skipped
 
@@ -198,6 +191,20 @@ def _eta(elapsed: float, before: StudyStatus, now: StudyStatus, todo: int) -> st
     return f", eta {console.duration(elapsed / done * now.pending)}" if done > 0 else ""
 
 
+def scoring_cost(study: Study, sets: list[TestSet], limit: int | None = None,
+                 earlier: Rows = ()) -> Callable[[Job], float]:
+    """A cell's expected seconds, by its approach's pace on its set in the `earlier` table
+    (`Pace`; `limit`: questions of a sample): what the ETA weighs cells by and the matrix
+    balances its units by; the median of those timed for an approach the table has not
+    timed."""
+    pace = Pace.measured(study, current_rows(study, list(earlier)))
+    expected = {(job.system_id, t.id): pace.scoring(job, t, limit)
+                for job in study.trainings for t in sets}
+    timed = [seconds for seconds in expected.values() if seconds]
+    typical = median(timed) if timed else 1.0
+    return lambda cell: expected.get((cell.bundle.id, cell.testset.id)) or typical
+
+
 def score_systems(study: Study, sets: list[TestSet], runner: str, store: Store, *,
                   parallel: int = 2, limit: int | None = None, say: Say = lambda _: None,
                   earlier: Rows = ()) -> tuple[Evaluation, list[str]]:
@@ -216,19 +223,10 @@ def score_systems(study: Study, sets: list[TestSet], runner: str, store: Store, 
         raise UserError(f"none of the {len(study.trainings)} systems chosen is frozen in the "
                         f"repository or trained in this store; `qashift systems` lists those "
                         f"that are")
-    pace = Pace.measured(study, current_rows(study, list(earlier)))
-    expected = {(j.system_id, t.id): pace.scoring(j, t, limit) for j, _ in runnable
-                for t in sets}
-    timed = [seconds for seconds in expected.values() if seconds]
-    typical = median(timed) if timed else 1.0  # an approach the table has not timed
+    cost = scoring_cost(study, sets, limit, earlier)
     if limit:  # a sample is a first look: the quickest systems first, so that most of the
         # population is placed soonest and the ETA learns from them the start every run pays
-        runnable.sort(key=lambda pair: sum(expected[pair[0].system_id, t.id] or typical
-                                           for t in sets))
-
-    def cost(cell: Job) -> float:
-        return expected.get((cell.bundle.id, cell.testset.id)) or typical
-
+        runnable.sort(key=lambda pair: sum(cost(Job(pair[1], t)) for t in sets))
     started = time.time()
     config = EvaluationConfig(bundles=tuple(b.id for _, b in runnable),
                               testsets=tuple(t.id for t in sets), runner=runner,

@@ -12,7 +12,7 @@ from evaluator.bundles import spec as bundles
 from evaluator.data import testsets
 from evaluator.jobs.job import Job
 from evaluator.pipeline import matrix
-from evaluator.pipeline.group import MAX_SYSTEMS, groups
+from evaluator.pipeline.group import MAX_SYSTEMS, balanced, groups
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
 from evaluator.training import frozen, systems
@@ -143,3 +143,19 @@ def test_in_docker_a_group_is_one_container_and_each_cell_its_own(three_systems)
     matrix.run(jobs[:2], Dispatcher("local"), store, rerun=True, together=False)
     assert {b: r["predictions_sha256"] for b, r in records(store).items()} == \
         {b: r["predictions_sha256"] for b, r in grouped.items()}
+
+
+def test_balanced_units_split_a_group_over_its_share_and_run_the_longest_first():
+    cells = [object() for _ in range(12)]  # `balanced` reads nothing of a cell but its cost
+    cost = {id(c): 1.0 for c in cells[:11]} | {id(cells[11]): 30.0}
+    one_group, alone = cells[:10], [cells[10]]
+    units = balanced([one_group, alone, [cells[11]]], lambda c: cost[id(c)], parallel=2)
+    # the whole is 41 s; a share is 41 / 4: the ten cells of 1 s stay one group, the 30 s
+    # cell runs first, then the group, then the single cell
+    assert [len(u) for u in units] == [1, 10, 1] and units[0] == [cells[11]]
+    # one approach's twelve cells alone on two workers: four parts of three, not one group
+    # holding one core while the other idles
+    even = balanced([cells], lambda c: 1.0, parallel=2)
+    assert sorted(len(u) for u in even) == [3, 3, 3, 3]
+    assert sorted(id(c) for u in even for c in u) == sorted(map(id, cells))
+    assert balanced([one_group, alone], lambda c: 1.0, parallel=1) == [one_group, alone]
