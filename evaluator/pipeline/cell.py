@@ -111,7 +111,7 @@ def cached_result(store: Store, job: Job, level: float = intervals.DEFAULT_LEVEL
     row = row or store.get(job.key)
     if row is None:
         return None
-    if any(store.get_object(row[f]) is None for f in ("predictions_sha256", "scores_sha256")):
+    if not all(store.intact(row[f]) for f in ("predictions_sha256", "scores_sha256")):
         return None  # a damaged or missing object: the cell is recomputed, never trusted
     return _from_row(store, row, level, cluster, cached=True)
 

@@ -42,7 +42,8 @@ from evaluator.store.rows import (
     system_problem,
     with_current_key,
 )
-from evaluator.store.store import ADDED_COLUMNS, ROW_OBJECT_CAP, SCHEMA, Store, row_record
+from evaluator.store.schema import ADDED_COLUMNS, ROW_OBJECT_CAP, SCHEMA, row_record
+from evaluator.store.store import Store
 from evaluator.store.units import UNCHECKED, Gold, scores_problem
 
 OBJECT_FIELDS = ("predictions_sha256", "scores_sha256", "log_sha256")
@@ -97,10 +98,10 @@ _TOKEN = re.compile(r"\w+|\S")
 _SCHEMA_WORDS = frozenset(re.findall(r"\w+", " ".join(
     [SCHEMA, *(" ".join(added) for added in ADDED_COLUMNS)]).upper())) | \
     {"SQLITE_SEQUENCE", "NAME", "SEQ"}
-_OBJECTS = {"table": {"results", "leases", "systems", "recorded", "failures",
+_OBJECTS = {"table": {"results", "leases", "systems", "recorded", "failures", "intact",
                       "sqlite_sequence"},
             "index": {"results_cell", "systems_name", "recorded_cell"}}
-_AUTOINDEX = re.compile(r"sqlite_autoindex_(results|leases|systems|recorded)_1")
+_AUTOINDEX = re.compile(r"sqlite_autoindex_(results|leases|systems|recorded|intact)_1")
 SCHEMA_OBJECTS_CAP = 64
 
 

@@ -166,7 +166,7 @@ def result_key(row: dict) -> str:
 def current_key(row: dict) -> str:
     """A result row's key under the current scheme: its own, or, for a row stored before the
     test set's id was part of keys (its key the name-free one of its fields), the key its
-    fields give now. Stores are moved to the current scheme when opened (`store.store._rekey`),
+    fields give now. Stores are moved to the current scheme when opened (`store.schema.setup`),
     rows of another store when imported or rebuilt."""
     if row["key"] == name_free_key(row["bundle_digest"], row["testset_sha256"],
                                    row["scorer_version"], json.loads(row["options"])):

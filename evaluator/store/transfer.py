@@ -61,7 +61,8 @@ from evaluator.store.rows import (
     system_problem,
     with_current_key,
 )
-from evaluator.store.store import RESULT_FIELDS, SYSTEM_FIELDS, Store, row_record
+from evaluator.store.schema import RESULT_FIELDS, SYSTEM_FIELDS, row_record
+from evaluator.store.store import Store
 from evaluator.store.units import Gold, scores_cap
 
 MAX_ROWS = 500_000  # per table

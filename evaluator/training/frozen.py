@@ -45,7 +45,8 @@ from evaluator.core.files import atomic_file, remove_tree, run_tempdir, write_at
 from evaluator.core.gate import CHUNK, Limits, Refused, is_digest, open_bounded, read_json, walk
 from evaluator.core.hashing import sha256_bytes
 from evaluator.jobs.job import parse_system_id
-from evaluator.store.store import SYSTEM_FIELDS, Store
+from evaluator.store.schema import SYSTEM_FIELDS
+from evaluator.store.store import Store
 from evaluator.store.transfer import system_claims_problem
 from evaluator.training.job import TrainJob
 

@@ -27,7 +27,8 @@ from evaluator.store import check as store_check
 from evaluator.store import transfer
 from evaluator.store import units as store_units
 from evaluator.store.rows import result_key, system_key_problem
-from evaluator.store.store import ROW_MARK, Store
+from evaluator.store.schema import ROW_MARK
+from evaluator.store.store import Store
 from evaluator.store.transfer import import_store
 from evaluator.training.run import train
 from evaluator.training.systems import resolve_bundles

@@ -9,6 +9,7 @@ import json
 import math
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,8 @@ from evaluator.cli.main import evaluate_cmd, main
 from evaluator.core.hashing import canonical_json, sha256_bytes
 from evaluator.store import check as store_check
 from evaluator.store.rows import result_key
-from evaluator.store.store import ROW_MARK, Store
+from evaluator.store.schema import ROW_MARK
+from evaluator.store.store import Store
 from tests.conftest import FIRST_WORD, tiny_registry
 from tests.support.stores import raw_object
 
@@ -244,3 +246,28 @@ def test_a_full_disk_is_one_line_and_leaves_no_partial_object(registry, tmpfs, m
     assert partial_files(ws) == []
     filler.unlink()
     assert [r["bundle"] for r in Store(ws).results()] == ["honest"]
+
+
+def test_an_object_noted_intact_is_read_again_only_once_its_file_has_changed(
+        tmp_path, monkeypatch):
+    """A cached cell's objects are hashed once, then trusted while their files stay the ones
+    hashed; a change, even of the same size with its times set back, is found."""
+    from evaluator.core import hashing
+    from evaluator.store import files
+
+    monkeypatch.setattr(hashing, "SETTLED_NS", 0)  # no wait for a just-written file to settle
+    store = Store(tmp_path / "ws")
+    sha = store.put_object(b"the answers of a run")
+    reads = []
+    read = files.get_object
+    monkeypatch.setattr(files, "get_object", lambda *a: reads.append(a) or read(*a))
+    assert store.intact(sha) and len(reads) == 1  # hashed once
+    assert store.intact(sha) and len(reads) == 1  # then trusted: not read again
+    path = store.object_path(sha)
+    before = path.stat()
+    time.sleep(0.05)  # past the file system's clock tick
+    path.chmod(0o644)
+    path.write_bytes(b"the answerz of a run")  # same size
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # its times set back
+    assert not store.intact(sha) and len(reads) == 2
+    assert not store.intact("0" * 64)  # a missing object

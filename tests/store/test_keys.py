@@ -13,7 +13,8 @@ from click.testing import CliRunner
 from evaluator.cli.main import evaluate_cmd, main
 from evaluator.jobs.job import name_free_key
 from evaluator.store import check as store_check
-from evaluator.store.store import KEY_SCHEME, Store
+from evaluator.store.schema import KEY_SCHEME
+from evaluator.store.store import Store
 from evaluator.store.transfer import import_store
 from tests.conftest import FIRST_WORD, tiny_registry, write_testset
 

@@ -8,7 +8,7 @@ import socket
 import subprocess
 
 from evaluator.core.gate import folder_digest
-from evaluator.store import store as store_module
+from evaluator.store import files as store_files
 from evaluator.store.store import Store
 
 
@@ -34,14 +34,14 @@ def test_two_controllers_freezing_the_same_weights_both_get_them(workspace, tmp_
         folder.mkdir()
         (folder / "reader.safetensors").write_bytes(b"half")
         folder.chmod(0o555)
-    walk = store_module.walk
+    walk = store_files.walk
 
     def copied_while_another_froze(src, **kwargs):
         out = walk(src, **kwargs)
         shutil.copytree(src, store.model_path(digest))  # the other controller's rename lands
         return out  # first
 
-    monkeypatch.setattr(store_module, "walk", copied_while_another_froze)
+    monkeypatch.setattr(store_files, "walk", copied_while_another_froze)
     assert store.put_model(weights) == digest
     assert (store.model_path(digest) / "reader.safetensors").read_bytes() == b"weights"
     assert sorted(p.name for p in models.iterdir()) == sorted([digest, live.name, odd.name])
