@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from evaluator.bundles import spec as bundles
+from evaluator.bundles import variants
 from evaluator.bundles.spec import Bundle
 from evaluator.core import console, settings
 from evaluator.core.errors import UserError
@@ -206,10 +206,10 @@ TUPLES = ("bundles", "testsets", "templates")  # fields given as any sequence
 def resolve(config: EvaluationConfig, store: Store) -> list[Bundle]:
     """The bundles the config names: folders, trained and frozen systems, with its model
     arguments, and each generative bundle once per prompt template."""
-    chosen = [bundles.with_model_args(b, dict(config.model_args))
+    chosen = [variants.with_model_args(b, dict(config.model_args))
               for b in systems.resolve_bundles(list(config.bundles), store)]
     if config.templates:  # prompt sensitivity: every generative bundle under each template
-        chosen = [bundles.with_template(b, t) for b in chosen for t in config.templates]
+        chosen = [variants.with_template(b, t) for b in chosen for t in config.templates]
     return chosen
 
 

@@ -4,6 +4,11 @@ Kinds:
   command      the CodaLab contract: an environment plus a command with {input}/{output}
   predictions  frozen prediction files per test set (a leaderboard's stored outputs)
   hf-qa        a Transformers extractive-QA checkpoint run by our own runner
+  generative   a prompted language model, local or behind an OpenAI-compatible endpoint
+  approach     a modeling approach the service trains and freezes (`training`)
+
+What a folder says is read and checked here (`from_folder`); variants asked for on the
+command line are `bundles.variants`, models named by a hub id `bundles.hub`.
 
 A bundle's digest hashes every file in its folder (and, through bundle.yaml, the sha256 of
 any file it references), so a changed submission is a different submission.
@@ -18,14 +23,15 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluator.bundles import policy
+from evaluator.bundles.hub import HUB_ID, hub_missing, hub_snapshot
 from evaluator.bundles.schema import BundleFile, GenerationFile, PromptFile
 from evaluator.core import folders as registry
 from evaluator.core import settings
-from evaluator.core.errors import ConfigError, UserError
+from evaluator.core.errors import ConfigError
 from evaluator.core.gate import folder_digest, weights_sha256
 from evaluator.core.hashing import canonical_json, sha256_bytes
 from evaluator.core.schema import validate
@@ -327,79 +333,6 @@ def _hf_qa_model(spec: BundleFile, folder: Path, where: Path) -> dict:
                "qa": spec.qa.model_dump(exclude_none=True) if spec.qa else None}
     return {**model.model_dump(exclude_none=True),
             **{k: v for k, v in options.items() if v not in (None, False)}}
-
-
-def with_template(bundle: Bundle, template: str) -> Bundle:
-    """A generative bundle answering under another prompt template (`evaluate --template`):
-    a variant with its own id (`ID+p` and the template's hash) and its own cells, the
-    template part of its digest."""
-    if bundle.kind != "generative":
-        raise UserError(f"--template applies to generative bundles; {bundle.id} is a "
-                        f"{bundle.kind} bundle")
-    prompt = {**bundle.generative["prompt"], "template": template}
-    try:
-        PromptSpec(**prompt)
-    except ValueError as exc:
-        raise UserError(f"--template {template!r}: {exc}") from None
-    tag = sha256_bytes(template.encode())[:8]
-    return replace(bundle, id=f"{bundle.id}+p{tag}",
-                   generative={**bundle.generative, "prompt": prompt},
-                   model_args={**bundle.model_args, "prompt.template": template})
-
-
-MODEL_ARGS = {"batch_size": int, "max_seq_len": int, "doc_stride": int, "max_answer_len": int,
-              "onnx": (bool, str)}
-QA_ARGS = ("max_seq_len", "doc_stride", "max_answer_len")
-
-
-def with_model_args(bundle: Bundle, args: dict) -> Bundle:
-    """An hf-qa bundle with run settings overridden (`evaluate --model-args`); the settings
-    enter its digest, so such a run is its own cell, never the default run's cache."""
-    if not args:
-        return bundle
-    if bundle.kind != "hf-qa":
-        raise UserError(f"--model-args applies to hf-qa bundles; {bundle.id} is a "
-                        f"{bundle.kind} bundle")
-    for key, value in args.items():
-        if key not in MODEL_ARGS:
-            raise UserError(f"--model-args: unknown key {key!r}; known: {', '.join(MODEL_ARGS)}")
-        ok = (value in (True, False, "int8")) if key == "onnx" else \
-            (isinstance(value, int) and not isinstance(value, bool) and value > 0)
-        if not ok:
-            want = "true, false or int8" if key == "onnx" else "a positive integer"
-            raise UserError(f"--model-args: {key}={value!r} must be {want}")
-    model = {**bundle.model, **{k: v for k, v in args.items() if k not in QA_ARGS}}
-    qa = {**(bundle.model.get("qa") or {}), **{k: v for k, v in args.items() if k in QA_ARGS}}
-    if qa:
-        model["qa"] = qa
-    if model.get("onnx") is False:
-        model.pop("onnx")
-    return replace(bundle, model=model, model_args=dict(sorted(args.items())))
-
-
-HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*$")
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
-
-
-def hub_snapshot(hub_id: str, revision: str | None = None) -> Path | None:
-    """The snapshot folder of a Hugging Face model in the local hub cache (never a download:
-    runs are offline), or None. A 40-hex revision is a commit; else a branch or tag."""
-    repo = settings.hf_hub_cache() / ("models--" + hub_id.replace("/", "--"))
-    revision = revision or "main"
-    if not _COMMIT.match(revision):
-        ref = repo / "refs" / revision
-        if not ref.is_file():
-            return None
-        revision = ref.read_text(encoding="utf-8").strip()
-    snapshot = repo / "snapshots" / revision
-    return snapshot if snapshot.is_dir() else None
-
-
-def hub_missing(hub_id: str, revision: str | None) -> str:
-    return (f"{hub_id} ({revision or 'main'}) is not in the local Hugging Face cache "
-            f"({settings.hf_hub_cache()}): runs are offline; download it where there is "
-            f"network (`huggingface-cli download {hub_id}`) and copy the cache here, or set "
-            f"HF_HUB_CACHE")
 
 
 def _within(root: Path, path: Path) -> bool:

@@ -140,7 +140,7 @@ def report_command(source, out, data_dir, bootstrap, seed, concurrence_scores,
     """Write the static site: overview, one leaderboard per test set, one page per
     submission, fits and gaps, and every table as CSV and JSON. Open OUT/index.html."""
     from analysis import site  # lazy: pandas; fast --help
-    from analysis.sources import load_source, store_inputs  # lazy: pandas; fast --help
+    from analysis.sources import load_source  # lazy: pandas; fast --help
     from analysis.studies import approach_concurrence as ac  # lazy: pandas; fast --help
 
     check_output_path(out, what="--out", folder=True)
@@ -152,22 +152,19 @@ def report_command(source, out, data_dir, bootstrap, seed, concurrence_scores,
         except ValueError as exc:
             raise UserError(f"--concurrence {concurrence_scores}: {exc}") from None
 
-    runs, labels = None, {}
-    if source == "store":
-        records, runs, labels = store_inputs()
-        df = load_source("store", data_dir, store_records=records)
-        label = "our results store (official SQuAD v1.1 scoring of our own runs)"
-    else:
-        df = load_source(source, data_dir)
-        label = ("SQuADShifts published results (Miller et al. 2020) joined to the SQuAD "
-                 "v1.1 leaderboard" if source == "squadshifts-published" else
-                 _shown_path(Path(source)))
-    if df.empty and not (runs and runs.failures):
-        raise UserError(f"no results in source {source!r}: run `evaluate` first, "
-                        "or use --source squadshifts-published")
     try:
-        index = site.build(df, out, source=label, runs=runs, labels=labels, n_boot=bootstrap,
-                           seed=seed, approach_level=approach_level)
+        if source == "store":
+            index = site.build_from_store(out, n_boot=bootstrap, seed=seed,
+                                          approach_level=approach_level)
+        else:
+            df = load_source(source, data_dir)
+            if df.empty:
+                raise UserError(f"no results in source {source!r}")
+            label = ("SQuADShifts published results (Miller et al. 2020) joined to the SQuAD "
+                     "v1.1 leaderboard" if source == "squadshifts-published" else
+                     _shown_path(Path(source)))
+            index = site.build(df, out, source=label, n_boot=bootstrap, seed=seed,
+                               approach_level=approach_level)
     except site.SiteError as exc:
         raise UserError(str(exc)) from None
     models = sum(1 for _ in (out / "models").glob("*.html"))

@@ -26,7 +26,8 @@ import sys
 import time
 from pathlib import Path
 
-from evaluator.bundles.spec import Bundle, check_links, hub_missing, hub_snapshot
+from evaluator.bundles.hub import hub_missing, hub_snapshot
+from evaluator.bundles.spec import Bundle, check_links
 from evaluator.core import settings
 from evaluator.core.errors import RunFailure
 from evaluator.core.files import run_tempdir

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import report, site
+from analysis.site import export as site_export
 from analysis.sources.tidy import from_csv
 
 ROOT = Path(__file__).resolve().parents[2] / "analysis"
@@ -60,6 +61,6 @@ def test_the_site_renders_the_tables_the_report_hands_it_as_their_files_hold_the
         assert (f"data/{name}.csv" in {f"{p.parent.name}/{p.name}" for p in handed.written})
         pd.testing.assert_frame_equal(table, pd.read_csv(data / f"{name}.csv"))
         assert json.loads((data / f"{name}.json").read_text()) == [
-            {k: site._plain(v) for k, v in r.items()} for r in table.to_dict("records")]
+            {k: site_export.plain(v) for k, v in r.items()} for r in table.to_dict("records")]
     slope = handed.tables["fits"]["slope"].iat[0]
     assert slope == float(f"{slope:.6g}")  # the published precision, not the fit's own

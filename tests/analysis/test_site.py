@@ -17,6 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 from analysis import site as site_mod
+from analysis.site import content as site_content
+from analysis.site import render as site_render
 from analysis.sources.tidy import from_records
 from analysis.studies import approach_concurrence as ac
 from analysis.studies import trend
@@ -306,7 +308,7 @@ def test_the_original_sets_come_before_generated_ones_on_the_site():
                         "em": 50.0 - i, "f1": 60.0 - i}
                        for i in range(3) for t in ("babi-1", "babi-11", "squad-dev", "reddit")],
                       references={"reddit": "squad-dev"})
-    assert site_mod._testset_order(df) == ["squad-dev", "babi-1", "babi-11", "reddit"]
+    assert site_content.testset_order(df) == ["squad-dev", "babi-1", "babi-11", "reddit"]
 
 
 def test_a_report_that_fails_keeps_the_earlier_site_whole(tmp_path, monkeypatch):
@@ -323,7 +325,7 @@ def test_a_report_that_fails_keeps_the_earlier_site_whole(tmp_path, monkeypatch)
     def fail(*args, **kwargs):
         raise RuntimeError("the disk filled up")
     with monkeypatch.context() as m:
-        m.setattr(site_mod, "_environment", fail)  # after the figures and tables are written
+        m.setattr(site_render, "environment", fail)  # after the figures and tables are written
         with pytest.raises(RuntimeError):
             site_mod.build(df, out, source="second", n_boot=10)
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before

@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from analysis import figures, site
+from analysis.site import export as site_export
 from evaluator.cli.main import evaluate_cmd, main
 from evaluator.core.errors import UserError
 from evaluator.core.files import check_output_path, safe_cell, write_atomic
@@ -329,7 +330,7 @@ def test_a_formula_answer_is_neutralised_in_the_diff_csv(two_cells, tmp_path):
 def test_the_sites_csv_for_people_neutralises_text_and_its_json_keeps_it(tmp_path):
     table = pd.DataFrame({"model": ["=cmd", "ok"], "message": ["@x", "-1.5"],
                           "value": [-1.5, 2.0], "n": [1, 2]})
-    site._write_table(tmp_path / "failures", table)
+    site_export.write_table(tmp_path / "failures", table)
     assert (tmp_path / "failures.csv").read_text() == \
         "model,message,value,n\n'=cmd,'@x,-1.5,1\nok,-1.5,2.0,2\n"
     assert json.loads((tmp_path / "failures.json").read_text())[0]["model"] == "=cmd"

@@ -178,8 +178,8 @@ def counts_container_cpu() -> bool:
     """Whether this daemon runs containers under a parent cgroup whose CPU time is read."""
     import docker
 
-    from evaluator.runners.docker import container
-    return container._memory_parent(docker.from_env(), "probe") is not None
+    from evaluator.runners.docker import watch
+    return watch.memory_parent(docker.from_env(), "probe") is not None
 
 
 @pytest.mark.parametrize("change, message", [

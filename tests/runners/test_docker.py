@@ -228,25 +228,25 @@ def test_a_container_gone_before_its_first_sample_still_has_its_peak_memory(
         tmp_path, small_dev, client, monkeypatch):
     """A container's own cgroup goes with it, so a run that ends before it is first sampled
     would have no peak; its parent cgroup keeps the high-water mark and is removed after."""
-    from evaluator.runners.docker import container as docker_container
-    if docker_container._memory_parent(client, "probe") is None:
+    from evaluator.runners.docker import watch
+    if watch.memory_parent(client, "probe") is None:
         pytest.skip("the daemon's cgroup driver is not cgroupfs, or no cgroup tree here")
-    monkeypatch.setattr(docker_container._ContainerWatch, "start", lambda self: None)
-    parents, parent_of = [], docker_container._memory_parent
-    monkeypatch.setattr(docker_container, "_memory_parent",
+    monkeypatch.setattr(watch.ContainerWatch, "start", lambda self: None)
+    parents, parent_of = [], watch.memory_parent
+    monkeypatch.setattr(watch, "memory_parent",
                         lambda client, name: parents.append(parent_of(client, name))
                         or parents[-1])
     record, out = run_direct(hostile.bundle(tmp_path, "well_behaved"), tmp_path, small_dev)
     assert record.exit_code == 0 and (out / "predictions.json").exists()
     assert record.peak_memory_bytes and 1 << 20 < record.peak_memory_bytes < 4 << 30
-    assert parents[0] and docker_container._cgroup_folders(parents[0].lstrip("/")) == []
+    assert parents[0] and watch.cgroup_folders(parents[0].lstrip("/")) == []
 
 
 def test_a_container_run_records_the_cpu_seconds_its_cgroup_used(tmp_path, small_dev, client):
     """The parent cgroup outlives the container, so its CPU time is read once it has
     exited: a busy second counts, an idle one does not."""
-    from evaluator.runners.docker import container as docker_container
-    if docker_container._memory_parent(client, "probe") is None:
+    from evaluator.runners.docker import watch
+    if watch.memory_parent(client, "probe") is None:
         pytest.skip("the daemon's cgroup driver is not cgroupfs, or no cgroup tree here")
     folder = tmp_path / "busy"
     folder.mkdir()
@@ -262,9 +262,8 @@ def test_a_container_run_records_the_cpu_seconds_its_cgroup_used(tmp_path, small
 def test_the_reaper_removes_the_parent_cgroup_a_removed_container_left(client):
     """A watchdog removes a container whose controller died, but not its parent cgroup; the
     next reap does, and leaves a live container's parent alone."""
-    from evaluator.runners.docker import container as docker_container
-    from evaluator.runners.docker import reap_orphans
-    if docker_container._memory_parent(client, "probe") is None:
+    from evaluator.runners.docker import reap_orphans, watch
+    if watch.memory_parent(client, "probe") is None:
         pytest.skip("the daemon's cgroup driver is not cgroupfs, or no cgroup tree here")
     gone, live = (f"qashift-reap-{tag}-{os.getpid()}" for tag in ("gone", "live"))
     client.containers.run(images.PYTHON_TAG, ["true"], name=gone, cgroup_parent=f"/{gone}",
@@ -272,13 +271,13 @@ def test_the_reaper_removes_the_parent_cgroup_a_removed_container_left(client):
     held = client.containers.run(images.PYTHON_TAG, ["sleep", "30"], name=live, detach=True,
                                  cgroup_parent=f"/{live}", labels={"qashift": "1"})
     try:
-        assert docker_container._cgroup_folders(gone) and docker_container._cgroup_folders(live)
+        assert watch.cgroup_folders(gone) and watch.cgroup_folders(live)
         reap_orphans(client)
-        assert docker_container._cgroup_folders(gone) == []
-        assert docker_container._cgroup_folders(live)
+        assert watch.cgroup_folders(gone) == []
+        assert watch.cgroup_folders(live)
     finally:
         held.remove(force=True)
-        docker_container._remove_cgroup(live)
+        watch.remove_cgroup(live)
 
 
 def test_a_missing_image_is_image_missing_in_one_line(toy):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.runners.docker.container import cgroup_cpu_seconds
+from evaluator.runners.docker.watch import cgroup_cpu_seconds
 from evaluator.runners.limits import run_with_limit
 
 # a command whose program starts a program of its own, writes that one's pid, and waits

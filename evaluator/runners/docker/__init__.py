@@ -34,12 +34,10 @@ from evaluator.runners.base import (
 )
 from evaluator.runners.docker import images
 from evaluator.runners.docker.container import (
-    LABEL,
     _collect,
     _output_limit,
     _readable,
     classify_exit,
-    reap_orphans,
     run_container,
     with_program_record,
 )
@@ -63,6 +61,7 @@ from evaluator.runners.docker.program import (
     program_for,
     training_program,
 )
+from evaluator.runners.docker.removal import LABEL, reap_orphans
 from evaluator.runners.docker.stage import RESUMABLE, TrainingStage
 
 __all__ = ["LABEL", "MODEL_MOUNT", "DockerRunner", "Program", "TrainingStage", "cancel_all",

@@ -6,17 +6,16 @@ at /bundle (its working directory), the answer-free input read-only, an empty wr
 new privileges, an unprivileged user, a read-only root file system, and memory, CPU and
 process-count limits. Removal is in a `finally`, and every container is registered by name
 (`_LIVE`) so a Ctrl-C in any thread finds it; a detached watchdog holds the time limit even
-if this process dies, and `reap_orphans` removes what a dead controller left behind.
+if this process dies, and `removal.reap_orphans` removes what a dead controller left
+behind. What the host reads of a running container (memory, CPU, output) is `watch`.
 """
 
 from __future__ import annotations
 
-import collections
 import os
 import re
 import shutil
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -31,15 +30,14 @@ from evaluator.bundles import policy
 from evaluator.bundles.spec import Bundle
 from evaluator.core.errors import RunFailure
 from evaluator.core.gate import Refused, no_byte_code, read_bounded, read_json
-from evaluator.core.owner import owner_alive, owner_id
+from evaluator.core.owner import owner_id
 from evaluator.runners import interrupts
-from evaluator.runners.base import LOG_TAIL_BYTES, PREDICTIONS_FILE, Exit, RunRequest, classify
+from evaluator.runners.base import PREDICTIONS_FILE, Exit, RunRequest, classify
+from evaluator.runners.docker import removal, watch
 from evaluator.runners.docker.program import INPUT, LIBRARY_MOUNT, OUTPUT, WORKDIR, Program
 from evaluator.runners.watchdog import spawn as spawn_watchdog
 from evaluator.scoring.predictions import MAX_BYTES
 
-LABEL = "qashift"  # every container we create carries qashift=1, so leftovers can be found
-MAX_OUTPUT_FILES = 10_000
 GRACE_S = 10.0  # start-up allowance before the watchdog enforces a container's time limit
 
 # Containers this process is running (by name), so that a Ctrl-C or SIGTERM removes them even
@@ -66,7 +64,7 @@ def run_container(client, request: RunRequest, program: Program, image_id: str,
     bundle = request.bundle
     name = f"qashift-{re.sub(r'[^a-zA-Z0-9_.-]', '-', bundle.id)[:40]}-{uuid.uuid4().hex[:8]}"
     kwargs = container_kwargs(request, program, image_id, staging, gpus, name, host_cpus)
-    parent = _memory_parent(client, name)
+    parent = watch.memory_parent(client, name)
     if parent is not None:
         kwargs["cgroup_parent"] = parent
     container, sampler, watchdog = None, None, None
@@ -79,7 +77,7 @@ def run_container(client, request: RunRequest, program: Program, image_id: str,
         container = client.containers.create(**kwargs)
         # Output is streamed from an attach made before start, keeping only its tail; the
         # daemon stores none of it (log driver "none"), so 1 GB of stdout costs no disk.
-        log = _LogTail(client.api.attach(container.id, stdout=True, stderr=True,
+        log = watch.LogTail(client.api.attach(container.id, stdout=True, stderr=True,
                                          stream=True, logs=False))
         start = time.perf_counter()
         phases["create"] = start - mark
@@ -97,7 +95,7 @@ def run_container(client, request: RunRequest, program: Program, image_id: str,
                                  f"toolkit?); retry with --device cpu") from None
             raise
         phases["start"] = time.perf_counter() - start
-        sampler = _ContainerWatch(container.id, (staging, *also_held), _output_limit(bundle),
+        sampler = watch.ContainerWatch(container.id, (staging, *also_held), _output_limit(bundle),
                                   on_output_exceeded=lambda: _quietly(container.kill),
                                   parent=parent)
         sampler.start()
@@ -137,8 +135,8 @@ def run_container(client, request: RunRequest, program: Program, image_id: str,
         if sampler is not None:
             sampler.stop()
         mark = time.perf_counter()
-        _remove(client, container.id if container is not None else name)
-        _remove_cgroup(name)
+        removal.remove(client, container.id if container is not None else name)
+        watch.remove_cgroup(name)
         phases["remove"] = time.perf_counter() - mark
         _LIVE.pop(name, None)
         if watchdog is not None:
@@ -159,7 +157,7 @@ def container_kwargs(request: RunRequest, program: Program, image_id: str, stagi
     kwargs = dict(
         image=image_id, command=program.argv, name=name,
         working_dir=WORKDIR, user=policy.current().user, hostname="qashift",
-        labels={LABEL: "1", "qashift.bundle": bundle.id,
+        labels={removal.LABEL: "1", "qashift.bundle": bundle.id,
                 "qashift.testset": request.testset_id, "qashift.pid": str(os.getpid()),
                 "qashift.owner": owner_id(),
                 "qashift.folder": str(bundle.folder.resolve())},
@@ -223,142 +221,6 @@ def _output_limit(bundle: Bundle) -> int:
     return int(bundle.resources["output"])
 
 
-def _disk_use(folders: tuple[Path, ...], max_files: int) -> tuple[int, int]:
-    """(bytes, entries) under `folders`, without following links, a file counting its size
-    or its allocated blocks, whichever is more (a sparse file holds what it says it holds);
-    stops counting entries past `max_files`."""
-    total, count, stack = 0, 0, list(folders)
-    while stack and count <= max_files:
-        try:
-            with os.scandir(stack.pop()) as entries:
-                for entry in entries:
-                    count += 1
-                    st = entry.stat(follow_symlinks=False)
-                    total += max(st.st_size, st.st_blocks * 512)
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(Path(entry.path))
-        except OSError:
-            continue
-    return total, count
-
-
-class _ContainerWatch:
-    """Samples the container's memory high-water mark from the host's cgroup files, and the
-    size of the host folders it can write (/output; a training's checkpoints too), killing it
-    past the limit.
-
-    The container's own cgroup disappears with it, so a container that exits before the first
-    sample would have no peak; where the run has its own parent cgroup (`_memory_parent`),
-    that parent's high-water mark outlives the container and is read last (cgroup v1
-    `memory.max_usage_in_bytes`; v2 `memory.peak` where the kernel has it), and so is its CPU
-    time (v1 `cpuacct.usage`, v2 `cpu.stat`'s `usage_usec`). The output check
-    runs every `interval`, so a fast writer overshoots by at most what it writes in that time.
-    """
-    def __init__(self, container_id: str, output: tuple[Path, ...] = (),
-                 output_limit: int = policy.DEFAULTS["output"],
-                 on_output_exceeded: Callable[[], None] | None = None, interval: float = 0.1,
-                 parent: str | None = None):
-        held = ([Path(f"/sys/fs/cgroup/memory{parent}/memory.max_usage_in_bytes"),
-                 Path(f"/sys/fs/cgroup{parent}/memory.peak")] if parent else [])
-        self.files = [*held,
-                      Path(f"/sys/fs/cgroup/memory/docker/{container_id}/"
-                           f"memory.max_usage_in_bytes"),
-                      Path(f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/"
-                           f"memory.peak"),
-                      Path(f"/sys/fs/cgroup/docker/{container_id}/memory.peak")]
-        self.cpu_files = ([Path(f"/sys/fs/cgroup/cpuacct{parent}/cpuacct.usage"),
-                           Path(f"/sys/fs/cgroup/cpu,cpuacct{parent}/cpuacct.usage"),
-                           Path(f"/sys/fs/cgroup{parent}/cpu.stat")] if parent else [])
-        self.interval, self.peak, self.cpu_s = interval, None, None
-        self.output, self.output_limit = output, output_limit
-        self.on_output_exceeded, self.output_exceeded = on_output_exceeded, False
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def start(self) -> None:
-        self._sample()
-        self._thread.start()
-
-    def stop(self) -> None:
-        if self._done.is_set():
-            return
-        self._done.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=1)
-        self._sample()  # the parent cgroup, if any, holds the peak of a container now gone
-        self._check_output()  # a writer that exited between two samples is caught here
-        self.cpu_s = cgroup_cpu_seconds(self.cpu_files)
-
-    def _sample(self) -> None:
-        for path in self.files:
-            try:
-                value = int(path.read_text())
-            except (OSError, ValueError):
-                continue
-            self.peak = max(self.peak or 0, value)
-            self.files = [path]
-            return
-
-    def _check_output(self) -> None:
-        if not self.output or self.output_exceeded:
-            return
-        used, entries = _disk_use(self.output, MAX_OUTPUT_FILES)
-        if used > self.output_limit or entries > MAX_OUTPUT_FILES:
-            self.output_exceeded = True
-            if self.on_output_exceeded is not None:
-                self.on_output_exceeded()
-
-    def _loop(self) -> None:
-        while not self._done.wait(self.interval):
-            self._sample()
-            self._check_output()
-
-
-def cgroup_cpu_seconds(files: list[Path]) -> float | None:
-    """CPU seconds a cgroup has used, from the first of `files` that reads: cgroup v1's
-    `cpuacct.usage` (nanoseconds) or v2's `cpu.stat` (`usage_usec`); None if none does."""
-    for path in files:
-        try:
-            text = path.read_text()
-        except OSError:
-            continue
-        if path.name == "cpu.stat":
-            fields = dict(line.split(maxsplit=1) for line in text.splitlines()
-                          if len(line.split()) == 2)
-            usec = fields.get("usage_usec", "").strip()
-            return int(usec) / 1e6 if usec.isdigit() else None
-        return int(text) / 1e9 if text.strip().isdigit() else None
-    return None
-
-
-class _LogTail:
-    """Drains a container's output stream in a thread, keeping only the last `limit` bytes."""
-    def __init__(self, stream, limit: int = LOG_TAIL_BYTES):
-        self.limit, self.total = limit, 0
-        self._chunks: collections.deque[bytes] = collections.deque()
-        self._kept = 0
-        self._thread = threading.Thread(target=self._drain, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _drain(self, stream) -> None:
-        try:
-            for chunk in stream:
-                self.total += len(chunk)
-                self._chunks.append(chunk)
-                self._kept += len(chunk)
-                while self._kept - len(self._chunks[0]) >= self.limit:
-                    self._kept -= len(self._chunks.popleft())
-        except Exception:  # noqa: BLE001 - the stream ends with the container, however it ends
-            pass
-
-    def text(self, timeout: float = 10.0) -> str:
-        self._thread.join(timeout)
-        data = b"".join(list(self._chunks))[-self.limit:]
-        dropped = self.total - len(data)
-        head = f"[... {dropped} earlier bytes dropped ...]\n" if dropped > 0 else ""
-        return head + data.decode("utf-8", errors="replace")
-
-
 def _collect(produced: Path, target: Path) -> None:
     """Copy the predictions out through the bounded reader (no link followed, no FIFO
     waited on, nothing read past the limit)."""
@@ -402,109 +264,6 @@ def with_program_record(details: dict, path: Path) -> dict:
     except Refused:
         return details
     return {**record, **details} if isinstance(record, dict) else details
-
-
-def reap_orphans(client) -> list[str]:
-    """Remove containers of controllers on this host that died without cleaning up (their
-    watchdog does this too; this catches any a watchdog could not): the names removed.
-
-    One listing call and no per-container inspect: other controllers remove their containers
-    while this runs, and a container gone between listing and looking is simply not an
-    orphan any more. Best effort: a daemon error leaves the rest for the next reap.
-    """
-    removed = []
-    try:
-        listed = client.api.containers(all=True, filters={"label": LABEL})
-    except docker.errors.DockerException:
-        return removed
-    for found in listed:
-        owner = (found.get("Labels") or {}).get("qashift.owner")
-        if owner and not owner_alive(owner):
-            _remove(client, found["Id"])
-            removed.append(",".join(name.lstrip("/") for name in found.get("Names") or ()))
-    for folder in {path.name for path in _cgroup_folders("qashift-*")}:
-        if not _exists(client, folder):  # the memory parent of a container now gone
-            _remove_cgroup(folder)
-    return removed
-
-
-def _exists(client, container: str) -> bool:
-    try:
-        client.api.inspect_container(container)
-    except docker.errors.NotFound:
-        return False
-    except docker.errors.DockerException:
-        return True
-    return True
-
-
-def _memory_parent(client, name: str) -> str | None:
-    """The parent cgroup to create the container under, so that its memory high-water mark
-    can be read after it exits: only with the daemon's cgroupfs driver and this host's cgroup
-    tree in view (the systemd driver wants a slice; a remote daemon's cgroups are not here)."""
-    if not Path("/sys/fs/cgroup").is_dir():
-        return None
-    try:
-        driver = _daemon_cgroup_driver(client)
-    except docker.errors.DockerException:
-        return None
-    return f"/{name}" if driver == "cgroupfs" else None
-
-
-_DRIVERS: dict[str, str] = {}
-
-
-def _daemon_cgroup_driver(client) -> str:
-    url = client.api.base_url
-    if url not in _DRIVERS:
-        _DRIVERS[url] = client.info().get("CgroupDriver", "")
-    return _DRIVERS[url]
-
-
-def _cgroup_folders(name: str) -> list[Path]:
-    """A run's parent cgroup in every hierarchy (v1: one per controller; v2: one)."""
-    root = Path("/sys/fs/cgroup")
-    return [*root.glob(f"*/{name}"), *root.glob(name)]
-
-
-def _remove_cgroup(name: str) -> None:
-    """Remove an emptied parent cgroup (one still holding a container stays: rmdir refuses)."""
-    for folder in _cgroup_folders(name):
-        try:
-            folder.rmdir()
-        except OSError:
-            pass
-
-
-def _remove(client, container: str) -> None:
-    """Force-remove a container; retried, because this is what keeps the host clean. When
-    another thread's removal (an interrupt's cleanup) is under way, wait until it is gone, so
-    that a process ending right after leaves no container behind."""
-    for attempt in range(3):
-        try:
-            client.api.remove_container(container, force=True, v=True)
-            return
-        except docker.errors.NotFound:
-            return
-        except docker.errors.APIError as exc:
-            if "already in progress" in str(exc):
-                _wait_gone(client, container)
-                return
-            time.sleep(0.5 * (attempt + 1))
-        except Exception:  # noqa: BLE001 - e.g. a connection error; try again
-            time.sleep(0.5 * (attempt + 1))
-
-
-def _wait_gone(client, container: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            client.api.inspect_container(container)
-        except docker.errors.NotFound:
-            return
-        except Exception:  # noqa: BLE001 - the daemon is busy; look again
-            pass
-        time.sleep(0.1)
 
 
 def _quietly(call: Callable[[], object]) -> None:

@@ -13,7 +13,8 @@ from pathlib import Path
 import docker
 
 from evaluator.runners import interrupts
-from evaluator.runners.docker.container import _LIVE, _remove
+from evaluator.runners.docker.container import _LIVE
+from evaluator.runners.docker.removal import remove
 
 PING_TIMEOUT_S = 2.0
 
@@ -42,7 +43,7 @@ def cancel_all() -> int:
     except Exception:  # noqa: BLE001 - nothing to clean up with
         return 0
     for name in names:
-        _remove(client, name)
+        remove(client, name)
     client.close()
     return len(names)
 

@@ -19,7 +19,7 @@ from evaluator.core.errors import RunFailure
 from evaluator.core.files import exclusive, remove_tree, run_tempdir
 from evaluator.core.gate import Refused, folder_digest, no_byte_code, walk
 from evaluator.runners import images
-from evaluator.runners.docker.container import LABEL
+from evaluator.runners.docker.removal import LABEL
 from evaluator.runners.images import PYTHON_TAG
 
 Connect = Callable[[], Any]  # the Docker client, connected on first use
