@@ -28,14 +28,30 @@ def serve_command(host, port, db, data_dir, workspace) -> None:
 
     from evaluator.service import app  # lazy: sqlalchemy, fastapi
     from evaluator.service import db as database  # lazy: sqlalchemy, fastapi
+    from evaluator.service.pages import Pages  # lazy: sqlalchemy, fastapi
     from evaluator.store.store import Store  # lazy: sqlalchemy, fastapi
 
     configure(data_dir, workspace)
     engine = database.connect(db)
+    store = Store.open_default()
     console.say(f"serving on http://{host}:{port} (database {engine.url.render_as_string()}, "
-                f"store {Store.open_default().workspace})")
-    uvicorn.run(app.create_app(engine, Store.open_default()), host=host, port=port,
+                f"store {store.workspace})")
+    pages = Pages(store, store.workspace / "service-pages", _store_site)
+    uvicorn.run(app.create_app(engine, store, pages), host=host, port=port,
                 log_level="warning", lifespan="off")  # no startup hooks: Ctrl-C ends it quietly
+
+
+PAGES_BOOTSTRAP = 200  # resamples for the fits' bands: pages are rebuilt often, `report` once
+
+
+def _store_site(folder: Path) -> None:
+    """The results store's site, as `report --source store` writes it, for the served pages."""
+    from analysis import site  # lazy: pandas, matplotlib
+
+    try:
+        site.build_from_store(folder, n_boot=PAGES_BOOTSTRAP)
+    except site.SiteError as error:
+        raise UserError(str(error)) from None
 
 
 @click.command("worker")
@@ -49,18 +65,23 @@ def serve_command(host, port, db, data_dir, workspace) -> None:
 @click.option("--exit-when-idle", is_flag=True, help="stop when no job is waiting")
 @click.option("--per-user", type=click.IntRange(1), default=None,
               help="run no job of a user who has this many running (on any worker)")
+@click.option("--gpus", type=click.IntRange(0), default=None,
+              help="claim jobs asking for at most this many GPUs (default: this host's)")
 @settings_options
-def worker_command(db, runner, lease_s, max_jobs, exit_when_idle, per_user, data_dir,
+def worker_command(db, runner, lease_s, max_jobs, exit_when_idle, per_user, gpus, data_dir,
                    workspace) -> None:
     """Claim jobs from the service's database and run them, one at a time."""
+    from evaluator.runners.docker.host import gpu_info  # lazy: the docker SDK
     from evaluator.service import db as database  # lazy: sqlalchemy, fastapi
     from evaluator.service.worker import work  # lazy: sqlalchemy, fastapi
     from evaluator.store.store import Store  # lazy: sqlalchemy, fastapi
 
     configure(data_dir, workspace)
+    if gpus is None:
+        gpus = len(gpu_info().get("gpu_models", []))
     ended = work(database.connect(db), Store.open_default(), runner=runner, lease_s=lease_s,
                  max_jobs=max_jobs, exit_when_idle=exit_when_idle, per_user=per_user,
-                 say=console.say)
+                 gpus=gpus, say=console.say)
     console.say(f"{ended} jobs ended")
 
 
@@ -149,8 +170,36 @@ def remote_submit(bundle, testset_names, limit, seed, wait, as_json, server, tok
 @click.option("--json", "as_json", is_flag=True)
 @_connection
 def remote_status(submission, as_json, server, token) -> None:
-    """A submission's jobs, their states and results."""
+    """A submission's jobs: each one's state, attempts and failure."""
+    state = _client(server, token).submission(submission)
+    if as_json:
+        click.echo(json.dumps(state, indent=2))
+        return
+    for job in state["jobs"]:
+        ended = f" ({job['failure_class']}: {job['message']})" if job["failure_class"] else ""
+        click.echo(f"job {job['id']:>6} {job['bundle']} x {job['testset']}: {job['state']}, "
+                   f"attempt {job['attempts']}{ended}")
+
+
+@remote_group.command("results")
+@click.argument("submission")
+@click.option("--json", "as_json", is_flag=True)
+@_connection
+def remote_results(submission, as_json, server, token) -> None:
+    """A submission's results as `evaluate` prints them (`--json`: its JSON)."""
     _print_submission(_client(server, token).submission(submission), as_json)
+
+
+@remote_group.command("logs")
+@click.argument("job", type=int)
+@click.option("--follow", is_flag=True, help="wait for the job to end, saying its states")
+@_connection
+def remote_logs(job, follow, server, token) -> None:
+    """The log of a job's run, once it has ended (`--follow`: wait for that)."""
+    client = _client(server, token)
+    if follow:
+        client.wait_job(job, say=console.say)
+    click.echo(client.log(job), nl=False)
 
 
 @remote_group.command("cancel")

@@ -11,8 +11,12 @@
     GET  /v1/submissions/{id}        its jobs, each with its state and, once finished, its
                                      result as `evaluate --json` prints it
     GET  /v1/jobs/{id}               one job and its history
+    GET  /v1/jobs/{id}/log           the log of the job's run, as text, once it has ended
     POST /v1/jobs/{id}/cancel        cancel a job that has not ended
     GET  /v1/results                 every cell's result as it is today (`api.Results`)
+    GET  /pages/...                  the results store's site (leaderboards, test sets, models,
+                                     logs), rebuilt when the store changes (`service.pages`);
+                                     `/` leads there
 
 A request that changes or reads a submission carries a token in `Authorization: Bearer`; a
 token anywhere in the URL is refused (URLs end up in logs). Errors are one line, in
@@ -27,6 +31,7 @@ from typing import Annotated
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse, PlainTextResponse, RedirectResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import Engine
 
@@ -39,6 +44,7 @@ from evaluator.core.files import run_tempdir
 from evaluator.data import testsets
 from evaluator.pipeline.cell import stored_result
 from evaluator.service import accounts, queue, uploads
+from evaluator.service.pages import Pages
 from evaluator.store.store import Store
 
 URL_TOKENS = ("token", "access_token", "api_key", "key")  # never accepted in a URL
@@ -69,7 +75,9 @@ def _account(request: Request) -> accounts.Account:
 Caller = Annotated[accounts.Account, Depends(_account)]
 
 
-def create_app(engine: Engine, store: Store) -> FastAPI:
+def create_app(engine: Engine, store: Store, pages: Pages | None = None) -> FastAPI:
+    """The API over the service's database and the results store; with `pages`, the store's
+    site served too."""
     app = FastAPI(title="qashift", version=__version__,
                   description="Evaluate extractive-QA submissions under distribution shift")
     app.state.engine = engine
@@ -143,7 +151,7 @@ def create_app(engine: Engine, store: Store) -> FastAPI:
                   if (row := store.get(job.key)) is not None}
         submission, ids = queue.submit(engine, who.user_id, [
             (job.bundle.id, job.testset.id, job.options) for job in cells], stored,
-            str(folder) if folder else None)
+            str(folder) if folder else None, int(cells[0].bundle.resources.get("gpus") or 0))
         return {"submission": submission, "jobs": ids}
 
     @app.get("/v1/submissions/{submission}")
@@ -170,6 +178,19 @@ def create_app(engine: Engine, store: Store) -> FastAPI:
             {k: e[k] for k in ("at", "state", "worker", "note")}
             for e in queue.history(engine, job_id)]}
 
+    @app.get("/v1/jobs/{job_id}/log", response_class=PlainTextResponse)
+    def job_log(job_id: int, who: Caller) -> str:
+        job = owned_job(job_id, who)
+        if job["state"] not in queue.ENDED:
+            raise HTTPException(409, f"job {job_id} is {job['state']}: its log is kept when "
+                                     f"it ends")
+        row = store.get(job["result_key"]) if job["result_key"] else None
+        sha = row["log_sha256"] if row else job["log_sha256"]
+        data = store.get_object(sha) if sha else None
+        if data is None:
+            raise HTTPException(404, f"job {job_id} ({job['state']}) left no log")
+        return data.decode("utf-8", errors="replace")
+
     @app.post("/v1/jobs/{job_id}/cancel")
     def job_cancel(job_id: int, who: Caller) -> dict:
         job = owned_job(job_id, who)
@@ -182,5 +203,22 @@ def create_app(engine: Engine, store: Store) -> FastAPI:
         return [{k: r.get(k) for k in ("bundle", "testset", "n", "em", "em_lo", "em_hi", "f1",
                                        "f1_lo", "f1_hi", "level", "key")}
                 for r in Results(store).rows(bundle, testset)]
+
+    @app.get("/", include_in_schema=False)
+    def home() -> RedirectResponse:
+        return RedirectResponse("/pages/index.html")
+
+    @app.get("/pages/{path:path}", include_in_schema=False)
+    def page(path: str) -> FileResponse:
+        if pages is None:
+            raise HTTPException(404, "this server serves no pages")
+        if not pages.ready():
+            raise HTTPException(503, pages.problem or "the pages are being built; try again "
+                                "in a moment", headers={"Retry-After": "5"})
+        root = pages.folder.resolve()
+        target = (root / (path or "index.html")).resolve()
+        if not target.is_relative_to(root) or not target.is_file():
+            raise HTTPException(404, "no such page")
+        return FileResponse(target)
 
     return app

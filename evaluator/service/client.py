@@ -36,14 +36,7 @@ class Client:
         except httpx.HTTPError as exc:
             raise UserError(f"{self.server}: {type(exc).__name__}: {exc}") from None
         if reply.status_code >= 400:
-            try:
-                detail = reply.json().get("detail")
-            except ValueError:
-                detail = reply.text[:300]
-            if isinstance(detail, list):  # a request the API's schema refused
-                detail = "; ".join(f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg')}"
-                                   for d in detail)
-            raise UserError(f"{self.server} answered {reply.status_code}: {detail}")
+            raise UserError(f"{self.server} answered {reply.status_code}: {_detail(reply)}")
         return reply.json()
 
     def submit(self, bundle: str, testsets: list[str], limit: int | None = None,
@@ -68,8 +61,31 @@ class Client:
     def job(self, job_id: int) -> dict:
         return self._call("GET", f"/v1/jobs/{job_id}")
 
+    def log(self, job_id: int) -> str:
+        try:
+            reply = self.http.get(f"/v1/jobs/{job_id}/log")
+        except httpx.HTTPError as exc:
+            raise UserError(f"{self.server}: {type(exc).__name__}: {exc}") from None
+        if reply.status_code >= 400:
+            raise UserError(f"{self.server} answered {reply.status_code}: "
+                            f"{_detail(reply)}")
+        return reply.text
+
     def cancel(self, job_id: int) -> dict:
         return self._call("POST", f"/v1/jobs/{job_id}/cancel")
+
+    def wait_job(self, job_id: int, *, poll_s: float = 1.0,
+                 say: Callable[[str], None] = lambda _: None) -> dict:
+        """The job once it has ended, saying each change of state."""
+        seen = None
+        while True:
+            job = self.job(job_id)
+            if job["state"] != seen:
+                seen = job["state"]
+                say(f"job {job_id} {job['bundle']} x {job['testset']}: {seen}")
+            if seen in ("finished", "failed", "cancelled"):
+                return job
+            time.sleep(poll_s)
 
     def wait(self, submission: str, *, poll_s: float = 1.0, timeout_s: float | None = None,
              say: Callable[[str], None] = lambda _: None) -> dict:
@@ -87,3 +103,16 @@ class Client:
                 raise UserError(f"submission {submission} has not ended after {timeout_s:g} "
                                 f"s; `qashift remote status {submission}` follows it")
             time.sleep(poll_s)
+
+
+def _detail(reply: httpx.Response) -> str:
+    """A server's error in one line: its `detail`, the fields a schema refused, or the start
+    of its text."""
+    try:
+        detail = reply.json().get("detail")
+    except (ValueError, AttributeError):
+        return reply.text[:300]
+    if isinstance(detail, list):  # a request the API's schema refused
+        return "; ".join(f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg')}"
+                         for d in detail)
+    return str(detail)

@@ -5,7 +5,9 @@ on a test set, grouped by submission) and every change of a job's state (job eve
 results stay in the results store, named by their cell key. SQLite is the default (a file in
 the workspace, WAL, a busy timeout, and every write transaction taking the lock when it
 begins, so that two writers never meet half-way: no "database is locked" under load); a
-`postgresql+psycopg://` URL names a server shared by several hosts.
+`postgresql+psycopg://` URL names a server shared by several hosts. The tables here are what
+the queries use; the schema itself is made and moved forward by `migrations` (a test holds
+the two alike).
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ jobs = Table(
     Column("message", Text),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    Column("gpus", Integer, nullable=False, server_default="0"),  # what its bundle asks for
+    Column("log_sha256", String(64)),  # a failed job's log in the store (a result has its own)
 )
 
 events = Table(
@@ -88,7 +92,8 @@ def url_of(given: str | None = None) -> str:
 
 
 def connect(url: str | None = None) -> Engine:
-    """The engine of the service's database, its tables made where they are missing."""
+    """The engine of the service's database, brought to the newest schema
+    (`migrations.upgrade`)."""
     url = url_of(url)
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
@@ -110,5 +115,7 @@ def connect(url: str | None = None) -> Engine:
     else:
         raise UserError(f"database URL {url!r}: give sqlite:///PATH or "
                         f"postgresql+psycopg://USER@HOST/NAME")
-    metadata.create_all(engine)
+    from evaluator.service import migrations  # lazy: its revisions import this module
+
+    migrations.upgrade(engine)
     return engine

@@ -44,10 +44,11 @@ def _event(conn: Connection, job_id: int, state: str, worker: str | None = None,
 
 def submit(engine: Engine, user_id: int, cells: list[tuple[str, str, dict]],
            stored: dict[int, str] | None = None,
-           folder: str | None = None) -> tuple[str, list[int]]:
+           folder: str | None = None, gpus: int = 0) -> tuple[str, list[int]]:
     """A submission of `cells` (bundle, test set, options): its id and its jobs' ids, in
     order. `stored` maps a cell's index to the key of its result already in the store: that
-    job is finished at once, nothing run. `folder`: the uploaded bundle's folder."""
+    job is finished at once, nothing run. `folder`: the uploaded bundle's folder; `gpus`: the
+    GPUs the bundle asks for (only a worker with as many claims its jobs)."""
     stored = stored or {}
     submission = uuid.uuid4().hex[:16]
     now = time.time()
@@ -60,7 +61,7 @@ def submit(engine: Engine, user_id: int, cells: list[tuple[str, str, dict]],
                 testset=testset,
                 options=json.dumps(options, sort_keys=True),
                 state="finished" if key else "queued", attempts=0, result_key=key,
-                created_at=now, updated_at=now)).inserted_primary_key[0]
+                gpus=gpus, created_at=now, updated_at=now)).inserted_primary_key[0]
             _event(conn, job_id, "queued")
             if key:
                 _event(conn, job_id, "finished", note="stored earlier: nothing run")
@@ -69,15 +70,17 @@ def submit(engine: Engine, user_id: int, cells: list[tuple[str, str, dict]],
 
 
 def claim(engine: Engine, worker: str, lease_s: float = LEASE_SECONDS,
-          per_user: int | None = None) -> Claimed | None:
+          per_user: int | None = None, gpus: int = 0) -> Claimed | None:
     """The next job to run (queued, or running under a lease that lapsed), now this worker's
     for `lease_s`; None when there is none. Users take turns: the job is the oldest of the
     user with the fewest jobs running, and of those the one served longest ago (round robin),
     so one user's hundred jobs never hold back another's one; `per_user` caps the jobs a
-    user has running at once."""
+    user has running at once; a job asking for more GPUs than the worker's `gpus` is left to
+    a worker that has them."""
     now = time.time()
-    free = or_(jobs.c.state == "queued",
-               and_(jobs.c.state == "running", jobs.c.lease_until < now))
+    free = and_(or_(jobs.c.state == "queued",
+                    and_(jobs.c.state == "running", jobs.c.lease_until < now)),
+                jobs.c.gpus <= gpus)
     running = select(jobs.c.user_id, func.count().label("n")).where(
         jobs.c.state == "running", jobs.c.lease_until >= now).group_by(jobs.c.user_id) \
         .subquery()
@@ -118,15 +121,17 @@ def renew(engine: Engine, job_id: int, worker: str, lease_s: float = LEASE_SECON
 
 
 def finish(engine: Engine, job_id: int, worker: str, *, result_key: str | None = None,
-           failure_class: str | None = None, message: str | None = None) -> bool:
+           failure_class: str | None = None, message: str | None = None,
+           log_sha256: str | None = None) -> bool:
     """End a job this worker holds: finished with the store's cell key, or failed with its
-    class and one line; False when it holds it no longer (another worker ends it)."""
+    class, one line and the store's object of its run's log; False when it holds it no longer
+    (another worker ends it)."""
     state = "finished" if result_key else "failed"
     with engine.begin() as conn:
         done = conn.execute(update(jobs).where(
             jobs.c.id == job_id, jobs.c.worker == worker, jobs.c.state == "running").values(
             state=state, result_key=result_key, failure_class=failure_class,
-            message=message, lease_until=None, updated_at=time.time()))
+            message=message, log_sha256=log_sha256, lease_until=None, updated_at=time.time()))
         if done.rowcount == 1:
             _event(conn, job_id, state, worker, message)
     return done.rowcount == 1

@@ -51,23 +51,25 @@ def run_job(engine: Engine, store: Store, job: queue.Claimed, worker: str, runne
     if outcome.result is not None:
         ended = queue.finish(engine, job.id, worker, result_key=outcome.result.row["key"])
         return "finished" if ended else "lost"
+    failures = store.failures(outcome.job.key)
     ended = queue.finish(engine, job.id, worker, failure_class=outcome.failure_class,
-                         message=outcome.message)
+                         message=outcome.message,
+                         log_sha256=failures[-1]["log_sha256"] if failures else None)
     return "failed" if ended else "lost"
 
 
 def work(engine: Engine, store: Store, *, runner: str = "auto",
          lease_s: float = queue.LEASE_SECONDS, poll_s: float = 1.0,
-         per_user: int | None = None,
+         per_user: int | None = None, gpus: int = 0,
          max_jobs: int | None = None, exit_when_idle: bool = False,
          say: Callable[[str], None] = lambda _: None, worker: str | None = None) -> int:
     """Claim and run jobs until stopped (or `max_jobs` ran, or, with `exit_when_idle`, none
-    is left), users taking turns and each with at most `per_user` jobs running; the number
-    of jobs this worker ended."""
+    is left), users taking turns and each with at most `per_user` jobs running, and only jobs
+    asking for at most `gpus` GPUs; the number of jobs this worker ended."""
     worker = worker or worker_name()
     ended = 0
     while max_jobs is None or ended < max_jobs:
-        job = queue.claim(engine, worker, lease_s, per_user)
+        job = queue.claim(engine, worker, lease_s, per_user, gpus)
         if job is None:
             if exit_when_idle:
                 return ended

@@ -63,3 +63,14 @@ def test_a_stored_cell_is_finished_when_submitted(database):
                                      stored={0: "k" * 64})
     assert queue.job(engine, done)["state"] == "finished"
     assert queue.claim(engine, "w1").id == queued
+
+
+def test_a_job_asking_for_gpus_goes_only_to_a_worker_that_has_them(database):
+    engine = db.connect(database[0])
+    [a] = users(engine, "ann")
+    _, [gpu_job] = queue.submit(engine, a, [("x", "s", {})], gpus=2)
+    _, [cpu_job] = queue.submit(engine, a, [("y", "s", {})])
+    assert queue.claim(engine, "cpu-only").id == cpu_job  # the GPU job is passed over
+    assert queue.claim(engine, "cpu-only") is None
+    assert queue.claim(engine, "one-gpu", gpus=1) is None
+    assert queue.claim(engine, "two-gpus", gpus=2).id == gpu_job

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,7 +25,15 @@ from evaluator.cli.main import evaluate_cmd
 from evaluator.service import accounts, db, queue
 from evaluator.service.client import Client
 from evaluator.store.store import Store
-from tests.conftest import FIRST_WORD, tiny_registry
+from tests.conftest import FIRST_WORD, SLURM, tiny_registry
+from tests.runners.test_slurm import cluster  # noqa: F401 - the fixture
+from tests.support.generative import (
+    Loopback,
+    allow_endpoints,
+    completion,
+    reply,
+    write_generative_bundle,
+)
 
 DEADLINE_S = 60  # every wait on a server or a worker is bounded
 
@@ -64,8 +73,8 @@ def server(database):
     proc.wait(timeout=30)
 
 
-def worker(*flags: str, **popen) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "evaluator", "worker", "--runner", "local",
+def worker(*flags: str, runner: str = "local", **popen) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "evaluator", "worker", "--runner", runner,
                              *flags], env=os.environ.copy(), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, **popen)
 
@@ -125,6 +134,24 @@ def test_a_submission_over_http_gives_the_numbers_evaluate_gives(server, workspa
     with pytest.raises(Exception, match=r"answered 409: job \d+ has ended \(finished\)"):
         client.cancel(job["id"])
     assert len(Store(workspace).results()) == 1
+    # the store's site, served live: built once the store holds the result
+    page = served_page(base, "/pages/testsets/squad-dev.html")
+    assert "BERT (ensemble)" in page and "86.206" in page and "92.196" in page
+    assert httpx.get(f"{base}/", trust_env=False, follow_redirects=True).status_code == 200
+    for outside in ("/pages/..%2fservice.sqlite", "/pages/%2e%2e/results.sqlite"):
+        assert httpx.get(base + outside, trust_env=False).status_code == 404
+
+
+def served_page(base: str, path: str) -> str:
+    """A page of the server's site, once built (503 until then)."""
+    deadline = time.monotonic() + DEADLINE_S * 2
+    while True:
+        reply = httpx.get(base + path, trust_env=False, timeout=DEADLINE_S)
+        if reply.status_code != 503:
+            assert reply.status_code == 200, reply.text[:300]
+            return reply.text
+        assert reply.headers["retry-after"] and time.monotonic() < deadline, reply.text
+        time.sleep(0.5)
 
 
 def test_a_worker_killed_mid_job_leaves_it_to_the_next_which_ends_it_once(
@@ -200,3 +227,128 @@ def test_fifty_submissions_at_once_to_four_workers_run_each_cell_once(
     assert sorted(started) == sorted(bundles)  # each cell's program started once
     assert len(Store(workspace).results()) == 50
     assert sum(int(out.rsplit(" jobs ended", 1)[0].split()[-1]) for out in outs) == 50
+
+
+def remote(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "evaluator", "remote", *args],
+                          env=os.environ.copy(), capture_output=True, text=True,
+                          timeout=DEADLINE_S * 2)
+
+
+def test_a_server_killed_mid_job_loses_nothing_and_logs_are_served_when_jobs_end(
+        database, tmp_path, monkeypatch, small_dev, workspace):
+    """`kill -9` of the server while a worker runs a job: the worker ends the job without it,
+    and a server started again shows the job ended once, its history and its log; a failed
+    job's log is its run's own output."""
+    url, token = database
+    slow = ("import sys, time\nprint('the slow run says hello', file=sys.stderr)\n"
+            "time.sleep(3)\n" + FIRST_WORD)
+    failing = "import sys\nprint('the failing run gives up', file=sys.stderr)\nsys.exit(3)\n"
+    tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev}, {"slow": slow, "fails": failing})
+    proc, base = start_server(url)
+    client = Client(base, token)
+    [slow_job] = client.submit("slow", ["tiny"])["jobs"]
+    running = worker("--exit-when-idle")
+    deadline = time.monotonic() + DEADLINE_S
+    while client.job(slow_job)["state"] != "running":
+        assert time.monotonic() < deadline and running.poll() is None
+        time.sleep(0.1)
+    with pytest.raises(Exception, match=r"answered 409: job \d+ is running"):
+        client.log(slow_job)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    out, _ = running.communicate(timeout=DEADLINE_S * 2)
+    assert running.returncode == 0, out
+    proc, base = start_server(url)
+    try:
+        client = Client(base, token)
+        job = client.job(slow_job)
+        assert job["state"] == "finished" and job["attempts"] == 1
+        assert [e["state"] for e in job["history"]] == ["queued", "running", "finished"]
+        logs = remote("logs", str(slow_job), "--follow", "--server", base, "--token", token)
+        assert logs.returncode == 0 and "the slow run says hello" in logs.stdout, logs
+        [failed_job] = client.submit("fails", ["tiny"])["jobs"]
+        ran = worker("--exit-when-idle")
+        ran.communicate(timeout=DEADLINE_S * 2)
+        submission = client.job(failed_job)["submission"]
+        status = remote("status", submission, "--server", base, "--token", token)
+        assert status.returncode == 0 and "failed, attempt 1 (" in status.stdout, status
+        results = remote("results", submission, "--server", base, "--token", token)
+        assert results.returncode == 1 and "1 of 1 jobs failed" in results.stderr, results
+        assert "the failing run gives up" in client.log(failed_job)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert len(Store(workspace).results()) == 1
+
+
+@pytest.mark.slow
+def test_each_kind_of_bundle_folder_is_uploaded_and_scored_over_http(
+        database, tmp_path, monkeypatch, small_dev, workspace, tiny_model, tiny_lm):
+    """An hf-qa checkpoint, a local generative model and an endpoint bundle, each a folder
+    uploaded by `remote submit FOLDER`'s client, finish over HTTP with their results (a
+    command bundle's upload is tests/service/test_uploads.py's)."""
+    url, token = database
+    tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev}, {})
+    endpoint = Loopback(reply(200, completion(" the")))
+    allow_endpoints(tmp_path, monkeypatch, endpoint.origin)
+    mine = tmp_path / "mine"
+    shutil.copytree(tiny_model, mine / "my-checkpoint" / "model")
+    (mine / "my-checkpoint" / "bundle.yaml").write_text(
+        "id: my-checkpoint\nname: my checkpoint\nkind: hf-qa\nmodel: {path: model}\n")
+    shutil.copytree(tiny_lm, mine / "my-lm" / "model")
+    (mine / "my-lm" / "bundle.yaml").write_text(
+        "id: my-lm\nname: my lm\nkind: generative\nmodel: {path: model}\n"
+        "generation: {max_new_tokens: 6, stop: []}\nresources: {timeout: 300}\n")
+    write_generative_bundle(mine, "my-endpoint", endpoint=f"{{url: '{endpoint.url}', "
+                            f"model: tiny, concurrency: 1}}")
+    proc, base = start_server(url)
+    try:
+        client = Client(base, token)
+        submissions = {}
+        for name in ("my-checkpoint", "my-lm", "my-endpoint"):
+            sent = client.upload(mine / name)
+            submissions[name] = client.submit(sent["bundle"], ["tiny"],
+                                              upload=sent["upload"])["submission"]
+        ran = worker("--exit-when-idle")
+        out, _ = ran.communicate(timeout=DEADLINE_S * 5)
+        assert ran.returncode == 0, out
+        for name, submission in submissions.items():
+            [job] = client.submission(submission)["jobs"]
+            assert job["state"] == "finished", (name, job)
+            assert job["result"]["bundle"] == name and job["result"]["n"] > 0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        endpoint.close()
+    assert endpoint.requests > 0  # the endpoint bundle asked its server
+
+
+@SLURM
+def test_a_worker_running_its_jobs_through_slurm_gives_the_numbers_evaluate_gives(
+        cluster, database, tmp_path, monkeypatch, small_dev, workspace):  # noqa: F811
+    """`qashift worker --runner slurm`: the cluster is the distributed engine; the job's cell
+    runs as a Slurm job and scores as the local runner scores it."""
+    url, token = database
+    tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev}, {"first-word": FIRST_WORD})
+    monkeypatch.setenv("QASHIFT_SLURM_INNER", "local")
+    proc, base = start_server(url)
+    try:
+        client = Client(base, token)
+        made = client.submit("first-word", ["tiny"])
+        ran = worker("--exit-when-idle", runner="slurm")
+        out, _ = ran.communicate(timeout=DEADLINE_S * 10)
+        assert ran.returncode == 0, out
+        [job] = client.submission(made["submission"])["jobs"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert job["state"] == "finished", job
+    [row] = Store(workspace).results()
+    assert row["runner"] == "slurm"
+    monkeypatch.setenv("QASHIFT_WORKSPACE", str(tmp_path / "elsewhere"))
+    local = CliRunner().invoke(evaluate_cmd, ["-b", "first-word", "-t", "tiny", "--runner",
+                                              "local", "--json"])
+    [cli] = json.loads(local.stdout)["results"]
+    for field in ("n", "missing", "em", "f1", "key"):
+        assert job["result"][field] == cli[field], field

@@ -1,0 +1,64 @@
+"""The pages the server shows: the results store's site (`analysis.site`, the templates of
+`qashift report`, handed in by `qashift serve`: the library never imports the analysis),
+kept current. A request that finds the store changed since the pages were
+built starts one rebuild in a thread and is answered from the pages as they are; the new ones
+replace them whole when done (`site.build` swaps folders), so a reader never sees half a
+site. Before the first build ends there is nothing to show: 503 with Retry-After."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from evaluator.core import console
+from evaluator.core.errors import UserError
+from evaluator.store.store import Store
+
+
+class Pages:
+    """`build(folder)` writes the store's site into `folder` (raising UserError when there is
+    nothing to show)."""
+
+    def __init__(self, store: Store, folder: Path, build: Callable[[Path], object]):
+        self.store, self.folder, self.build = store, folder, build
+        self.built_for: tuple | None = None  # the store's state the pages show
+        self.problem: str | None = None  # why the last build failed, if it did
+        self._lock = threading.Lock()
+        self._building: threading.Thread | None = None
+
+    def state(self) -> tuple:
+        """What the pages depend on: the store's results, recorded rows and failures."""
+        if not self.store.exists():
+            return (0,)
+        conn = self.store.conn
+        return tuple(conn.execute(f"SELECT count(*), max({when}) FROM {table}").fetchone()
+                     for table, when in (("results", "created_at"), ("recorded", "created_at"),
+                                         ("failures", "id")))
+
+    def ready(self) -> bool:
+        """Whether there are pages to show; starts a rebuild when the store has changed."""
+        now = self.state()
+        with self._lock:
+            if now != self.built_for and (self._building is None or
+                                          not self._building.is_alive()):
+                self._building = threading.Thread(target=self._build, args=(now,), daemon=True)
+                self._building.start()
+        return (self.folder / "index.html").is_file()
+
+    def wait(self, timeout_s: float) -> None:
+        """Until the rebuild under way (if any) ends."""
+        building = self._building
+        if building is not None:
+            building.join(timeout_s)
+
+    def _build(self, state: tuple) -> None:
+        try:
+            self.build(self.folder)
+            self.problem = None
+        except UserError as error:
+            self.problem = str(error)
+        except Exception as error:  # noqa: BLE001 - a page bug never takes the server down
+            self.problem = f"{type(error).__name__}: {error}"
+            console.warn(f"the pages could not be built: {self.problem}")
+        self.built_for = state
