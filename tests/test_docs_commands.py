@@ -157,10 +157,10 @@ def test_the_check_refuses_an_option_or_command_the_tools_lack(line, problem):
         test_every_documented_command_exists_with_its_options("here", line)
 
 
-# Every documented command line is run, in this order, as a user would type it, in one copy of
-# the checkout's layout with an empty workspace. A line with placeholders (ID, BUNDLE, PLAN.yaml,
-# a `a | b` synopsis) is run as the concrete lines that stand for it (`covers`). What a line must
-# do there:
+# Every documented command line is run, in its chapter's order, as a user would type it, in a
+# copy of the checkout's layout with an empty workspace. A line with placeholders (ID, BUNDLE,
+# PLAN.yaml, a `a | b` synopsis) is run as the concrete lines that stand for it (`covers`).
+# What a line must do there:
 #   ok       end with status 0 and no traceback;
 #   refused  stop at once with one line saying what is missing first (a trained system, the
 #            cluster's `gpu` partition, the approach-level study's remaining cells);
@@ -183,211 +183,252 @@ APPROACH_RUN = ("qashift study run studies/approach-level.yaml --runner local "
                 "--table results/approach-level.csv --ledger results/population.csv")
 APPROACH_RUN_FUNCTION = f'run() {{ {APPROACH_RUN} "$@"; }}'
 
-STEPS = [
-    # README: a first look, then the main job's pieces
-    Step("qashift testsets list", covers=("qashift testsets list | show ID | fetch ID...",)),
-    Step("qashift testsets show reddit"),
-    Step("qashift testsets fetch reddit"),
-    Step("qashift validate"),
-    Step("qashift validate --pin testsets/my-new-set", covers=("qashift validate --pin FOLDER",)),
-    Step("qashift validate --schema bundle > bundle.schema.json"),
-    Step("qashift bundles list", covers=("qashift bundles list | show ID|SYSTEM",)),
-    Step("qashift bundles show sliding-window"),
-    Step("qashift bundles list --awaiting"),
-    Step("qashift families"),
-    Step("qashift systems"),
-    Step("qashift check -b sliding-window", covers=("qashift check -b BUNDLE",)),
-    # a pair of small sets first, so that `strata` has one thing to analyse
-    Step("evaluate -b sliding-window -t my-new-set -t my-reference"),
-    Step("qashift strata"),
-    Step("qashift strata --out figures/strata"),
-    Step("qashift strata --table results/strata.csv", "started"),  # six sets' spaCy features
-    Step("qashift strata --score studies/population.yaml --score studies/extra-data.yaml "
-         "-t new-wiki-test -t reddit-test -t amazon-test -t addsent-heldout "
-         "-t addonesent-heldout --table results/strata.csv --out figures/strata", "started"),
-    Step("evaluate --bundle bert-ensemble --testset squad-dev --data-dir ../shared/data"),
-    Step("evaluate -b r-net-plus-ensemble -t squad-dev --level 0.99 --cluster paragraph"),
-    Step("evaluate -b sliding-window -t reddit"),
-    Step("evaluate -b sliding-window -t new-wiki -t amazon --json"),
-    Step("qashift trend -b sliding-window -t reddit-test -t new-wiki-test",
-         covers=("qashift trend -b BUNDLE",)),
-    Step("qashift store record", covers=("qashift store record [TABLE]",)),
-    Step("qashift run configs/squadshifts-sliding-window.yaml"),
-    Step("qashift compare -b bert-ensemble -b r-net-plus-ensemble -t squad-dev",
-         covers=("qashift compare -b A -b B -t SET",)),
-    Step("qashift results list",
-         covers=("qashift results list | show | export BUNDLE TESTSET | log BUNDLE TESTSET",)),
-    Step("qashift results show sliding-window reddit"),
-    Step("qashift results export sliding-window reddit"),
-    Step("qashift results log sliding-window reddit"),
-    Step("qashift results samples --out samples", covers=("qashift results samples --out DIR",)),
-    Step("qashift store check", covers=("qashift store check | repair",)),
-    Step("qashift store repair"),
-    Step("QASHIFT_WORKSPACE=other-ws evaluate -b sliding-window -t my-new-set "
-         "&& qashift store import other-ws", covers=("qashift store import OTHER_WORKSPACE",)),
-    Step("evaluate -b all -t all", "started"),
-    Step("qashift status"),
-    # before anything is trained here (a system retrained on another CPU scores otherwise)
-    Step("qashift extra-data --table results/population.csv --table results/extra-data.csv"),
-    # training and studies (training.md, README)
-    Step("qashift train -a logreg-rajpurkar -t squad-dev-train",
-         covers=("qashift train -a APPROACH -t SPLIT",)),
-    Step("evaluate -b logreg-rajpurkar@squad-dev-train/s0 -t squad-dev-heldout -t reddit-test"),
-    Step("qashift study run PLAN.yaml", covers=("qashift study run|status PLAN.yaml",)),
-    Step("qashift study status PLAN.yaml"),
-    Step("qashift study table PLAN.yaml --out PLAN.csv"),
-    Step("qashift study freeze PLAN.yaml"),
-    Step("qashift study run studies/PLAN.yaml"),
-    Step("qashift study status studies/PLAN.yaml"),
-    Step("qashift study table studies/PLAN.yaml --out results/PLAN.csv"),
-    Step("qashift train -a drqa-reader -t squad-dev-train --runner local "
-         "--data-dir ../shared/data", "started"),
-    Step("evaluate -b drqa-reader@squad-dev-train/s0 -t squad-dev-heldout -t new-wiki-test "
-         "-t reddit-test -t amazon-test --runner local --data-dir ../shared/data", "refused"),
-    Step("qashift systems --table my-approaches.csv"),
-    # the own population (population.md)
-    Step("qashift population"),
-    Step("qashift population --markdown"),
-    Step("qashift population --score my-new-set --per-approach 1 --limit 100"),
-    Step("qashift population --score my-new-set", covers=("qashift population --score NEW-SET",)),
-    Step("qashift population --score my-new-set --write-table --out figures/population"),
-    Step("qashift study status studies/population.yaml --table results/population.csv "
-         "--by-approach"),
-    Step(f"for only in '*~250/*' '*~500/*' '*~1000/*' '*~2500/*' '*'; do {POPULATION_RUN}; "
-         "done", "started", covers=(
-             "for only in '*~250/*' '*~500/*' '*~1000/*' '*~2500/*' '*'; do", POPULATION_RUN,
-             "done")),
-    Step("qashift study freeze studies/population.yaml --table results/population.csv"),
-    Step("qashift study run studies/extra-data.yaml --runner local --table "
-         "results/extra-data.csv --ledger results/population.csv", "started"),
-    Step("qashift study freeze studies/extra-data.yaml --table results/extra-data.csv"),
-    Step("qashift study run studies/population.yaml --runner local "
-         "--table results/population.csv", "started"),
-    Step("qashift extra-data", "refused"),  # the population, recorded by `trend`, has no
-    # system trained with extra data beside it
-    # the approach-level study (approach-level.md), under way: the matrix holds the approaches
-    # scored on every benchmark (two at least), or with `--keep benchmarks` the
-    # benchmarks that every approach is scored on (the SQuAD and fuzzy ones at least)
-    Step("qashift study status studies/approach-level.yaml --table results/approach-level.csv "
-         "--ledger results/population.csv"),
-    Step(APPROACH_RUN, "started"),
-    *[Step(f"{APPROACH_RUN_FUNCTION}\nrun {only}", "started",
-           covers=(APPROACH_RUN_FUNCTION, f"run {only}")) for only in (
-        "--only '*@babi-*'", "--only '*@cloze-*' --only '*@squad-dev-train~*'",
-        "--only '*@kg-*' --only '*@fuzzy-*'")],
-    Step(f"{APPROACH_RUN_FUNCTION}\nrun", "started", covers=("run",)),
-    Step("qashift study matrix studies/approach-level.yaml --out results/approach-matrix.csv "
-         "--runs results/approach-runs.csv --table results/approach-level.csv "
-         "--ledger results/population.csv"),
-    Step("qashift study matrix studies/approach-level.yaml --out results/approach-matrix.csv "
-         "--table results/approach-level.csv --ledger results/population.csv --keep benchmarks"),
-    # analysis (analysis.md, README)
-    Step("qashift figures --source squadshifts-published --out figures --data-dir "
-         "../shared/data", covers=("qashift figures --source squadshifts-published "
-                                   "--out figures/",)),
-    Step("qashift figures --source store --out figures",
-         covers=("qashift figures --source store --out figures/",)),
-    Step("qashift figures --source my-table.csv --out figures/"),
-    Step("qashift fit"),
-    Step("qashift fit --source results/population.csv", covers=("qashift fit --source TABLE.csv",)),
-    Step("qashift reproduce"),
-    Step("qashift reproduce --data-dir ../shared/data"),
-    Step("qashift concurrence"),
-    Step("qashift concurrence --out figures/concurrence"),
-    Step("qashift concurrence --bootstrap 1000 --seed 0"),
-    Step('qashift concurrence --subset "SQuAD 1.1 — All>76.24"'),
-    Step('qashift concurrence --versus "MRQA NewsQA"'),
-    Step('qashift concurrence --knee "SQuAD 1.1 — All" "CNN (100K Examples)"'),
-    *[Step(f"qashift concurrence --kendall {k} --threshold 0.8",
-           covers=("qashift concurrence --kendall a|b|c --threshold 0.8",)) for k in "abc"],
-    Step("qashift concurrence --scores my-scores.csv"),
-    Step("qashift concurrence --scores M.csv --paper studies/approach-level.yaml",
-         covers=("qashift concurrence --scores M.csv --paper PLAN.yaml",)),
-    Step("qashift concurrence --scores results/approach-matrix.csv --reference squad "
-         "--paper studies/approach-level.yaml --out figures/approach-level"),
-    # derived sets and ablations (derived.md)
-    Step("evaluate -b sliding-window -t squad-dev -t squad-dev-context-words-shuffled "
-         "-t sam-baseline -t sam-intervention -t sam-control", covers=(
-             "evaluate -b <bundle> -t squad-dev -t squad-dev-context-words-shuffled ... "
-             "-t sam-baseline -t sam-intervention -t sam-control",)),
-    Step("qashift challenge report -b sliding-window",
-         covers=("qashift challenge report -b <bundle>",)),
-    # the site (site.md)
-    Step("qashift report"),
-    Step("qashift report --source store --out site"),
-    Step("qashift report --source my-table.csv --out site-csv/"),
-    Step("qashift report --source squadshifts-published --out site-published/"),
-    Step("qashift report --source results/population.csv --concurrence "
-         "results/approach-matrix.csv --concurrence-reference squad --out site-population/"),
-    # submissions: a checkpoint, a CodaLab program, the leaderboard (README, hf-qa.md)
-    Step("mkdir -p submissions/my-model && cp -r ckpt submissions/my-model/model && printf "
-         "'id: my-model\\nname: My model\\nkind: hf-qa\\nmodel: {path: model}\\n' > "
-         "submissions/my-model/bundle.yaml && evaluate -b my-model -t squad-dev -t new-wiki "
-         "--runner local --data-dir ../shared/data", covers=(
-             "mkdir -p submissions/my-model && cp -r /path/to/checkpoint submissions/my-model/"
-             "model && printf 'id: my-model\\nname: My model\\nkind: hf-qa\\nmodel: {path: "
-             "model}\\n' > submissions/my-model/bundle.yaml && evaluate -b my-model -t squad-dev "
-             "-t new-wiki --runner local --data-dir ../shared/data",)),
-    Step("python -m evaluator.qa --model ckpt --input dev-v1.1.json --output predictions.json",
-         covers=("python -m evaluator.qa --model DIR --input dev-v1.1.json --output "
-                 "predictions.json",)),
-    Step("qashift bundles export-onnx my-model"),
-    Step("qashift bundles import-leaderboard --export out-v1.1.json"),
-    Step("qashift bundles complete lb-anna-single-model-601dd7 ./downloaded-codalab-bundle "
-         "--command \"python predict.py {input} {output}\" --image codalab/ubuntu@sha256:"
-         + "0" * 64, covers=(
-             "qashift bundles complete lb-anna-single-model-601dd7 ./downloaded-codalab-bundle "
-             "--command \"python predict.py {input} {output}\" --image "
-             "codalab/ubuntu@sha256:...",)),
-    # generative submissions (generative.md): a tiny language model
-    Step("evaluate -b my-lm -t reddit-test --runner local"),
-    Step('evaluate -b my-lm -t reddit-test --template "Context: {context}\\nQuestion: '
-         '{question}\\nAnswer:" --template "{question}\\n{context}\\nThe answer is"', "started"),
-    Step("qashift train -a generative-reader -t squad-dev-train", "started"),
-    Step("evaluate -b generative-reader@squad-dev-train/s0 -t squad-dev-heldout --runner local",
-         "refused"),
-    # Slurm: this cluster has no `gpu` partition
-    Step("evaluate -b all -t all --runner slurm -j 32 --partition gpu --account qa-lab",
-         "refused"),
-    # images (docker.md): built already by install.sh, so each finds its tag
-    Step("apt-get install -y docker.io debootstrap"),
-    Step("qashift images base"),
-    Step("qashift images python"),
-    Step("qashift images wheelhouse wheels/", "started"),
-    Step("qashift images runner wheels/"),
-    Step("qashift images wheelhouse --gpu wheels-gpu/ && qashift images runner --gpu "
-         "wheels-gpu/", "started"),
-    Step("docker build --network host -f Dockerfile -t qashift/runner:cpu wheels/", "started"),
-    # the submission service (service.md): no server answers once its step has stopped
-    Step("qashift admin user add alice"),
-    Step("qashift admin token create alice"),
-    Step("qashift serve --port 8000", "started"),
-    Step("qashift worker --runner docker", "started"),
-    Step("qashift remote submit bert-ensemble -t squad-dev --wait --server "
-         "http://127.0.0.1:8000 --token qs_none", "refused", covers=(
-             "qashift remote submit bert-ensemble -t squad-dev --wait --server "
-             "http://127.0.0.1:8000 --token TOKEN",)),
-    Step("qashift remote submit bert-ensemble -t squad-dev --wait --json", "refused"),
-    Step("qashift remote status 0123abcd", "refused",
-         covers=("qashift remote status SUBMISSION",)),
-    Step("qashift remote cancel 1", "refused", covers=("qashift remote cancel JOB",)),
-    # benchmarks: the quick ones to the end, the others started
-    Step("python benchmarks/scoring_speed.py"),
-    Step("python benchmarks/docker_overhead.py"),
-    Step("python benchmarks/reproduce_time.py"),
-    Step("python benchmarks/hfqa_throughput.py --model ckpt --questions 500",
-         covers=("python benchmarks/hfqa_throughput.py --model DIR --questions 500",)),
-    Step("python benchmarks/hfqa_throughput.py", "started"),  # a seeded MiniLM, 500 questions
-    *[Step(f"python benchmarks/{name}.py", "started") for name in (
-        "slurm_overhead", "training_throughput", "parallel_cells",
-        "population_scoring", "study_resume")],
-    Step("python benchmarks/population_scoring.py --groups --jobs 2 --testset "
-         "squad-dev-heldout-sentence-order-shuffled", "started"),
-    Step("python benchmarks/scoring_speed.py --only-all", "started"),
-    Step("python benchmarks/service_overhead.py", "started"),
-    Step("python benchmarks/population_scoring.py --whole --testset "
-         "squad-dev-heldout-sentence-order-shuffled", "started"),
-]
+# The steps fall in chapters, each run from its own copy of the checkout on an empty
+# workspace, so that test workers share them: a chapter holds steps that stand on each other's
+# work, and repeats first the quick steps of another that it needs (`SETUP`: a pair of small
+# sets scored, and the population recorded in the store by `trend`).
+SETUP = [Step("evaluate -b sliding-window -t my-new-set -t my-reference"),
+         Step("qashift trend -b sliding-window -t reddit-test -t new-wiki-test")]
+
+CHAPTERS: dict[str, list[Step]] = {
+    "first-look": [
+        # README: a first look, then the main job's pieces
+        Step("qashift testsets list", covers=("qashift testsets list | show ID | fetch ID...",)),
+        Step("qashift testsets show reddit"),
+        Step("qashift testsets fetch reddit"),
+        Step("qashift validate"),
+        Step("qashift validate --pin testsets/my-new-set",
+             covers=("qashift validate --pin FOLDER",)),
+        Step("qashift validate --schema bundle > bundle.schema.json"),
+        Step("qashift bundles list", covers=("qashift bundles list | show ID|SYSTEM",)),
+        Step("qashift bundles show sliding-window"),
+        Step("qashift bundles list --awaiting"),
+        Step("qashift families"),
+        Step("qashift systems"),
+        Step("qashift check -b sliding-window", covers=("qashift check -b BUNDLE",)),
+    ],
+    "main-job": [
+        # a pair of small sets first, so that `strata` has one thing to analyse
+        Step("evaluate -b sliding-window -t my-new-set -t my-reference"),
+        Step("qashift strata"),
+        Step("qashift strata --out figures/strata"),
+        Step("qashift strata --table results/strata.csv", "started"),  # six sets' spaCy features
+        Step("qashift strata --score studies/population.yaml --score studies/extra-data.yaml "
+             "-t new-wiki-test -t reddit-test -t amazon-test -t addsent-heldout "
+             "-t addonesent-heldout --table results/strata.csv --out figures/strata", "started"),
+        Step("evaluate --bundle bert-ensemble --testset squad-dev --data-dir ../shared/data"),
+        Step("evaluate -b r-net-plus-ensemble -t squad-dev --level 0.99 --cluster paragraph"),
+        Step("evaluate -b sliding-window -t reddit"),
+        Step("evaluate -b sliding-window -t new-wiki -t amazon --json"),
+        Step("qashift trend -b sliding-window -t reddit-test -t new-wiki-test",
+             covers=("qashift trend -b BUNDLE",)),
+        Step("qashift store record", covers=("qashift store record [TABLE]",)),
+        Step("qashift run configs/squadshifts-sliding-window.yaml"),
+        Step("qashift compare -b bert-ensemble -b r-net-plus-ensemble -t squad-dev",
+             covers=("qashift compare -b A -b B -t SET",)),
+        Step("qashift results list",
+             covers=("qashift results list | show | export BUNDLE TESTSET | log BUNDLE TESTSET",)),
+        Step("qashift results show sliding-window reddit"),
+        Step("qashift results export sliding-window reddit"),
+        Step("qashift results log sliding-window reddit"),
+        Step("qashift results samples --out samples",
+             covers=("qashift results samples --out DIR",)),
+        Step("qashift store check", covers=("qashift store check | repair",)),
+        Step("qashift store repair"),
+        Step("QASHIFT_WORKSPACE=other-ws evaluate -b sliding-window -t my-new-set "
+             "&& qashift store import other-ws", covers=("qashift store import OTHER_WORKSPACE",)),
+        Step("evaluate -b all -t all", "started"),
+        Step("qashift status"),
+        # before anything is trained here (a system retrained on another CPU scores otherwise)
+        Step("qashift extra-data --table results/population.csv --table results/extra-data.csv"),
+    ],
+    "training": [
+        # training and studies (training.md, README)
+        Step("qashift train -a logreg-rajpurkar -t squad-dev-train",
+             covers=("qashift train -a APPROACH -t SPLIT",)),
+        Step("evaluate -b logreg-rajpurkar@squad-dev-train/s0 -t squad-dev-heldout -t reddit-test"),
+        Step("qashift study run PLAN.yaml", covers=("qashift study run|status PLAN.yaml",)),
+        Step("qashift study status PLAN.yaml"),
+        Step("qashift study table PLAN.yaml --out PLAN.csv"),
+        Step("qashift study freeze PLAN.yaml"),
+        Step("qashift study run studies/PLAN.yaml"),
+        Step("qashift study status studies/PLAN.yaml"),
+        Step("qashift study table studies/PLAN.yaml --out results/PLAN.csv"),
+        Step("qashift train -a drqa-reader -t squad-dev-train --runner local "
+             "--data-dir ../shared/data", "started"),
+        Step("evaluate -b drqa-reader@squad-dev-train/s0 -t squad-dev-heldout -t new-wiki-test "
+             "-t reddit-test -t amazon-test --runner local --data-dir ../shared/data", "refused"),
+        Step("qashift systems --table my-approaches.csv"),
+    ],
+    "population": [
+    *SETUP,
+        # the own population (population.md)
+        Step("qashift population"),
+        Step("qashift population --markdown"),
+        Step("qashift population --score my-new-set --per-approach 1 --limit 100"),
+        Step("qashift population --score my-new-set",
+             covers=("qashift population --score NEW-SET",)),
+        Step("qashift population --score my-new-set --write-table --out figures/population"),
+        Step("qashift study status studies/population.yaml --table results/population.csv "
+             "--by-approach"),
+        Step(f"for only in '*~250/*' '*~500/*' '*~1000/*' '*~2500/*' '*'; do {POPULATION_RUN}; "
+             "done", "started", covers=(
+                 "for only in '*~250/*' '*~500/*' '*~1000/*' '*~2500/*' '*'; do", POPULATION_RUN,
+                 "done")),
+        Step("qashift study freeze studies/population.yaml --table results/population.csv"),
+        Step("qashift study run studies/extra-data.yaml --runner local --table "
+             "results/extra-data.csv --ledger results/population.csv", "started"),
+        Step("qashift study freeze studies/extra-data.yaml --table results/extra-data.csv"),
+        Step("qashift study run studies/population.yaml --runner local "
+             "--table results/population.csv", "started"),
+        Step("qashift extra-data", "refused"),  # the population, recorded by `trend`, has no
+        # system trained with extra data beside it
+    ],
+    "approach-level": [
+        # the approach-level study (approach-level.md), under way: the matrix holds the approaches
+        # scored on every benchmark (two at least), or with `--keep benchmarks` the
+        # benchmarks that every approach is scored on (the SQuAD and fuzzy ones at least)
+        Step("qashift study status studies/approach-level.yaml --table results/approach-level.csv "
+             "--ledger results/population.csv"),
+        Step(APPROACH_RUN, "started"),
+        *[Step(f"{APPROACH_RUN_FUNCTION}\nrun {only}", "started",
+               covers=(APPROACH_RUN_FUNCTION, f"run {only}")) for only in (
+            "--only '*@babi-*'", "--only '*@cloze-*' --only '*@squad-dev-train~*'",
+            "--only '*@kg-*' --only '*@fuzzy-*'")],
+        Step(f"{APPROACH_RUN_FUNCTION}\nrun", "started", covers=("run",)),
+        Step("qashift study matrix studies/approach-level.yaml --out results/approach-matrix.csv "
+             "--runs results/approach-runs.csv --table results/approach-level.csv "
+             "--ledger results/population.csv"),
+        Step("qashift study matrix studies/approach-level.yaml --out results/approach-matrix.csv "
+             "--table results/approach-level.csv --ledger results/population.csv "
+             "--keep benchmarks"),
+    ],
+    "analysis": [
+    *SETUP,
+        # analysis (analysis.md, README)
+        Step("qashift figures --source squadshifts-published --out figures --data-dir "
+             "../shared/data", covers=("qashift figures --source squadshifts-published "
+                                       "--out figures/",)),
+        Step("qashift figures --source store --out figures",
+             covers=("qashift figures --source store --out figures/",)),
+        Step("qashift figures --source my-table.csv --out figures/"),
+        Step("qashift fit"),
+        Step("qashift fit --source results/population.csv",
+             covers=("qashift fit --source TABLE.csv",)),
+        Step("qashift reproduce"),
+        Step("qashift reproduce --data-dir ../shared/data"),
+        Step("qashift concurrence"),
+        Step("qashift concurrence --out figures/concurrence"),
+        Step("qashift concurrence --bootstrap 1000 --seed 0"),
+        Step('qashift concurrence --subset "SQuAD 1.1 — All>76.24"'),
+        Step('qashift concurrence --versus "MRQA NewsQA"'),
+        Step('qashift concurrence --knee "SQuAD 1.1 — All" "CNN (100K Examples)"'),
+        *[Step(f"qashift concurrence --kendall {k} --threshold 0.8",
+               covers=("qashift concurrence --kendall a|b|c --threshold 0.8",)) for k in "abc"],
+        Step("qashift concurrence --scores my-scores.csv"),
+        Step("qashift concurrence --scores M.csv --paper studies/approach-level.yaml",
+             covers=("qashift concurrence --scores M.csv --paper PLAN.yaml",)),
+        Step("qashift concurrence --scores results/approach-matrix.csv --reference squad "
+             "--paper studies/approach-level.yaml --out figures/approach-level"),
+    ],
+    "derived-and-site": [
+    *SETUP,
+        # derived sets and ablations (derived.md)
+        Step("evaluate -b sliding-window -t squad-dev -t squad-dev-context-words-shuffled "
+             "-t sam-baseline -t sam-intervention -t sam-control", covers=(
+                 "evaluate -b <bundle> -t squad-dev -t squad-dev-context-words-shuffled ... "
+                 "-t sam-baseline -t sam-intervention -t sam-control",)),
+        Step("qashift challenge report -b sliding-window",
+             covers=("qashift challenge report -b <bundle>",)),
+        # the site (site.md)
+        Step("qashift report"),
+        Step("qashift report --source store --out site"),
+        Step("qashift report --source my-table.csv --out site-csv/"),
+        Step("qashift report --source squadshifts-published --out site-published/"),
+        Step("qashift report --source results/population.csv --concurrence "
+             "results/approach-matrix.csv --concurrence-reference squad --out site-population/"),
+    ],
+    "submissions": [
+        # submissions: a checkpoint, a CodaLab program, the leaderboard (README, hf-qa.md)
+        Step("mkdir -p submissions/my-model && cp -r ckpt submissions/my-model/model && printf "
+             "'id: my-model\\nname: My model\\nkind: hf-qa\\nmodel: {path: model}\\n' > "
+             "submissions/my-model/bundle.yaml && evaluate -b my-model -t squad-dev -t new-wiki "
+             "--runner local --data-dir ../shared/data", covers=(
+                 "mkdir -p submissions/my-model && cp -r /path/to/checkpoint submissions/my-model/"
+                 "model && printf 'id: my-model\\nname: My model\\nkind: hf-qa\\nmodel: {path: "
+                 "model}\\n' > submissions/my-model/bundle.yaml && evaluate -b my-model "
+                 "-t squad-dev -t new-wiki --runner local --data-dir ../shared/data",)),
+        Step("python -m evaluator.qa --model ckpt --input dev-v1.1.json --output predictions.json",
+             covers=("python -m evaluator.qa --model DIR --input dev-v1.1.json --output "
+                     "predictions.json",)),
+        Step("qashift bundles export-onnx my-model"),
+        Step("qashift bundles import-leaderboard --export out-v1.1.json"),
+        Step("qashift bundles complete lb-anna-single-model-601dd7 ./downloaded-codalab-bundle "
+             "--command \"python predict.py {input} {output}\" --image codalab/ubuntu@sha256:"
+             + "0" * 64, covers=(
+                 "qashift bundles complete lb-anna-single-model-601dd7 ./downloaded-codalab-bundle "
+                 "--command \"python predict.py {input} {output}\" --image "
+                 "codalab/ubuntu@sha256:...",)),
+        # generative submissions (generative.md): a tiny language model
+        Step("evaluate -b my-lm -t reddit-test --runner local"),
+        Step('evaluate -b my-lm -t reddit-test --template "Context: {context}\\nQuestion: '
+             '{question}\\nAnswer:" --template "{question}\\n{context}\\nThe answer is"',
+             "started"),
+        Step("qashift train -a generative-reader -t squad-dev-train", "started"),
+        Step("evaluate -b generative-reader@squad-dev-train/s0 -t squad-dev-heldout --runner local",
+             "refused"),
+    ],
+    "cluster-images-service": [
+        # Slurm: this cluster has no `gpu` partition
+        Step("evaluate -b all -t all --runner slurm -j 32 --partition gpu --account qa-lab",
+             "refused"),
+        # images (docker.md): built already by install.sh, so each finds its tag
+        Step("apt-get install -y docker.io debootstrap"),
+        Step("qashift images base"),
+        Step("qashift images python"),
+        Step("qashift images wheelhouse wheels/", "started"),
+        Step("qashift images runner wheels/"),
+        Step("qashift images wheelhouse --gpu wheels-gpu/ && qashift images runner --gpu "
+             "wheels-gpu/", "started"),
+        Step("docker build --network host -f Dockerfile -t qashift/runner:cpu wheels/", "started"),
+        # the submission service (service.md): no server answers once its step has stopped
+        Step("qashift admin user add alice"),
+        Step("qashift admin token create alice"),
+        Step("qashift serve --port 8000", "started"),
+        Step("qashift worker --runner docker", "started"),
+        Step("qashift remote submit bert-ensemble -t squad-dev --wait --server "
+             "http://127.0.0.1:8000 --token qs_none", "refused", covers=(
+                 "qashift remote submit bert-ensemble -t squad-dev --wait --server "
+                 "http://127.0.0.1:8000 --token TOKEN",)),
+        Step("qashift remote submit bert-ensemble -t squad-dev --wait --json", "refused"),
+        Step("qashift remote status 0123abcd", "refused",
+             covers=("qashift remote status SUBMISSION",)),
+        Step("qashift remote results 0123abcd", "refused",
+             covers=("qashift remote results SUBMISSION",)),
+        Step("qashift remote logs 1 --follow", "refused",
+             covers=("qashift remote logs JOB --follow",)),
+        Step("qashift remote cancel 1", "refused", covers=("qashift remote cancel JOB",)),
+    ],
+    "benchmarks": [
+        # benchmarks: the quick ones to the end, the others started
+        Step("python benchmarks/scoring_speed.py"),
+        Step("python benchmarks/docker_overhead.py"),
+        Step("python benchmarks/reproduce_time.py"),
+        Step("python benchmarks/hfqa_throughput.py --model ckpt --questions 500",
+             covers=("python benchmarks/hfqa_throughput.py --model DIR --questions 500",)),
+        Step("python benchmarks/hfqa_throughput.py", "started"),  # a seeded MiniLM, 500 questions
+        *[Step(f"python benchmarks/{name}.py", "started") for name in (
+            "slurm_overhead", "training_throughput", "parallel_cells",
+            "population_scoring", "study_resume")],
+        Step("python benchmarks/population_scoring.py --groups --jobs 2 --testset "
+             "squad-dev-heldout-sentence-order-shuffled", "started"),
+        Step("python benchmarks/scoring_speed.py --only-all", "started"),
+        Step("python benchmarks/service_overhead.py", "started"),
+        Step("python benchmarks/population_scoring.py --whole --testset "
+             "squad-dev-heldout-sentence-order-shuffled", "started"),
+    ],
+}
+STEPS = [step for steps in CHAPTERS.values() for step in steps]
 
 
 def _documented(line: str) -> str:
@@ -500,8 +541,11 @@ def _run(step: Step, home: Path, env: dict) -> str:
 
 
 @pytest.mark.slow
-@SLURM  # one of its steps submits to the cluster
-def test_every_documented_command_runs_on_an_empty_workspace(tmp_path, shared_data, dev_raw):
+@pytest.mark.parametrize("chapter", [
+    pytest.param(name, marks=SLURM) if name == "cluster-images-service" else name
+    for name in CHAPTERS])  # one of its steps submits to the cluster
+def test_every_documented_command_runs_on_an_empty_workspace(chapter, tmp_path, shared_data,
+                                                              dev_raw):
     home = tmp_path / "checkout"
     home.mkdir()
     _checkout(home, dev_raw)
@@ -511,9 +555,11 @@ def test_every_documented_command_runs_on_an_empty_workspace(tmp_path, shared_da
            "QASHIFT_DATA_DIR": str(shared_data), "MPLBACKEND": "Agg"}
     env.pop("QASHIFT_TESTSETS", None)
     env.pop("QASHIFT_SUBMISSIONS", None)
-    wrong = []
-    for step in STEPS:
+    wrong, took = [], []
+    for step in CHAPTERS[chapter]:
+        started = time.monotonic()
         problem = _run(step, home, env)
+        took.append(f"{time.monotonic() - started:6.1f} s  {step.line[:90]}")
         if problem:
             wrong.append(f"{step.line} ({step.expect}): {problem}")
-    assert not wrong, "\n\n".join(wrong)
+    assert not wrong, "\n\n".join(wrong) + "\n\nthe steps' times:\n" + "\n".join(took)

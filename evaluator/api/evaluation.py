@@ -155,7 +155,7 @@ def evaluate(config: EvaluationConfig | None = None, store: Store | None = None,
              keep: Callable[[Job], bool] | None = None,
              progress: Callable[[str], None] = lambda _: None,
              warn: Callable[[str], None] | None = None,
-             cost: Callable[[Job], float] | None = None,
+             cost: Callable[[Job], float] | None = None, longest_first: bool = True,
              ended: Callable[[Outcome], None] = lambda _: None,
              wait_for_busy: bool = True, root: str | None = None,
              data_dir: str | Sequence[str] = (), workspace: str | None = None,
@@ -171,8 +171,10 @@ def evaluate(config: EvaluationConfig | None = None, store: Store | None = None,
     already resolved (a study's systems, verified once); `keep`: which planned cells to run
     (a study leaves out those its table holds); `progress` hears of each finished cell when
     there are several, `ended` of each outcome; `cost` is a cell's expected time, which the
-    ETA weighs cells by; `wait_for_busy=False` leaves cells another controller is running to
-    it (listed in its report's busy cells)."""
+    ETA weighs cells by and a parallel run balances its units by, the longest first
+    (`longest_first=False` keeps the cells' order: a first look's quickest first);
+    `wait_for_busy=False` leaves cells another controller is running to it (listed in its
+    report's busy cells)."""
     if config is None:
         config = EvaluationConfig(**{k: tuple(v) if k in TUPLES else v
                                      for k, v in options.items()})
@@ -196,7 +198,8 @@ def evaluate(config: EvaluationConfig | None = None, store: Store | None = None,
                             progress=progress if len(jobs) > 1 else (lambda _: None),
                             ended=ended, wait_for_busy=wait_for_busy,
                             level=config.level, cluster=config.cluster, rerun=config.rerun,
-                            device=config.device, **({"cost": cost} if cost else {}))
+                            device=config.device, longest_first=longest_first,
+                            **({"cost": cost} if cost else {}))
     return Evaluation(config, runner, report, skipped)
 
 

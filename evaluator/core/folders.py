@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import copy
 import difflib
+import json
+import math
 import sys
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
@@ -15,8 +17,10 @@ from typing import Generic, TypeVar
 
 import yaml
 
+from evaluator.core import settings
 from evaluator.core.errors import ConfigError, UnknownNameError
-from evaluator.core.hashing import stat_key
+from evaluator.core.files import write_atomic
+from evaluator.core.hashing import sha256_bytes, stat_key
 
 
 def discover(root: Path, filename: str) -> dict[str, Path]:
@@ -124,7 +128,8 @@ def _built_sizes(data: object) -> Iterator[int]:
 def read_yaml(path: Path) -> dict:
     """A folder's YAML file as a mapping: at most MAX_YAML_BYTES, UTF-8, no aliases. Parsed
     once per process while its `stat_key` stays the same (a study resolves each derived
-    set's parent for every row); each caller gets its own copy."""
+    set's parent for every row), and once per content across processes (`_parsed_before`:
+    `-b all` reads hundreds of bundle files at every start); each caller gets its own copy."""
     try:
         size = path.stat().st_size
         if size > MAX_YAML_BYTES:
@@ -133,9 +138,14 @@ def read_yaml(path: Path) -> dict:
         key = stat_key(path)  # None for a file changed just now: parsed every time
         data = _PARSED.get(key) if key else None
         if data is None:
-            data = load_checked(path.read_text(encoding="utf-8"))
-            if not isinstance(data, dict):
-                raise ConfigError(f"{path}: expected a mapping at the top level")
+            raw = path.read_bytes()
+            text = raw.decode("utf-8")
+            data = _parsed_before(raw)
+            if data is None:
+                data = load_checked(text)
+                if not isinstance(data, dict):
+                    raise ConfigError(f"{path}: expected a mapping at the top level")
+                _keep_parsed(raw, data)
             if key:
                 _PARSED[key] = data
     except yaml.YAMLError as exc:
@@ -143,6 +153,44 @@ def read_yaml(path: Path) -> dict:
     except (UnicodeDecodeError, OSError) as exc:
         raise ConfigError(f"{path}: cannot be read as UTF-8 text ({exc})") from None
     return copy.deepcopy(data)
+
+
+def _parsed_path(raw: bytes) -> Path:
+    digest = sha256_bytes(raw)
+    return settings.cache_dir() / "parsed-yaml" / digest[:2] / f"{digest}.json"
+
+
+def _parsed_before(raw: bytes) -> dict | None:
+    """The mapping these bytes parsed to in an earlier process, kept under the cache by their
+    sha256 (as trusted as the operator's cache itself), or None."""
+    try:
+        data = json.loads(_parsed_path(raw).read_bytes())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _keep_parsed(raw: bytes, data: dict) -> None:
+    """Keep a parsed mapping for later processes, if JSON holds it exactly (a YAML date or
+    binary value it does not: such a file is parsed each time)."""
+    if not _plain(data):
+        return
+    try:
+        write_atomic(_parsed_path(raw), json.dumps(data).encode())
+    except OSError:
+        pass  # a read-only cache: parsed each time
+
+
+def _plain(value: object) -> bool:
+    """Whether JSON gives `value` back as it is: str-keyed dicts, lists, strings, finite
+    numbers, booleans and None only."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or isinstance(value, (str, int, bool))
 
 
 LIST_COMMANDS = {"bundle": "qashift bundles list", "test set": "qashift testsets list"}

@@ -69,13 +69,14 @@ def groups(jobs: list[Job], runner_for) -> list[list[Job]]:
     return units
 
 
-def balanced(units: list[list[Job]], cost: Callable[[Job], float], parallel: int
-             ) -> list[list[Job]]:
+def balanced(units: list[list[Job]], cost: Callable[[Job], float], parallel: int,
+             longest_first: bool = True) -> list[list[Job]]:
     """`units` (`groups`) ready for `parallel` workers: a group expected (the sum of its
     cells' `cost`) to take over a share of the whole, 1 / (2 x parallel), is split into parts
     of near equal time, so that one group does not hold a core while the others idle; then
     the longest first (the longest-processing-time rule: a parallel run ends soonest when its
-    long units do not start last). One worker keeps the given order."""
+    long units do not start last; `longest_first=False` keeps the given order). One worker
+    keeps the given order."""
     if parallel <= 1:
         return units
     share = sum(cost(job) for unit in units for job in unit) / (2 * parallel)
@@ -87,6 +88,8 @@ def balanced(units: list[list[Job]], cost: Callable[[Job], float], parallel: int
             min(parts, key=lambda part: sum(cost(j) for j in part)).append(job)
         place = {id(job): i for i, job in enumerate(unit)}
         split.extend(sorted(part, key=lambda job: place[id(job)]) for part in parts)
+    if not longest_first:
+        return split
     return sorted(split, key=lambda unit: -sum(cost(job) for job in unit))
 
 

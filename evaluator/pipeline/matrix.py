@@ -18,10 +18,18 @@ from evaluator.core.errors import UserError, failure_class_of
 from evaluator.core.files import run_tempdir
 from evaluator.core.hashing import canonical_json
 from evaluator.jobs.job import Job
-from evaluator.pipeline.cell import CellBusy, CellResult, cpu_seconds, run_cell, write_input
+from evaluator.pipeline.cell import (
+    CellBusy,
+    CellResult,
+    cached_result,
+    cpu_seconds,
+    run_cell,
+    write_input,
+)
 from evaluator.pipeline.group import balanced, groups, run_group
 from evaluator.pipeline.prepared import prepared_inputs
 from evaluator.runners.dispatch import Dispatcher
+from evaluator.stats import intervals
 from evaluator.store.store import Store, StoreError
 
 
@@ -184,26 +192,37 @@ def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
         progress: Callable[[str], None] = lambda _: None, poll_seconds: float = 1.0,
         wait_for_busy: bool = True, ended: Callable[[Outcome], None] = lambda _: None,
         cost: Callable[[Job], float] = lambda _: 1.0, together: bool = True,
-        **options) -> MatrixReport:
+        longest_first: bool = True, **options) -> MatrixReport:
     """Run every cell, `parallel` units at a time, each on its own slice of this host's
     cores (`cpu_slots`); a unit is one cell, or the cells of one approach's systems on one
     set that the runner can run in one process (`group.groups`). Cells busy in another
     controller are retried until that controller finishes them (or dies and its lease
     lapses), or with `wait_for_busy=False` left to it (listed in `busy`). `ended` hears of
     each cell's outcome as it ends, in this thread; `cost` is a cell's expected time relative
-    to the others, which the ETA weighs cells by and by which units are split and run longest
-    first when several run at once (`group.balanced`; cells of a population differ a
-    hundredfold; by default all are alike). `together=False` runs every cell alone (the
-    baseline a benchmark measures groups against)."""
+    to the others, which the ETA weighs cells by and by which units are split and, unless
+    not `longest_first`, run longest first when several run at once (`group.balanced`; cells
+    of a population differ a hundredfold; by default all are alike). `together=False` runs
+    every cell alone (the baseline a benchmark measures groups against)."""
     report = MatrixReport()
     costs = {id(job): cost(job) for job in jobs}
     observed: list[tuple[float, float]] = []  # (cost, seconds) of units that ran to an end
     for job in jobs:  # made here, in the main thread, where runners install signal handlers
         runner.runner_for(job.bundle)
-    prepare_first(jobs, runner, store, rerun=bool(options.get("rerun")),
+    left = []
+    for job in jobs:  # stored cells are found here, with no worker's round trip
+        hit = None if options.get("rerun") else cached_result(
+            store, job, options.get("level", intervals.DEFAULT_LEVEL), options.get("cluster"))
+        if hit is None:
+            left.append(job)
+            continue
+        report.outcomes.append(Outcome(job, result=hit))
+        progress(f"[{len(report.outcomes)}/{len(jobs)}] {job.label}: ok (stored)")
+        ended(report.outcomes[-1])
+    prepare_first(left, runner, store, rerun=bool(options.get("rerun")),
                   mirrors=options.get("mirrors"), parallel=parallel, say=progress)
-    pending = balanced(groups(jobs, runner.runner_for) if together else
-                       [[job] for job in jobs], lambda job: costs[id(job)], parallel)
+    pending = balanced(groups(left, runner.runner_for) if together else
+                       [[job] for job in left], lambda job: costs[id(job)], parallel,
+                       longest_first)
     running: dict[Future, list[Job]] = {}
     slots = cpu_slots(parallel)
     holding: dict[Future, int] = {}  # the slot of cores each running unit holds

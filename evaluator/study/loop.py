@@ -232,6 +232,6 @@ def score_systems(study: Study, sets: list[TestSet], runner: str, store: Store, 
                               testsets=tuple(t.id for t in sets), runner=runner,
                               parallel=parallel, limit=limit)
     done = evaluation.evaluate(config, store, chosen=[b for _, b in runnable], progress=say,
-                               cost=cost)
+                               cost=cost, longest_first=not limit)
     say(cost_line(done.report, prepared.made_since(store.workspace, started)))
     return done, [job.system_id for job in skipped]

@@ -159,3 +159,6 @@ def test_balanced_units_split_a_group_over_its_share_and_run_the_longest_first()
     assert sorted(len(u) for u in even) == [3, 3, 3, 3]
     assert sorted(id(c) for u in even for c in u) == sorted(map(id, cells))
     assert balanced([one_group, alone], lambda c: 1.0, parallel=1) == [one_group, alone]
+    kept = balanced([alone, [cells[11]], one_group], lambda c: cost[id(c)], parallel=2,
+                    longest_first=False)  # a first look's order: the quickest first
+    assert kept == [alone, [cells[11]], one_group]
