@@ -261,7 +261,7 @@ CHAPTERS: dict[str, list[Step]] = {
         Step("qashift systems --table my-approaches.csv"),
     ],
     "population": [
-    *SETUP,
+        *SETUP,
         # the own population (population.md)
         Step("qashift population"),
         Step("qashift population --markdown"),
@@ -304,7 +304,7 @@ CHAPTERS: dict[str, list[Step]] = {
              "--keep benchmarks"),
     ],
     "analysis": [
-    *SETUP,
+        *SETUP,
         # analysis (analysis.md, README)
         Step("qashift figures --source squadshifts-published --out figures --data-dir "
              "../shared/data", covers=("qashift figures --source squadshifts-published "
@@ -331,8 +331,8 @@ CHAPTERS: dict[str, list[Step]] = {
         Step("qashift concurrence --scores results/approach-matrix.csv --reference squad "
              "--paper studies/approach-level.yaml --out figures/approach-level"),
     ],
-    "derived-and-site": [
-    *SETUP,
+    "derived": [
+        *SETUP,
         # derived sets and ablations (derived.md)
         Step("evaluate -b sliding-window -t squad-dev -t squad-dev-context-words-shuffled "
              "-t sam-baseline -t sam-intervention -t sam-control", covers=(
@@ -340,6 +340,9 @@ CHAPTERS: dict[str, list[Step]] = {
                  "-t sam-baseline -t sam-intervention -t sam-control",)),
         Step("qashift challenge report -b sliding-window",
              covers=("qashift challenge report -b <bundle>",)),
+    ],
+    "site": [
+        *SETUP,
         # the site (site.md)
         Step("qashift report"),
         Step("qashift report --source store --out site"),
@@ -369,6 +372,8 @@ CHAPTERS: dict[str, list[Step]] = {
                  "qashift bundles complete lb-anna-single-model-601dd7 ./downloaded-codalab-bundle "
                  "--command \"python predict.py {input} {output}\" --image "
                  "codalab/ubuntu@sha256:...",)),
+    ],
+    "generative": [
         # generative submissions (generative.md): a tiny language model
         Step("evaluate -b my-lm -t reddit-test --runner local"),
         Step('evaluate -b my-lm -t reddit-test --template "Context: {context}\\nQuestion: '

@@ -14,6 +14,9 @@ file named by $QASHIFT_POLICY:
       OPENAI_API_KEY: https://api.openai.com/v1   # each only to URLs under its prefix
     endpoint_ca_bundle: /etc/ssl/our-ca.pem   # the CAs an https endpoint is checked against
                                               # (default: certifi's; the environment's never)
+    tiers:                     # what each tier of the service's users may use (a user's tier:
+      default: {submissions_per_day: 20, upload_bytes: 1g}   # `admin user add --tier`);
+      student: {submissions_per_day: 3}                      # no limit where none is given
 
 A value out of the policy (unknown key, wrong type, not finite, not positive, above a cap)
 is a one-line ConfigError naming the bundle file and the key. An endpoint URL is read one
@@ -42,7 +45,9 @@ USER = "65534:65534"  # nobody:nogroup: containers never run as root
 BUILD_NETWORKS = ("none", "bridge", "default")
 KEY_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 POLICY_KEYS = ("defaults", "caps", "build_network", "endpoint_origins", "endpoint_keys",
-               "endpoint_ca_bundle")
+               "endpoint_ca_bundle", "tiers")
+TIER_LIMITS = ("submissions_per_day", "upload_bytes")  # per user of the service
+TIER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 URL_HOST = re.compile(r"[a-z0-9._-]+|\[[0-9a-f:.]+\]", re.IGNORECASE)
 URL_PATH = re.compile(r"[A-Za-z0-9._~!$&'()*+,=:@/%-]*")
 UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
@@ -95,6 +100,7 @@ class Policy:
     endpoint_keys: dict = field(default_factory=dict)  # variable -> URL prefix it may go to
     endpoint_origins: frozenset = frozenset()  # (scheme, host, port) at any address
     endpoint_ca_bundle: str | None = None  # a PEM file of CAs for https endpoints
+    tiers: dict = field(default_factory=lambda: {"default": {}})  # tier -> limit -> number
 
     @classmethod
     def from_file(cls, path: Path) -> Policy:
@@ -124,7 +130,13 @@ class Policy:
         return cls(parts["defaults"], parts["caps"], USER, network,
                    _endpoint_keys(data.get("endpoint_keys") or {}, path),
                    _endpoint_origins(data.get("endpoint_origins"), path),
-                   _ca_bundle(data.get("endpoint_ca_bundle"), path))
+                   _ca_bundle(data.get("endpoint_ca_bundle"), path),
+                   _tiers(data.get("tiers"), path))
+
+    def tier(self, name: str) -> dict:
+        """The limits of a tier (none for a tier the policy no longer names: its users are
+        held to the default tier's)."""
+        return self.tiers.get(name, self.tiers.get("default", {}))
 
     def key_allowed(self, name: str, url: str) -> bool:
         """Whether the operator lets the key in variable `name` be sent to `url`: a URL read
@@ -165,6 +177,34 @@ class Policy:
                                   f"cap of {self.caps[key]:g}")
             out[key] = value
         return out
+
+
+def _tiers(given: object, path: Path) -> dict:
+    """`tiers:` checked: names of tiers, each mapping some of TIER_LIMITS to a whole number
+    (`upload_bytes` a size such as 1g)."""
+    if given is None:
+        return {"default": {}}
+    if not isinstance(given, dict):
+        raise ConfigError(f"{path}: tiers must map tier names to their limits")
+    tiers = {}
+    for name, limits in given.items():
+        if not isinstance(name, str) or not TIER_NAME.fullmatch(name):
+            raise ConfigError(f"{path}: tier name {str(name)[:40]!r}: lower-case letters, "
+                              f"digits, '_' and '-'")
+        if not isinstance(limits, dict) or set(limits) - set(TIER_LIMITS):
+            raise ConfigError(f"{path}: tiers.{name} must map some of "
+                              f"{', '.join(TIER_LIMITS)} to numbers")
+        tiers[name] = {}
+        for key, raw in limits.items():
+            try:
+                value = parse_memory(raw) if key == "upload_bytes" else raw
+            except UserError as exc:
+                raise ConfigError(f"{path}: tiers.{name}.{key}: {exc}") from None
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"{path}: tiers.{name}.{key} must be a whole number of at "
+                                  f"least 0, got {raw!r}")
+            tiers[name][key] = value
+    return {"default": {}, **tiers}
 
 
 _PORTS = {"http": 80, "https": 443}

@@ -93,16 +93,18 @@ def admin_group() -> None:
 @admin_group.command("user")
 @click.argument("action", type=click.Choice(["add"]))
 @click.argument("name")
+@click.option("--tier", default="default", show_default=True,
+              help="the user's tier: its limits are the operator's policy's (`tiers:`)")
 @click.option("--db", default=None, help=DB_HELP)
 @settings_options
-def admin_user(action, name, db, data_dir, workspace) -> None:
+def admin_user(action, name, tier, db, data_dir, workspace) -> None:
     """`user add NAME`: a user who may be given tokens."""
     from evaluator.service import accounts  # lazy: sqlalchemy, fastapi
     from evaluator.service import db as database  # lazy: sqlalchemy, fastapi
 
     configure(data_dir, workspace)
-    accounts.add_user(database.connect(db), name)
-    click.echo(f"user {name} added")
+    accounts.add_user(database.connect(db), name, tier)
+    click.echo(f"user {name} added (tier {tier})")
 
 
 @admin_group.command("token")
@@ -120,6 +122,28 @@ def admin_token(action, name, scope, db, data_dir, workspace) -> None:
 
     configure(data_dir, workspace)
     click.echo(accounts.create_token(database.connect(db), name, scope))
+
+
+@admin_group.command("rerun")
+@click.option("--stale", is_flag=True, required=True,
+              help="the cells whose results are stale: their test set's bytes or their "
+                   "scorer changed since")
+@click.option("--db", default=None, help=DB_HELP)
+@settings_options
+def admin_rerun(stale, db, data_dir, workspace) -> None:
+    """Queue again, as new jobs of the same submissions, the finished jobs whose results are
+    stale; their old results stay in the store."""
+    from evaluator.service import cells  # lazy: sqlalchemy, fastapi
+    from evaluator.service import db as database  # lazy: sqlalchemy, fastapi
+    from evaluator.store.store import Store  # lazy: sqlalchemy, fastapi
+
+    configure(data_dir, workspace)
+    queued, found = cells.rerun_stale(database.connect(db), Store.open_default())
+    for row, why in found.unplannable:
+        console.warn(f"job {row['id']} ({row['bundle']} x {row['testset']}) cannot be planned "
+                     f"again: {why}")
+    click.echo(f"{len(queued)} stale jobs queued again"
+               + (f": {', '.join(map(str, queued))}" if queued else ""))
 
 
 def _client(server: str | None, token: str | None):

@@ -216,7 +216,8 @@ def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
             left.append(job)
             continue
         report.outcomes.append(Outcome(job, result=hit))
-        progress(f"[{len(report.outcomes)}/{len(jobs)}] {job.label}: ok (stored)")
+        progress(f"[{len(report.outcomes)}/{len(jobs)}] {job.label}: ok (stored) | running "
+                 f"0, failed 0, eta -")  # found cells say nothing of the time left
         ended(report.outcomes[-1])
     prepare_first(left, runner, store, rerun=bool(options.get("rerun")),
                   mirrors=options.get("mirrors"), parallel=parallel, say=progress)

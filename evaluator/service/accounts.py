@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine, insert, select
 
+from evaluator.bundles import policy
 from evaluator.core.errors import UserError
 from evaluator.service.db import tokens, users
 
@@ -24,22 +25,27 @@ class Account:
     user_id: int
     name: str
     scope: str
+    tier: str = "default"
 
 
 def digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def add_user(engine: Engine, name: str) -> int:
-    """A new user; a one-line error for a name taken or not a plain name."""
+def add_user(engine: Engine, name: str, tier: str = "default") -> int:
+    """A new user of a tier (its limits: the operator's policy, `tiers:`); a one-line error
+    for a name taken or not a plain name, or a tier the policy does not name."""
     if not NAME.match(name):
         raise UserError(f"user name {name!r}: lower-case letters, digits, '.', '_' and '-', "
                         f"at most 64")
+    known = policy.current().tiers
+    if tier not in known:
+        raise UserError(f"tier {tier!r}: the operator's policy names {', '.join(sorted(known))}")
     with engine.begin() as conn:
         if conn.execute(select(users.c.id).where(users.c.name == name)).first():
             raise UserError(f"user {name!r} exists already")
-        return conn.execute(insert(users).values(name=name, created_at=time.time())) \
-            .inserted_primary_key[0]
+        return conn.execute(insert(users).values(name=name, tier=tier,
+                                                 created_at=time.time())).inserted_primary_key[0]
 
 
 def create_token(engine: Engine, name: str, scope: str = "submit") -> str:
@@ -60,7 +66,7 @@ def account_of(engine: Engine, token: str) -> Account | None:
     """Who a token belongs to, or None."""
     with engine.connect() as conn:
         row = conn.execute(
-            select(users.c.id, users.c.name, tokens.c.scope)
+            select(users.c.id, users.c.name, tokens.c.scope, users.c.tier)
             .join(tokens, tokens.c.user_id == users.c.id)
             .where(tokens.c.sha256 == digest(token))).first()
-    return None if row is None else Account(row.id, row.name, row.scope)
+    return None if row is None else Account(row.id, row.name, row.scope, row.tier)

@@ -19,7 +19,9 @@
                                      `/` leads there
 
 A request that changes or reads a submission carries a token in `Authorization: Bearer`; a
-token anywhere in the URL is refused (URLs end up in logs). Errors are one line, in
+token anywhere in the URL is refused (URLs end up in logs). A submission past the user's
+tier's daily limit is a 429 with Retry-After and one line saying which limit
+(`service.quotas`). Errors are one line, in
 `{"detail": ...}`. Cells are planned by the one evaluation entry's steps (`api.evaluation`:
 an id that names no bundle or test set is a 422); a cell the store holds is answered at once.
 """
@@ -43,7 +45,7 @@ from evaluator.core.errors import UserError
 from evaluator.core.files import run_tempdir
 from evaluator.data import testsets
 from evaluator.pipeline.cell import stored_result
-from evaluator.service import accounts, queue, uploads
+from evaluator.service import accounts, queue, quotas, uploads
 from evaluator.service.pages import Pages
 from evaluator.store.store import Store
 
@@ -118,6 +120,8 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None) -> Fast
                     if received > uploads.ARCHIVE_CAP:
                         raise HTTPException(413, f"the archive is larger than "
                                                  f"{uploads.ARCHIVE_CAP >> 20} MiB")
+                    if over := quotas.upload_over(who.tier, received):
+                        raise HTTPException(413, over.line)
                     out.write(chunk)
             try:
                 bundle = await run_in_threadpool(uploads.store_upload, archive,
@@ -129,6 +133,9 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None) -> Fast
 
     @app.post("/v1/submissions", status_code=201)
     def submit(body: Submission, who: Caller) -> dict:
+        if over := quotas.submission_over(engine, who.user_id, who.tier):
+            raise HTTPException(429, over.line,
+                                headers={"Retry-After": str(over.retry_after_s)})
         config = EvaluationConfig(bundles=(body.bundle,), testsets=tuple(body.testsets),
                                   limit=body.limit, seed=body.seed)
         folder = None

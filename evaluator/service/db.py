@@ -40,6 +40,7 @@ users = Table(
     Column("id", Integer, primary_key=True),
     Column("name", String(64), unique=True, nullable=False),
     Column("created_at", Float, nullable=False),
+    Column("tier", String(32), nullable=False, server_default="default"),  # policy's `tiers`
 )
 
 tokens = Table(

@@ -69,6 +69,31 @@ def submit(engine: Engine, user_id: int, cells: list[tuple[str, str, dict]],
     return submission, ids
 
 
+def requeue(engine: Engine, earlier: list[dict], note: str) -> list[int]:
+    """New jobs asking again for the cells of `earlier` jobs (rows of the jobs table), each in
+    the same submission, for the same user; the earlier jobs and their results stay. Their
+    ids, in order."""
+    now = time.time()
+    ids = []
+    with engine.begin() as conn:
+        for row in earlier:
+            job_id = conn.execute(insert(jobs).values(
+                submission=row["submission"], user_id=row["user_id"], bundle=row["bundle"],
+                folder=row["folder"], testset=row["testset"], options=row["options"],
+                gpus=row["gpus"], state="queued", attempts=0, created_at=now,
+                updated_at=now)).inserted_primary_key[0]
+            _event(conn, job_id, "queued", note=f"{note} (job {row['id']})")
+            ids.append(job_id)
+    return ids
+
+
+def every_job(engine: Engine) -> list[dict]:
+    """Every job, oldest first."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(jobs).order_by(jobs.c.id)).mappings().all()
+    return [dict(r) for r in rows]
+
+
 def claim(engine: Engine, worker: str, lease_s: float = LEASE_SECONDS,
           per_user: int | None = None, gpus: int = 0) -> Claimed | None:
     """The next job to run (queued, or running under a lease that lapsed), now this worker's

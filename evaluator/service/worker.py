@@ -9,15 +9,14 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from pathlib import Path
+from dataclasses import asdict
 
 from sqlalchemy import Engine
 
-from evaluator.api.evaluation import EvaluationConfig, evaluate
-from evaluator.bundles import spec as bundles
+from evaluator.api.evaluation import evaluate
 from evaluator.core.errors import UserError, failure_class_of
 from evaluator.pipeline.cell import Renewal
-from evaluator.service import queue
+from evaluator.service import cells, queue
 from evaluator.store.store import Store
 
 
@@ -29,14 +28,11 @@ def run_job(engine: Engine, store: Store, job: queue.Claimed, worker: str, runne
             lease_s: float) -> str:
     """Evaluate the claimed job's cell and end the job; the state it ended in (or "lost"
     when another worker holds it now)."""
-    options = {k: v for k, v in job.options.items() if k in ("limit", "seed")}
-    config = EvaluationConfig(bundles=(job.bundle,), testsets=(job.testset,), runner=runner,
-                              **options)
     # the job's lease renewed while its cell runs; a lost lease stops renewing (finish then
     # finds another worker holds the job)
     with Renewal(lease_s / 4, lambda: queue.renew(engine, job.id, worker, lease_s)):
         try:
-            chosen = [bundles.from_folder(Path(job.folder))] if job.folder else None
+            config, chosen = cells.request(asdict(job), store, runner)
             done = evaluate(config, store, chosen=chosen)
         except UserError as error:  # an id that no longer resolves, a set unreadable
             ended = queue.finish(engine, job.id, worker, failure_class=failure_class_of(error),

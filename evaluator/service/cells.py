@@ -1,0 +1,77 @@
+"""What a job asks for, read one way for the worker that runs it and for the check of stale
+results (`request`); and results gone stale: a finished job whose cell, planned today, has
+another key than the result it ended with (its test set's bytes or its scorer's version
+changed: the key holds both; a bundle is named by its id or by its upload, whose bytes do
+not change). `qashift admin rerun --stale` asks for exactly those cells again, as new jobs
+of the same submissions; the old results stay in the store, under their own keys."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from evaluator.api.evaluation import EvaluationConfig, plan_cells, resolve
+from evaluator.bundles import spec as bundles
+from evaluator.bundles.spec import Bundle
+from evaluator.core.errors import UserError
+from evaluator.jobs.job import Job
+from evaluator.service import queue
+from evaluator.store.store import Store
+
+
+def request(row: dict, store: Store, runner: str = "auto"
+            ) -> tuple[EvaluationConfig, list[Bundle]]:
+    """The evaluation a job (a row of the jobs table, or a claimed job's fields) asks for: its
+    config (its cell's sample options only) and its bundle, resolved today (an upload from its
+    folder). A bundle that no longer resolves is a UserError."""
+    given = json.loads(row["options"]) if isinstance(row["options"], str) else row["options"]
+    options = {k: v for k, v in given.items() if k in ("limit", "seed")}
+    config = EvaluationConfig(bundles=(row["bundle"],), testsets=(row["testset"],),
+                              runner=runner, **options)
+    chosen = [bundles.from_folder(Path(row["folder"]))] if row["folder"] else \
+        resolve(config, store)
+    return config, chosen
+
+
+def todays_cell(row: dict, store: Store) -> Job | None:
+    """The cell a job asks for, as it is planned today; None when it applies no more."""
+    config, chosen = request(row, store)
+    cells, _ = plan_cells(config, chosen)
+    return cells[0] if cells else None
+
+
+@dataclass
+class Staleness:
+    stale: list[dict]  # finished jobs whose result is not today's cell's
+    unplannable: list[tuple[dict, str]]  # finished jobs whose cell cannot be planned now: why
+
+
+def stale_jobs(engine: Engine, store: Store) -> Staleness:
+    """The finished jobs whose results are stale: of each cell of a submission, its newest
+    job only, and only once that has finished (a cell a re-run already asks for again is
+    not stale twice)."""
+    found = Staleness([], [])
+    newest: dict[tuple, dict] = {}
+    for row in queue.every_job(engine):
+        newest[row["submission"], row["bundle"], row["folder"], row["testset"],
+               row["options"]] = row
+    for row in (r for r in newest.values() if r["state"] == "finished"):
+        try:
+            cell = todays_cell(row, store)
+        except UserError as error:
+            found.unplannable.append((row, str(error)))
+            continue
+        if cell is None:
+            found.unplannable.append((row, "it applies no more"))
+        elif cell.key != row["result_key"]:
+            found.stale.append(row)
+    return found
+
+
+def rerun_stale(engine: Engine, store: Store) -> tuple[list[int], Staleness]:
+    """Queue the stale jobs' cells again (`queue.requeue`); the new jobs' ids."""
+    found = stale_jobs(engine, store)
+    return queue.requeue(engine, found.stale, "re-run: its result is stale"), found

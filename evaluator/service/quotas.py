@@ -1,0 +1,65 @@
+"""What a user may still submit: the limits of the user's tier (the operator's policy,
+`tiers:`), counted from the jobs table. A submission counts against the day's limit unless
+the platform failed it: when every job of it ended failed for a cause of the platform's (a
+node lost, the runner or the evaluator failing, the data unobtainable), the submitter is not
+charged; a job that failed through the submission (a non-zero exit, a timeout, malformed
+predictions) and a job the submitter cancelled count."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import Engine, select
+
+from evaluator.bundles import policy
+from evaluator.service.db import jobs
+
+DAY_S = 86400.0
+PLATFORM_FAILURES = frozenset({"cancelled", "runner-error", "internal-error",
+                               "data-unavailable", "no-gpu"})
+
+
+@dataclass(frozen=True)
+class Over:
+    """A limit reached: the line that says which, and the seconds until it frees."""
+    line: str
+    retry_after_s: int
+
+
+def counted_submissions(engine: Engine, user_id: int, since: float) -> list[float]:
+    """When each of the user's submissions made since `since` was made, oldest first, leaving
+    out those the platform failed."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(jobs.c.submission, jobs.c.created_at, jobs.c.state,
+                                   jobs.c.failure_class)
+                            .where(jobs.c.user_id == user_id, jobs.c.created_at >= since))
+        by_submission: dict[str, list] = {}
+        for row in rows:
+            by_submission.setdefault(row.submission, []).append(row)
+    return sorted(min(r.created_at for r in found) for found in by_submission.values()
+                  if not all(r.state == "failed" and r.failure_class in PLATFORM_FAILURES
+                             for r in found))
+
+
+def submission_over(engine: Engine, user_id: int, tier: str,
+                    now: float | None = None) -> Over | None:
+    """Whether one more submission would pass the tier's daily limit: None, or what is over."""
+    limit = policy.current().tier(tier).get("submissions_per_day")
+    if limit is None:
+        return None
+    now = time.time() if now is None else now
+    made = counted_submissions(engine, user_id, now - DAY_S)
+    if len(made) < limit:
+        return None
+    frees = made[len(made) - limit] + DAY_S - now if limit else DAY_S
+    return Over(f"{len(made)} of {limit} submissions today (tier {tier}); the next is "
+                f"possible in {max(1, round(frees / 60))} min", max(1, int(frees) + 1))
+
+
+def upload_over(tier: str, size: int) -> Over | None:
+    """Whether an upload of `size` bytes is over the tier's limit."""
+    limit = policy.current().tier(tier).get("upload_bytes")
+    if limit is None or size <= limit:
+        return None
+    return Over(f"the upload is over the {limit:,} bytes of tier {tier}", 0)

@@ -1,0 +1,80 @@
+"""Quotas: a user's tier (the operator's policy, `tiers:`) limits the submissions a day; the
+one over the limit gets 429, Retry-After and one line saying which limit; a submission the
+platform failed is not charged, one that failed through the submission is."""
+
+from __future__ import annotations
+
+import signal
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from evaluator.bundles import policy
+from evaluator.cli.main import main
+from evaluator.core.errors import ConfigError
+from evaluator.service import db, queue
+from tests.service.test_service import start_server
+
+
+@pytest.fixture
+def student(database, tmp_path, monkeypatch) -> tuple[str, str]:
+    """A user of a tier of 3 submissions a day, and her token; (database URL, token)."""
+    path = tmp_path / "policy.yaml"
+    path.write_text("tiers:\n  student: {submissions_per_day: 3, upload_bytes: 1k}\n")
+    monkeypatch.setenv("QASHIFT_POLICY", str(path))
+    made = CliRunner().invoke(main, ["admin", "user", "add", "bob", "--tier", "student"])
+    assert made.exit_code == 0, made.output
+    token = CliRunner().invoke(main, ["admin", "token", "create", "bob"]).output.strip()
+    return database[0], token
+
+
+def test_the_submission_past_the_tiers_limit_is_a_429_and_the_platforms_failures_are_free(
+        student, workspace):
+    url, token = student
+    proc, base = start_server(url)
+    try:
+        def submit() -> httpx.Response:
+            return httpx.post(f"{base}/v1/submissions", trust_env=False, timeout=60,
+                              json={"bundle": "bert-ensemble", "testsets": ["squad-dev"]},
+                              headers={"Authorization": f"Bearer {token}"})
+
+        assert [submit().status_code for _ in range(3)] == [201] * 3
+        over = submit()
+        assert over.status_code == 429
+        assert over.json()["detail"].startswith("3 of 3 submissions today (tier student); "
+                                                "the next is possible in ")
+        assert 0 < int(over.headers["retry-after"]) <= 86400
+        engine = db.connect(url)
+        job = queue.claim(engine, "w1")  # the node running it is lost: the platform's doing
+        assert queue.finish(engine, job.id, "w1", failure_class="cancelled", message="node lost")
+        assert submit().status_code == 201  # not charged for it
+        job = queue.claim(engine, "w1")  # this one exits 1: the submission's doing
+        assert queue.finish(engine, job.id, "w1", failure_class="nonzero-exit", message="exit 1")
+        assert submit().status_code == 429
+        big = httpx.post(f"{base}/v1/bundles", content=b"x" * 4096, trust_env=False,
+                         headers={"Authorization": f"Bearer {token}"})
+        assert big.status_code == 413 and "1,024 bytes of tier student" in big.json()["detail"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize("tiers, problem", [
+    ("[1, 2]", "tiers must map tier names to their limits"),
+    ("{Big: {}}", "tier name 'Big'"),
+    ("{a: {per_hour: 3}}", "tiers.a must map some of submissions_per_day, upload_bytes"),
+    ("{a: {submissions_per_day: -1}}", "tiers.a.submissions_per_day must be a whole number"),
+    ("{a: {submissions_per_day: true}}", "tiers.a.submissions_per_day must be a whole number"),
+])
+def test_a_bad_tier_in_the_policy_is_one_line(tmp_path, tiers, problem):
+    path = tmp_path / "policy.yaml"
+    path.write_text(f"tiers: {tiers}\n")
+    with pytest.raises(ConfigError, match=problem.replace("(", r"\(")):
+        policy.Policy.from_file(path)
+
+
+def test_a_user_of_a_tier_the_policy_does_not_name_is_refused(database):
+    refused = CliRunner().invoke(main, ["admin", "user", "add", "carol", "--tier", "gold"])
+    assert refused.exit_code != 0 and "tier 'gold': the operator's policy names default" \
+        in refused.output
