@@ -14,6 +14,9 @@
     GET  /v1/jobs/{id}/log           the log of the job's run, as text, once it has ended
     POST /v1/jobs/{id}/cancel        cancel a job that has not ended
     GET  /v1/results                 every cell's result as it is today (`api.Results`)
+    GET  /pages/submissions/{id}     a submission's page: its jobs' states, results with
+                                     intervals, and provenance (the id is its key: anyone
+                                     given the link sees it)
     GET  /pages/...                  the results store's site (leaderboards, test sets, models,
                                      logs), rebuilt when the store changes (`service.pages`);
                                      `/` leads there
@@ -28,12 +31,18 @@ an id that names no bundle or test set is a 422); a cell the store holds is answ
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import FileResponse, PlainTextResponse, RedirectResponse
+from fastapi.responses import (
+    FileResponse,
+    HTMLResponse,
+    PlainTextResponse,
+    RedirectResponse,
+)
 from pydantic import BaseModel, Field
 from sqlalchemy import Engine
 
@@ -47,6 +56,7 @@ from evaluator.data import testsets
 from evaluator.pipeline.cell import stored_result
 from evaluator.service import accounts, queue, quotas, uploads
 from evaluator.service.pages import Pages
+from evaluator.service.pages import submission_page as render_submission
 from evaluator.store.store import Store
 
 URL_TOKENS = ("token", "access_token", "api_key", "key")  # never accepted in a URL
@@ -159,7 +169,8 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None) -> Fast
         submission, ids = queue.submit(engine, who.user_id, [
             (job.bundle.id, job.testset.id, job.options) for job in cells], stored,
             str(folder) if folder else None, int(cells[0].bundle.resources.get("gpus") or 0))
-        return {"submission": submission, "jobs": ids}
+        return {"submission": submission, "jobs": ids,
+                "page": f"/pages/submissions/{submission}"}
 
     @app.get("/v1/submissions/{submission}")
     def submission_state(submission: str,
@@ -214,6 +225,15 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None) -> Fast
     @app.get("/", include_in_schema=False)
     def home() -> RedirectResponse:
         return RedirectResponse("/pages/index.html")
+
+    @app.get("/pages/submissions/{submission}", include_in_schema=False,
+             response_class=HTMLResponse)
+    def submission_page(submission: str) -> str:
+        found = queue.submission_jobs(engine, submission) \
+            if re.fullmatch(r"[0-9a-f]{16}", submission) else []
+        if not found:
+            raise HTTPException(404, "no such submission")
+        return render_submission(submission, found, store)
 
     @app.get("/pages/{path:path}", include_in_schema=False)
     def page(path: str) -> FileResponse:

@@ -7,12 +7,16 @@ site. Before the first build ends there is nothing to show: 503 with Retry-After
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 from evaluator.core import console
 from evaluator.core.errors import UserError
+from evaluator.pipeline.cell import stored_result
+from evaluator.service.queue import ENDED
 from evaluator.store.store import Store
 
 
@@ -62,3 +66,33 @@ class Pages:
             self.problem = f"{type(error).__name__}: {error}"
             console.warn(f"the pages could not be built: {self.problem}")
         self.built_for = state
+
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def submission_page(submission: str, jobs: list[dict], store: Store) -> str:
+    """A submission's page: each job's state and result with its intervals, and where each
+    result came from (the bundle's digest, the test set's bytes, the scorer's and qashift's
+    versions, the runner, the worker, the times)."""
+    import jinja2  # lazy: only the pages need templates
+
+    shown = []
+    for job in jobs:
+        row = store.get(job["result_key"]) if job["result_key"] else None
+        record = json.loads(row["run_record"]) if row else {}
+        software = (record.get("details") or {}).get("provenance") or {}
+        shown.append({**job, "result": stored_result(store, row).to_dict() if row else None,
+                      "bundle_digest": row and row["bundle_digest"],
+                      "testset_sha256": row and row["testset_sha256"],
+                      "scorer": row and row["scorer_version"], "runner": row and row["runner"],
+                      "qashift": software.get("qashift"), "queued": _utc(job["created_at"]),
+                      "ended": _utc(job["updated_at"]) if job["state"] in ENDED else None})
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
+                             autoescape=True, undefined=jinja2.StrictUndefined)
+    return env.get_template("submission.html.j2").render(
+        submission=submission, jobs=shown, done=all(j["state"] in ENDED for j in jobs))
+
+
+def _utc(when: float) -> str:
+    return datetime.fromtimestamp(when, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -134,6 +134,12 @@ def test_a_submission_over_http_gives_the_numbers_evaluate_gives(server, workspa
     with pytest.raises(Exception, match=r"answered 409: job \d+ has ended \(finished\)"):
         client.cancel(job["id"])
     assert len(Store(workspace).results()) == 1
+    # the submission's own page: its job, result with intervals, and provenance
+    page = httpx.get(f"{base}/pages/submissions/{again['submission']}", trust_env=False).text
+    assert "86.206 [" in page and "92.196 [" in page and cli["key"] not in page
+    assert f"<code>{Store(workspace).results()[0]['bundle_digest']}</code>" in page
+    assert httpx.get(f"{base}/pages/submissions/0123456789abcdef",
+                     trust_env=False).status_code == 404
     # the store's site, served live: built once the store holds the result
     page = served_page(base, "/pages/testsets/squad-dev.html")
     assert "BERT (ensemble)" in page and "86.206" in page and "92.196" in page
