@@ -25,7 +25,7 @@ from evaluator.cli.main import evaluate_cmd
 from evaluator.service import accounts, db, queue
 from evaluator.service.client import Client
 from evaluator.store.store import Store
-from tests.conftest import FIRST_WORD, SLURM, tiny_registry
+from tests.conftest import FIRST_WORD, REPO, SLURM, tiny_registry
 from tests.runners.test_slurm import cluster  # noqa: F401 - the fixture
 from tests.support.generative import (
     Loopback,
@@ -107,10 +107,11 @@ def test_a_submission_over_http_gives_the_numbers_evaluate_gives(server, workspa
     base, url, token = server
     running = worker()
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "evaluator", "remote", "submit", "bert-ensemble", "-t",
-             "squad-dev", "--wait", "--json", "--server", base, "--token", token],
-            env=os.environ.copy(), capture_output=True, text=True, timeout=DEADLINE_S * 5)
+        done = subprocess.run(  # the predictions bundle's folder, uploaded
+            [sys.executable, "-m", "evaluator", "remote", "submit", "submissions/bert-ensemble",
+             "-t", "squad-dev", "--wait", "--json", "--server", base, "--token", token],
+            env=os.environ.copy(), capture_output=True, text=True, timeout=DEADLINE_S * 5,
+            cwd=REPO)
     finally:
         running.send_signal(signal.SIGTERM)
         running.wait(timeout=30)
