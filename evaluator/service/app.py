@@ -53,8 +53,7 @@ from evaluator.bundles import spec as bundles
 from evaluator.core.errors import UserError
 from evaluator.core.files import run_tempdir
 from evaluator.data import testsets
-from evaluator.pipeline.cell import stored_result
-from evaluator.service import accounts, queue, quotas, uploads
+from evaluator.service import accounts, cells, queue, quotas, uploads
 from evaluator.service.pages import Pages
 from evaluator.service.pages import submission_page as render_submission
 from evaluator.store.store import Store
@@ -101,10 +100,7 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None) -> Fast
     def shown(job: dict) -> dict:
         out = {k: job[k] for k in ("id", "submission", "bundle", "testset", "state",
                                    "attempts", "failure_class", "message")}
-        row = store.get(job["result_key"]) if job["result_key"] else None
-        out["result"] = stored_result(store, row).to_dict() if row else None
-        if out["result"]:
-            out["result"].pop("predictions")  # a path on the server's disk
+        _, out["result"] = cells.job_result(job, store)
         return out
 
     @app.get("/v1/healthz")

@@ -18,6 +18,7 @@ from evaluator.bundles import spec as bundles
 from evaluator.bundles.spec import Bundle
 from evaluator.core.errors import UserError
 from evaluator.jobs.job import Job
+from evaluator.pipeline.cell import stored_result
 from evaluator.service import queue
 from evaluator.store.store import Store
 
@@ -34,6 +35,17 @@ def request(row: dict, store: Store, runner: str = "auto"
     chosen = [bundles.from_folder(Path(row["folder"]))] if row["folder"] else \
         resolve(config, store)
     return config, chosen
+
+
+def job_result(job: dict, store: Store) -> tuple[dict | None, dict | None]:
+    """A job's stored result row and its result as `evaluate --json` prints it, less the
+    predictions' path on the server's disk; (None, None) while it has none."""
+    row = store.get(job["result_key"]) if job["result_key"] else None
+    if row is None:
+        return None, None
+    result = stored_result(store, row).to_dict()
+    result.pop("predictions")
+    return row, result
 
 
 def todays_cell(row: dict, store: Store) -> Job | None:

@@ -30,14 +30,18 @@ class Client:
         self.http = httpx.Client(base_url=self.server, timeout=timeout_s, trust_env=False,
                                  headers={"Authorization": f"Bearer {token}"})
 
-    def _call(self, method: str, path: str, **kwargs) -> dict | list:
+    def _send(self, method: str, path: str, **kwargs) -> httpx.Response:
+        """The server's reply; its error, or no reply, as one line."""
         try:
             reply = self.http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise UserError(f"{self.server}: {type(exc).__name__}: {exc}") from None
         if reply.status_code >= 400:
             raise UserError(f"{self.server} answered {reply.status_code}: {_detail(reply)}")
-        return reply.json()
+        return reply
+
+    def _call(self, method: str, path: str, **kwargs) -> dict | list:
+        return self._send(method, path, **kwargs).json()
 
     def submit(self, bundle: str, testsets: list[str], limit: int | None = None,
                seed: int = 0, upload: str | None = None) -> dict:
@@ -62,14 +66,7 @@ class Client:
         return self._call("GET", f"/v1/jobs/{job_id}")
 
     def log(self, job_id: int) -> str:
-        try:
-            reply = self.http.get(f"/v1/jobs/{job_id}/log")
-        except httpx.HTTPError as exc:
-            raise UserError(f"{self.server}: {type(exc).__name__}: {exc}") from None
-        if reply.status_code >= 400:
-            raise UserError(f"{self.server} answered {reply.status_code}: "
-                            f"{_detail(reply)}")
-        return reply.text
+        return self._send("GET", f"/v1/jobs/{job_id}/log").text
 
     def cancel(self, job_id: int) -> dict:
         return self._call("POST", f"/v1/jobs/{job_id}/cancel")

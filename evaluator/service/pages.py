@@ -15,7 +15,7 @@ from pathlib import Path
 
 from evaluator.core import console
 from evaluator.core.errors import UserError
-from evaluator.pipeline.cell import stored_result
+from evaluator.service import cells
 from evaluator.service.queue import ENDED
 from evaluator.store.store import Store
 
@@ -50,12 +50,6 @@ class Pages:
                 self._building.start()
         return (self.folder / "index.html").is_file()
 
-    def wait(self, timeout_s: float) -> None:
-        """Until the rebuild under way (if any) ends."""
-        building = self._building
-        if building is not None:
-            building.join(timeout_s)
-
     def _build(self, state: tuple) -> None:
         try:
             self.build(self.folder)
@@ -79,10 +73,10 @@ def submission_page(submission: str, jobs: list[dict], store: Store) -> str:
 
     shown = []
     for job in jobs:
-        row = store.get(job["result_key"]) if job["result_key"] else None
+        row, result = cells.job_result(job, store)
         record = json.loads(row["run_record"]) if row else {}
         software = (record.get("details") or {}).get("provenance") or {}
-        shown.append({**job, "result": stored_result(store, row).to_dict() if row else None,
+        shown.append({**job, "result": result,
                       "bundle_digest": row and row["bundle_digest"],
                       "testset_sha256": row and row["testset_sha256"],
                       "scorer": row and row["scorer_version"], "runner": row and row["runner"],
