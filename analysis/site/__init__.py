@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -111,11 +111,12 @@ STORE_SOURCE = "our results store (official SQuAD v1.1 scoring of our own runs)"
 
 
 def build_from_store(out: Path | str, *, n_boot: int = fits_mod.DEFAULT_BOOT,
-                     seed: int = fits_mod.DEFAULT_SEED, approach_level: dict | None = None
-                     ) -> Path:
+                     seed: int = fits_mod.DEFAULT_SEED, approach_level: dict | None = None,
+                     exclude: Collection[str] = ()) -> Path:
     """The site of the workspace's results store (`qashift report --source store`, and the
-    pages the service serves): its results, runs, failures and logs; index.html's path."""
-    records, runs, labels = store_inputs()
+    pages the service serves): its results, runs, failures and logs, less the test sets in
+    `exclude`; index.html's path."""
+    records, runs, labels = store_inputs(exclude)
     df = load_source("store", store_records=records)
     if df.empty and not runs.failures:
         raise UserError("no results in the store: run `evaluate` first, or use --source "

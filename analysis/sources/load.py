@@ -4,7 +4,7 @@ Errors are UserErrors: the command prints them in one line."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -129,14 +129,16 @@ def per_question_scores(store: Store) -> list[SystemScores]:
     return [SystemScores(b, scores) for b, scores in by_system.items()]
 
 
-def store_inputs() -> tuple[list[dict], RunInfo, dict[str, str]]:
-    """Records (each with its test set's reference), run info and test-set names."""
+def store_inputs(exclude: Collection[str] = ()) -> tuple[list[dict], RunInfo, dict[str, str]]:
+    """Records (each with its test set's reference), run info and test-set names, less those
+    of the test sets in `exclude` (a hosted benchmark's sets whose results are not shown)."""
     store = Store.open_default()
     if not store.exists():
         raise UserError(f"no results store at {store.db_path}: run `evaluate` first, or use "
                         f"--source squadshifts-published")
-    records = store_records_of(store)
-    failures = [f for f in store.failures() if not is_sample(f)]  # a sample is no cell's
+    records = [r for r in store_records_of(store) if r["testset"] not in exclude]
+    failures = [f for f in store.failures()  # a sample is no cell's
+                if not is_sample(f) and f["testset"] not in exclude]
     labels, refs = {}, {}
     for t in sorted({r["testset"] for r in (*records, *failures)}):
         try:

@@ -36,7 +36,15 @@ def serve_command(host, port, db, data_dir, workspace) -> None:
     store = Store.open_default()
     console.say(f"serving on http://{host}:{port} (database {engine.url.render_as_string()}, "
                 f"store {store.workspace})")
-    pages = Pages(store, store.workspace / "service-pages", _store_site)
+    from evaluator.service.boards import withheld  # lazy: sqlalchemy
+    from evaluator.service.scoring import Scorer  # lazy: sqlalchemy
+
+    def hidden_now() -> tuple:
+        return tuple(sorted(withheld(engine)))
+
+    pages = Pages(store, store.workspace / "service-pages",
+                  lambda folder: _store_site(folder, hidden_now()), also=hidden_now)
+    Scorer(engine, store).start()  # hidden test sets' runs are scored here, where the gold is
     uvicorn.run(app.create_app(engine, store, pages), host=host, port=port,
                 log_level="warning", lifespan="off")  # no startup hooks: Ctrl-C ends it quietly
 
@@ -44,12 +52,13 @@ def serve_command(host, port, db, data_dir, workspace) -> None:
 PAGES_BOOTSTRAP = 200  # resamples for the fits' bands: pages are rebuilt often, `report` once
 
 
-def _store_site(folder: Path) -> None:
-    """The results store's site, as `report --source store` writes it, for the served pages."""
+def _store_site(folder: Path, exclude: tuple[str, ...] = ()) -> None:
+    """The results store's site, as `report --source store` writes it, for the served pages,
+    less the test sets whose results are withheld now."""
     from analysis import site  # lazy: pandas, matplotlib
 
     try:
-        site.build_from_store(folder, n_boot=PAGES_BOOTSTRAP)
+        site.build_from_store(folder, n_boot=PAGES_BOOTSTRAP, exclude=exclude)
     except site.SiteError as error:
         raise UserError(str(error)) from None
 
@@ -122,6 +131,61 @@ def admin_token(action, name, scope, db, data_dir, workspace) -> None:
 
     configure(data_dir, workspace)
     click.echo(accounts.create_token(database.connect(db), name, scope))
+
+
+@admin_group.group("testset", cls=Group)
+def admin_testset() -> None:
+    """Hidden test sets and each set's rules (visibility, daily limit)."""
+
+
+@admin_testset.command("add")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--hidden", is_flag=True, required=True,
+              help="keep its gold answers in the service: workers get the answer-free input")
+@click.option("--inputs-may-leave", is_flag=True,
+              help="let endpoint bundles send its inputs to their servers")
+@click.option("--db", default=None, help=DB_HELP)
+@settings_options
+def admin_testset_add(folder, hidden, inputs_may_leave, db, data_dir, workspace) -> None:
+    """Add (or replace the data of) a hidden test set from FOLDER (a testset.yaml and its
+    data file), copied where only the server's scoring reads it."""
+    from evaluator.service import boards  # lazy: sqlalchemy
+    from evaluator.service import db as database  # lazy: sqlalchemy, fastapi
+    from evaluator.store.store import Store  # lazy: sqlalchemy, fastapi
+
+    configure(data_dir, workspace)
+    found = boards.add_hidden(database.connect(db), folder, Store.open_default().workspace,
+                              inputs_may_leave=inputs_may_leave)
+    click.echo(f"hidden test set {found.id} added ({found.questions} questions, sha256 "
+               f"{found.sha256[:12]})")
+
+
+@admin_testset.command("rules")
+@click.argument("testset")
+@click.option("--visibility", type=click.Choice(["public", "after", "admins"]), default=None,
+              help="who sees its results: everyone, everyone after --after, its organisers")
+@click.option("--after", "after", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M"]),
+              default=None, help="visibility 'after': the date (UTC) its results are shown")
+@click.option("--daily-limit", type=click.IntRange(0), default=None,
+              help="submissions a user may make to it a day")
+@click.option("--inputs-may-leave/--inputs-stay", default=None,
+              help="whether endpoint bundles may send a hidden set's inputs out")
+@click.option("--db", default=None, help=DB_HELP)
+@settings_options
+def admin_testset_rules(testset, visibility, after, daily_limit, inputs_may_leave, db,
+                        data_dir, workspace) -> None:
+    """Set (or show) a test set's rules."""
+    import calendar
+
+    from evaluator.service import boards  # lazy: sqlalchemy
+    from evaluator.service import db as database  # lazy: sqlalchemy, fastapi
+
+    configure(data_dir, workspace)
+    when = float(calendar.timegm(after.timetuple())) if after else None
+    found = boards.set_rules(database.connect(db), testset, visibility=visibility,
+                             visible_after=when, daily_limit=daily_limit,
+                             inputs_may_leave=inputs_may_leave)
+    click.echo(json.dumps({k: v for k, v in vars(found).items() if k != "folder"}))
 
 
 @admin_group.command("rerun")

@@ -29,6 +29,7 @@ from evaluator.qa.prompting import GenerationSpec
 from evaluator.runners.base import GENERATIONS_FILE, Runner, RunRecord, RunRequest
 from evaluator.scoring.predictions import (
     MAX_ANSWER_CHARS,
+    Predictions,
     check_values,
     load_predictions,
 )
@@ -254,11 +255,26 @@ def score_run(job: Job, dataset: Dataset, store: Store, request: RunRequest, rec
     """A finished run's predictions read through the gate, scored and stored: the cell's
     result. RunFailure where its files are malformed."""
     # a --limit sample's predictions may still cover the whole set (stored files)
-    predictions = load_predictions(request.output_path, max(
+    predictions, generations = read_outputs(request, job.label, max(
         len(dataset.questions), job.testset.questions))
+    return score_outputs(job, dataset, store, predictions, generations, record, started,
+                         level, cluster)
+
+
+def read_outputs(request: RunRequest, label: str, questions: int
+                 ) -> tuple[Predictions, bytes | None]:
+    """A finished run's predictions and (a generative run's) generations, read through the
+    gate for a set of `questions`; RunFailure where they are malformed."""
+    return (load_predictions(request.output_path, questions),
+            _generations(request.output_dir / GENERATIONS_FILE, label, questions,
+                         request.bundle))
+
+
+def score_outputs(job: Job, dataset: Dataset, store: Store, predictions: Predictions,
+                  generations: bytes | None, record: RunRecord, started: float,
+                  level: float, cluster: str | None) -> CellResult:
+    """A run's gated outputs scored on `dataset` and stored: the cell's result."""
     predictions_bytes = predictions.raw  # what was scored, not the file read again
-    generations = _generations(request.output_dir / GENERATIONS_FILE, job.label, max(
-        len(dataset.questions), job.testset.questions), job.bundle)
     if predictions.oversize:
         warning = (f"warning: {len(predictions.oversize)} answer(s) longer than "
                    f"{MAX_ANSWER_CHARS:,} characters scored as wrong (first: "

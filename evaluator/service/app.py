@@ -47,13 +47,13 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Engine
 
 from evaluator import __version__
-from evaluator.api.evaluation import EvaluationConfig, plan_cells, resolve
+from evaluator.api.evaluation import EvaluationConfig, resolve
 from evaluator.api.results import Results
 from evaluator.bundles import spec as bundles
 from evaluator.core.errors import UserError
 from evaluator.core.files import run_tempdir
 from evaluator.data import testsets
-from evaluator.service import accounts, cells, queue, quotas, uploads
+from evaluator.service import accounts, boards, cells, queue, quotas, uploads
 from evaluator.service.pages import Pages
 from evaluator.service.pages import submission_page as render_submission
 from evaluator.store.store import Store
@@ -97,10 +97,15 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None) -> Fast
         if job["user_id"] != who.user_id and who.scope != "admin":
             raise HTTPException(404, "no such submission")
 
-    def shown(job: dict) -> dict:
+    def shown(job: dict, who: accounts.Account) -> dict:
         out = {k: job[k] for k in ("id", "submission", "bundle", "testset", "state",
                                    "attempts", "failure_class", "message")}
-        _, out["result"] = cells.job_result(job, store)
+        rules = boards.rules_of(engine, job["testset"])
+        if rules.shown_to(who.scope == "admin"):
+            _, out["result"] = cells.job_result(job, store)
+        else:
+            out["result"] = None
+            out["result_hidden"] = boards.withheld_line(rules)
         return out
 
     @app.get("/v1/healthz")
@@ -154,17 +159,26 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None) -> Fast
                 chosen = [bundles.from_folder(folder)]
             else:
                 chosen = resolve(config, store)
-            cells, skipped = plan_cells(config, chosen)
+            planned, skipped = boards.plan(engine, config, chosen)
         except UserError as error:
             raise HTTPException(422, str(error)) from None
-        if not cells:
+        if not planned:
             raise HTTPException(422, "no cell applies: " + "; ".join(
                 f"{b} x {t}: {why}" for b, t, why in skipped))
-        stored = {i: row["key"] for i, job in enumerate(cells)
+        rules = boards.rules(engine)
+        for testset in {job.testset.id for job in planned}:
+            limit = rules.get(testset, boards.Rules(testset)).daily_limit
+            if over := quotas.testset_over(engine, who.user_id, testset, limit):
+                raise HTTPException(429, over.line,
+                                    headers={"Retry-After": str(over.retry_after_s)})
+        stored = {i: row["key"] for i, job in enumerate(planned)
                   if (row := store.get(job.key)) is not None}
+        blind = {i: (boards.blind_input(job, store), job.key) for i, job in enumerate(planned)
+                 if i not in stored and rules.get(job.testset.id, boards.Rules("")).hidden}
         submission, ids = queue.submit(engine, who.user_id, [
-            (job.bundle.id, job.testset.id, job.options) for job in cells], stored,
-            str(folder) if folder else None, int(cells[0].bundle.resources.get("gpus") or 0))
+            (job.bundle.id, job.testset.id, job.options) for job in planned], stored,
+            str(folder) if folder else None, int(planned[0].bundle.resources.get("gpus") or 0),
+            blind)
         return {"submission": submission, "jobs": ids,
                 "page": f"/pages/submissions/{submission}"}
 
@@ -175,7 +189,7 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None) -> Fast
         if not found:
             raise HTTPException(404, "no such submission")
         own(found[0], who)
-        return {"submission": submission, "jobs": [shown(job) for job in found],
+        return {"submission": submission, "jobs": [shown(job, who) for job in found],
                 "done": all(job["state"] in queue.ENDED for job in found)}
 
     def owned_job(job_id: int, who: accounts.Account) -> dict:
@@ -188,7 +202,7 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None) -> Fast
     @app.get("/v1/jobs/{job_id}")
     def job_state(job_id: int, who: Caller) -> dict:
         job = owned_job(job_id, who)
-        return {**shown(job), "history": [
+        return {**shown(job, who), "history": [
             {k: e[k] for k in ("at", "state", "worker", "note")}
             for e in queue.history(engine, job_id)]}
 
@@ -204,6 +218,21 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None) -> Fast
         if data is None:
             raise HTTPException(404, f"job {job_id} ({job['state']}) left no log")
         return data.decode("utf-8", errors="replace")
+
+    @app.get("/v1/jobs/{job_id}/samples")
+    def job_samples(job_id: int, who: Caller) -> list[dict]:
+        job = owned_job(job_id, who)
+        rules = boards.rules_of(engine, job["testset"])
+        if rules.hidden and who.scope != "admin":
+            raise HTTPException(403, f"the per-question results of hidden test set "
+                                     f"{job['testset']!r} are for admins")
+        if not rules.shown_to(who.scope == "admin"):
+            raise HTTPException(403, boards.withheld_line(rules))
+        row, _ = cells.job_result(job, store)
+        if row is None:
+            raise HTTPException(409, f"job {job_id} is {job['state']}: it has no result")
+        testset = boards.hidden_set(engine, job["testset"]) if rules.hidden else None
+        return cells.samples(row, store, testset)
 
     @app.post("/v1/jobs/{job_id}/cancel")
     def job_cancel(job_id: int, who: Caller) -> dict:
@@ -229,7 +258,7 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None) -> Fast
             if re.fullmatch(r"[0-9a-f]{16}", submission) else []
         if not found:
             raise HTTPException(404, "no such submission")
-        return render_submission(submission, found, store)
+        return render_submission(submission, found, store, boards.withheld(engine))
 
     @app.get("/pages/{path:path}", include_in_schema=False)
     def page(path: str) -> FileResponse:

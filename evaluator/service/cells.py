@@ -8,19 +8,22 @@ of the same submissions; the old results stay in the store, under their own keys
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlalchemy import Engine
 
-from evaluator.api.evaluation import EvaluationConfig, plan_cells, resolve
+from evaluator.api.evaluation import EvaluationConfig, resolve
 from evaluator.bundles import spec as bundles
 from evaluator.bundles.spec import Bundle
 from evaluator.core.errors import UserError
+from evaluator.data import testsets
+from evaluator.data.testsets import TestSet
 from evaluator.jobs.job import Job
 from evaluator.pipeline.cell import stored_result
-from evaluator.service import queue
+from evaluator.service import boards, queue
 from evaluator.store.store import Store
+from evaluator.store.units import load_units
 
 
 def request(row: dict, store: Store, runner: str = "auto"
@@ -48,10 +51,22 @@ def job_result(job: dict, store: Store) -> tuple[dict | None, dict | None]:
     return row, result
 
 
-def todays_cell(row: dict, store: Store) -> Job | None:
-    """The cell a job asks for, as it is planned today; None when it applies no more."""
+def samples(row: dict, store: Store, testset: TestSet | None = None) -> list[dict]:
+    """A stored result's questions one by one: the prediction, the gold answers and the
+    question's EM and F1 (`testset`: a hidden set, read where its gold is; else the
+    registry's)."""
+    testset = testset or testsets.get(row["testset"])
+    gold = {q.id: list(q.answers) for q in testset.load().questions}
+    predictions = json.loads(store.get_object(row["predictions_sha256"]) or b"{}")
+    return [{"id": u.id, "prediction": predictions.get(u.id), "answers": gold.get(u.id),
+             "em": u.em, "f1": u.f1} for u in load_units(store, row)]
+
+
+def todays_cell(engine: Engine, row: dict, store: Store) -> Job | None:
+    """The cell a job asks for, as it is planned today (`boards.plan`); None when it applies
+    no more."""
     config, chosen = request(row, store)
-    cells, _ = plan_cells(config, chosen)
+    cells, _ = boards.plan(engine, config, chosen)
     return cells[0] if cells else None
 
 
@@ -59,6 +74,7 @@ def todays_cell(row: dict, store: Store) -> Job | None:
 class Staleness:
     stale: list[dict]  # finished jobs whose result is not today's cell's
     unplannable: list[tuple[dict, str]]  # finished jobs whose cell cannot be planned now: why
+    cells: dict[int, Job] = field(default_factory=dict)  # a stale job's id: its cell today
 
 
 def stale_jobs(engine: Engine, store: Store) -> Staleness:
@@ -72,7 +88,7 @@ def stale_jobs(engine: Engine, store: Store) -> Staleness:
                row["options"]] = row
     for row in (r for r in newest.values() if r["state"] == "finished"):
         try:
-            cell = todays_cell(row, store)
+            cell = todays_cell(engine, row, store)
         except UserError as error:
             found.unplannable.append((row, str(error)))
             continue
@@ -80,10 +96,15 @@ def stale_jobs(engine: Engine, store: Store) -> Staleness:
             found.unplannable.append((row, "it applies no more"))
         elif cell.key != row["result_key"]:
             found.stale.append(row)
+            found.cells[row["id"]] = cell
     return found
 
 
 def rerun_stale(engine: Engine, store: Store) -> tuple[list[int], Staleness]:
-    """Queue the stale jobs' cells again (`queue.requeue`); the new jobs' ids."""
+    """Queue the stale jobs' cells again (`queue.requeue`), a hidden set's with its input as
+    it is now; the new jobs' ids."""
     found = stale_jobs(engine, store)
-    return queue.requeue(engine, found.stale, "re-run: its result is stale"), found
+    blind = {row["id"]: (boards.blind_input(found.cells[row["id"]], store),
+                         found.cells[row["id"]].key)
+             for row in found.stale if row["input_sha256"]}
+    return queue.requeue(engine, found.stale, "re-run: its result is stale", blind), found

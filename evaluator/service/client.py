@@ -68,6 +68,10 @@ class Client:
     def log(self, job_id: int) -> str:
         return self._send("GET", f"/v1/jobs/{job_id}/log").text
 
+    def samples(self, job_id: int) -> list[dict]:
+        """A finished job's questions one by one (a hidden set's: admins only)."""
+        return self._call("GET", f"/v1/jobs/{job_id}/samples")
+
     def cancel(self, job_id: int) -> dict:
         return self._call("POST", f"/v1/jobs/{job_id}/cancel")
 

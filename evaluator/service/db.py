@@ -2,7 +2,8 @@
 
 The service's database holds who may submit (users, tokens), what was asked (jobs: a bundle
 on a test set, grouped by submission) and every change of a job's state (job events); the
-results stay in the results store, named by their cell key. SQLite is the default (a file in
+results stay in the results store, named by their cell key; the rules of a test set (hidden,
+its visibility, its own daily limit) are the service's too. SQLite is the default (a file in
 the workspace, WAL, a busy timeout, and every write transaction taking the lock when it
 begins, so that two writers never meet half-way: no "database is locked" under load); a
 `postgresql+psycopg://` URL names a server shared by several hosts. The tables here are what
@@ -71,6 +72,23 @@ jobs = Table(
     Column("updated_at", Float, nullable=False),
     Column("gpus", Integer, nullable=False, server_default="0"),  # what its bundle asks for
     Column("log_sha256", String(64)),  # a failed job's log in the store (a result has its own)
+    # a hidden test set's job: the answer-free input (a store object) the worker runs the
+    # bundle on, the cell's key as planned, and the run the worker hands back for scoring
+    Column("input_sha256", String(64)),
+    Column("cell_key", String(64)),
+    Column("output_sha256", String(64)),
+)
+
+testset_rules = Table(
+    "testset_rules", metadata,
+    Column("testset", String(200), primary_key=True),
+    Column("hidden", Integer, nullable=False, server_default="0"),  # gold kept by the service
+    Column("folder", Text),  # a hidden set's folder, which only the scoring process reads
+    Column("inputs_may_leave", Integer, nullable=False, server_default="0"),  # to endpoints
+    Column("visibility", String(12), nullable=False, server_default="public"),
+    Column("visible_after", Float),  # visibility "after": the time its results are shown
+    Column("daily_limit", Integer),  # submissions a user may make to it a day (None: tier's)
+    Column("updated_at", Float, nullable=False),
 )
 
 events = Table(

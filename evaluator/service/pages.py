@@ -24,21 +24,23 @@ class Pages:
     """`build(folder)` writes the store's site into `folder` (raising UserError when there is
     nothing to show)."""
 
-    def __init__(self, store: Store, folder: Path, build: Callable[[Path], object]):
-        self.store, self.folder, self.build = store, folder, build
+    def __init__(self, store: Store, folder: Path, build: Callable[[Path], object],
+                 also: Callable[[], tuple] = tuple):
+        self.store, self.folder, self.build, self.also = store, folder, build, also
         self.built_for: tuple | None = None  # the store's state the pages show
         self.problem: str | None = None  # why the last build failed, if it did
         self._lock = threading.Lock()
         self._building: threading.Thread | None = None
 
     def state(self) -> tuple:
-        """What the pages depend on: the store's results, recorded rows and failures."""
+        """What the pages depend on: the store's results, recorded rows and failures, and
+        what `also` says (the test sets whose results are withheld now)."""
         if not self.store.exists():
-            return (0,)
+            return (0, self.also())
         conn = self.store.conn
-        return tuple(conn.execute(f"SELECT count(*), max({when}) FROM {table}").fetchone()
-                     for table, when in (("results", "created_at"), ("recorded", "created_at"),
-                                         ("failures", "id")))
+        return (*(conn.execute(f"SELECT count(*), max({when}) FROM {table}").fetchone()
+                  for table, when in (("results", "created_at"), ("recorded", "created_at"),
+                                      ("failures", "id"))), self.also())
 
     def ready(self) -> bool:
         """Whether there are pages to show; starts a rebuild when the store has changed."""
@@ -65,15 +67,18 @@ class Pages:
 TEMPLATES = Path(__file__).parent / "templates"
 
 
-def submission_page(submission: str, jobs: list[dict], store: Store) -> str:
+def submission_page(submission: str, jobs: list[dict], store: Store,
+                    withheld: dict[str, str] | None = None) -> str:
     """A submission's page: each job's state and result with its intervals, and where each
     result came from (the bundle's digest, the test set's bytes, the scorer's and qashift's
-    versions, the runner, the worker, the times)."""
+    versions, the runner, the worker, the times); `withheld`: the test sets whose results are
+    not shown now, and why."""
     import jinja2  # lazy: only the pages need templates
 
-    shown = []
+    shown, withheld = [], withheld or {}
     for job in jobs:
-        row, result = cells.job_result(job, store)
+        row, result = (None, None) if job["testset"] in withheld else \
+            cells.job_result(job, store)
         record = json.loads(row["run_record"]) if row else {}
         software = (record.get("details") or {}).get("provenance") or {}
         shown.append({**job, "result": result,
@@ -81,6 +86,7 @@ def submission_page(submission: str, jobs: list[dict], store: Store) -> str:
                       "testset_sha256": row and row["testset_sha256"],
                       "scorer": row and row["scorer_version"], "runner": row and row["runner"],
                       "qashift": software.get("qashift"), "queued": _utc(job["created_at"]),
+                      "withheld": withheld.get(job["testset"]),
                       "ended": _utc(job["updated_at"]) if job["state"] in ENDED else None})
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
                              autoescape=True, undefined=jinja2.StrictUndefined)

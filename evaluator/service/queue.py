@@ -1,13 +1,16 @@
 """The jobs table is the queue: no broker, one row per job, one source of truth.
 
 A job is one cell (bundle x test set, with its options) asked for by a user; a submission is
-the jobs asked for together. A worker claims a job in one atomic update (on PostgreSQL the
+the jobs asked for together. A job on a hidden test set carries its answer-free input: its
+worker hands the run back (running -> scoring) and the server, where the gold is, scores it
+and ends the job (`pipeline.blind`). A worker claims a job in one atomic update (on PostgreSQL the
 row is taken with FOR UPDATE SKIP LOCKED; on SQLite the write lock is taken when the
 transaction begins) and holds it by a lease that its heartbeat renews; a job whose lease
 lapsed (its worker killed, its host lost) is claimed again, its attempts counted. A state
-only moves forward: queued -> running -> finished | failed | cancelled, and every change is
-kept in the job's history with its time and worker. A worker that lost its lease cannot
-finish the job (its update names it as the holder and finds nothing), so a job ends once.
+only moves forward: queued -> running [-> scoring] -> finished | failed | cancelled, and
+every change is kept in the job's history with its time and worker. A worker that lost its
+lease cannot finish the job (its update names it as the holder and finds nothing), so a job
+ends once.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from sqlalchemy import Connection, Engine, and_, func, insert, or_, select, upda
 
 from evaluator.service.db import events, jobs
 
-STATES = ("queued", "running", "finished", "failed", "cancelled")
+STATES = ("queued", "running", "scoring", "finished", "failed", "cancelled")
 ENDED = ("finished", "failed", "cancelled")
 LEASE_SECONDS = 60.0
 
@@ -34,6 +37,8 @@ class Claimed:
     options: dict
     attempt: int
     folder: str | None = None  # an uploaded bundle's folder
+    input_sha256: str | None = None  # a hidden set's job: its answer-free input (an object)
+    cell_key: str | None = None  # ... and its cell's key as planned
 
 
 def _event(conn: Connection, job_id: int, state: str, worker: str | None = None,
@@ -44,12 +49,14 @@ def _event(conn: Connection, job_id: int, state: str, worker: str | None = None,
 
 def submit(engine: Engine, user_id: int, cells: list[tuple[str, str, dict]],
            stored: dict[int, str] | None = None,
-           folder: str | None = None, gpus: int = 0) -> tuple[str, list[int]]:
+           folder: str | None = None, gpus: int = 0,
+           blind: dict[int, tuple[str, str]] | None = None) -> tuple[str, list[int]]:
     """A submission of `cells` (bundle, test set, options): its id and its jobs' ids, in
     order. `stored` maps a cell's index to the key of its result already in the store: that
     job is finished at once, nothing run. `folder`: the uploaded bundle's folder; `gpus`: the
-    GPUs the bundle asks for (only a worker with as many claims its jobs)."""
-    stored = stored or {}
+    GPUs the bundle asks for (only a worker with as many claims its jobs); `blind` maps a
+    hidden set's cell to its answer-free input's object and its cell key."""
+    stored, blind = stored or {}, blind or {}
     submission = uuid.uuid4().hex[:16]
     now = time.time()
     ids = []
@@ -61,7 +68,9 @@ def submit(engine: Engine, user_id: int, cells: list[tuple[str, str, dict]],
                 testset=testset,
                 options=json.dumps(options, sort_keys=True),
                 state="finished" if key else "queued", attempts=0, result_key=key,
-                gpus=gpus, created_at=now, updated_at=now)).inserted_primary_key[0]
+                gpus=gpus, input_sha256=blind.get(index, (None, None))[0],
+                cell_key=blind.get(index, (None, None))[1], created_at=now,
+                updated_at=now)).inserted_primary_key[0]
             _event(conn, job_id, "queued")
             if key:
                 _event(conn, job_id, "finished", note="stored earlier: nothing run")
@@ -69,10 +78,13 @@ def submit(engine: Engine, user_id: int, cells: list[tuple[str, str, dict]],
     return submission, ids
 
 
-def requeue(engine: Engine, earlier: list[dict], note: str) -> list[int]:
+def requeue(engine: Engine, earlier: list[dict], note: str,
+            blind: dict[int, tuple[str, str]] | None = None) -> list[int]:
     """New jobs asking again for the cells of `earlier` jobs (rows of the jobs table), each in
     the same submission, for the same user; the earlier jobs and their results stay. Their
-    ids, in order."""
+    ids, in order. `blind` maps an earlier job's id to its cell's answer-free input and key
+    as planned now (a hidden set's)."""
+    blind = blind or {}
     now = time.time()
     ids = []
     with engine.begin() as conn:
@@ -80,7 +92,9 @@ def requeue(engine: Engine, earlier: list[dict], note: str) -> list[int]:
             job_id = conn.execute(insert(jobs).values(
                 submission=row["submission"], user_id=row["user_id"], bundle=row["bundle"],
                 folder=row["folder"], testset=row["testset"], options=row["options"],
-                gpus=row["gpus"], state="queued", attempts=0, created_at=now,
+                gpus=row["gpus"], state="queued", attempts=0,
+                input_sha256=blind.get(row["id"], (None, None))[0],
+                cell_key=blind.get(row["id"], (None, None))[1], created_at=now,
                 updated_at=now)).inserted_primary_key[0]
             _event(conn, job_id, "queued", note=f"{note} (job {row['id']})")
             ids.append(job_id)
@@ -133,7 +147,7 @@ def claim(engine: Engine, worker: str, lease_s: float = LEASE_SECONDS,
                                                if row.state == "running" else "")
         _event(conn, row.id, "running", worker, note)
     return Claimed(row.id, row.bundle, row.testset, json.loads(row.options),
-                   row.attempts + 1, row.folder)
+                   row.attempts + 1, row.folder, row.input_sha256, row.cell_key)
 
 
 def renew(engine: Engine, job_id: int, worker: str, lease_s: float = LEASE_SECONDS) -> bool:
@@ -154,7 +168,8 @@ def finish(engine: Engine, job_id: int, worker: str, *, result_key: str | None =
     state = "finished" if result_key else "failed"
     with engine.begin() as conn:
         done = conn.execute(update(jobs).where(
-            jobs.c.id == job_id, jobs.c.worker == worker, jobs.c.state == "running").values(
+            jobs.c.id == job_id, jobs.c.worker == worker,
+            jobs.c.state.in_(("running", "scoring"))).values(
             state=state, result_key=result_key, failure_class=failure_class,
             message=message, log_sha256=log_sha256, lease_until=None, updated_at=time.time()))
         if done.rowcount == 1:
@@ -162,11 +177,42 @@ def finish(engine: Engine, job_id: int, worker: str, *, result_key: str | None =
     return done.rowcount == 1
 
 
+def hand_over(engine: Engine, job_id: int, worker: str, output_sha256: str) -> bool:
+    """A hidden set's job, run by this worker, handed to the server's scoring with the run's
+    object; False when the worker holds it no longer."""
+    with engine.begin() as conn:
+        done = conn.execute(update(jobs).where(
+            jobs.c.id == job_id, jobs.c.worker == worker, jobs.c.state == "running").values(
+            state="scoring", output_sha256=output_sha256, lease_until=None,
+            updated_at=time.time()))
+        if done.rowcount == 1:
+            _event(conn, job_id, "scoring", worker, "run handed back for scoring")
+    return done.rowcount == 1
+
+
+def claim_scoring(engine: Engine, scorer: str, lease_s: float = LEASE_SECONDS) -> dict | None:
+    """The next job waiting to be scored (or one whose scorer's lease lapsed), now this
+    scorer's; None when there is none."""
+    now = time.time()
+    free = and_(jobs.c.state == "scoring",
+                or_(jobs.c.lease_until.is_(None), jobs.c.lease_until < now))
+    with engine.begin() as conn:
+        query = select(jobs).where(free).order_by(jobs.c.updated_at, jobs.c.id).limit(1)
+        if engine.dialect.name == "postgresql":
+            query = query.with_for_update(skip_locked=True)
+        row = conn.execute(query).mappings().first()
+        if row is None:
+            return None
+        taken = conn.execute(update(jobs).where(jobs.c.id == row["id"], free).values(
+            worker=scorer, lease_until=now + lease_s, updated_at=now))
+    return {**row, "worker": scorer} if taken.rowcount == 1 else None
+
+
 def cancel(engine: Engine, job_id: int) -> bool:
     """Cancel a job that has not ended; False when it has."""
     with engine.begin() as conn:
         done = conn.execute(update(jobs).where(
-            jobs.c.id == job_id, jobs.c.state.in_(("queued", "running"))).values(
+            jobs.c.id == job_id, jobs.c.state.in_(("queued", "running", "scoring"))).values(
             state="cancelled", lease_until=None, updated_at=time.time()))
         if done.rowcount == 1:
             _event(conn, job_id, "cancelled")

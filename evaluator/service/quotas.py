@@ -27,13 +27,15 @@ class Over:
     retry_after_s: int
 
 
-def counted_submissions(engine: Engine, user_id: int, since: float) -> list[float]:
-    """When each of the user's submissions made since `since` was made, oldest first, leaving
-    out those the platform failed."""
+def counted_submissions(engine: Engine, user_id: int, since: float,
+                        testset: str | None = None) -> list[float]:
+    """When each of the user's submissions (to `testset`, where given) made since `since` was
+    made, oldest first, leaving out those the platform failed."""
     with engine.connect() as conn:
         rows = conn.execute(select(jobs.c.submission, jobs.c.created_at, jobs.c.state,
                                    jobs.c.failure_class)
-                            .where(jobs.c.user_id == user_id, jobs.c.created_at >= since))
+                            .where(jobs.c.user_id == user_id, jobs.c.created_at >= since,
+                                   *([jobs.c.testset == testset] if testset else [])))
         by_submission: dict[str, list] = {}
         for row in rows:
             by_submission.setdefault(row.submission, []).append(row)
@@ -49,12 +51,28 @@ def submission_over(engine: Engine, user_id: int, tier: str,
     if limit is None:
         return None
     now = time.time() if now is None else now
-    made = counted_submissions(engine, user_id, now - DAY_S)
+    return _over(counted_submissions(engine, user_id, now - DAY_S), limit, now,
+                 f"submissions today (tier {tier})")
+
+
+def testset_over(engine: Engine, user_id: int, testset: str, limit: int | None,
+                 now: float | None = None) -> Over | None:
+    """Whether one more submission to `testset` would pass the set's own daily limit (a
+    hidden set's is smaller than a tier's: each score read is one more look at it)."""
+    if limit is None:
+        return None
+    now = time.time() if now is None else now
+    return _over(counted_submissions(engine, user_id, now - DAY_S, testset), limit, now,
+                 f"submissions today to test set {testset}")
+
+
+def _over(made: list[float], limit: int, now: float, what: str) -> Over | None:
+    """The limit reached by `made` (submission times, oldest first), or None."""
     if len(made) < limit:
         return None
     frees = made[len(made) - limit] + DAY_S - now if limit else DAY_S
-    return Over(f"{len(made)} of {limit} submissions today (tier {tier}); the next is "
-                f"possible in {max(1, round(frees / 60))} min", max(1, int(frees) + 1))
+    return Over(f"{len(made)} of {limit} {what}; the next is possible in "
+                f"{max(1, round(frees / 60))} min", max(1, int(frees) + 1))
 
 
 def upload_over(tier: str, size: int) -> Over | None:

@@ -1,7 +1,9 @@
 """A worker: claim a job, hold its lease while it runs, evaluate its cell through the one
 entry (`api.evaluate`: the store's cell lease keeps a cell from running twice even when two
 workers hold its job one after the other), and end the job with the cell's key or its
-failure. `qashift worker` runs this loop; several workers share one database."""
+failure. A job on a hidden test set is run blind: the bundle on the job's answer-free input,
+the run handed back for the server to score (`pipeline.blind`); its gold never reaches the
+worker. `qashift worker` runs this loop; several workers share one database."""
 
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ from dataclasses import asdict
 from sqlalchemy import Engine
 
 from evaluator.api.evaluation import evaluate
-from evaluator.core.errors import UserError, failure_class_of
+from evaluator.core.errors import RunFailure, UserError, failure_class_of
+from evaluator.pipeline.blind import run_blind
 from evaluator.pipeline.cell import Renewal
+from evaluator.runners.dispatch import Dispatcher
 from evaluator.service import cells, queue
 from evaluator.store.store import Store
 
@@ -31,6 +35,8 @@ def run_job(engine: Engine, store: Store, job: queue.Claimed, worker: str, runne
     # the job's lease renewed while its cell runs; a lost lease stops renewing (finish then
     # finds another worker holds the job)
     with Renewal(lease_s / 4, lambda: queue.renew(engine, job.id, worker, lease_s)):
+        if job.input_sha256:
+            return _run_blind_job(engine, store, job, worker, runner)
         try:
             config, chosen = cells.request(asdict(job), store, runner)
             done = evaluate(config, store, chosen=chosen)
@@ -52,6 +58,30 @@ def run_job(engine: Engine, store: Store, job: queue.Claimed, worker: str, runne
                          message=outcome.message,
                          log_sha256=failures[-1]["log_sha256"] if failures else None)
     return "failed" if ended else "lost"
+
+
+def _run_blind_job(engine: Engine, store: Store, job: queue.Claimed, worker: str,
+                   runner: str) -> str:
+    """A hidden set's job: its bundle run on the answer-free input, the run handed back."""
+    try:
+        config, [bundle] = cells.request(asdict(job), store, runner)
+        data = store.get_object(job.input_sha256)
+        if data is None:
+            raise RunFailure("internal-error", f"the input of job {job.id} is missing from "
+                             f"the store")
+        handed = run_blind(bundle, job.testset, job.cell_key, job.options, data,
+                           Dispatcher(config.runner), store, config.device)
+    except (UserError, RunFailure) as error:
+        failures = store.failures(job.cell_key) if isinstance(error, RunFailure) else []
+        ended = queue.finish(engine, job.id, worker, failure_class=failure_class_of(error),
+                             message=str(error),
+                             log_sha256=failures[-1]["log_sha256"] if failures else None)
+        return "failed" if ended else "lost"
+    except Exception as exc:  # noqa: BLE001 - a bug or a hostile output: this job fails
+        ended = queue.finish(engine, job.id, worker, failure_class="internal-error",
+                             message=f"{type(exc).__name__}: {str(exc)[:300]}")
+        return "failed" if ended else "lost"
+    return "scoring" if queue.hand_over(engine, job.id, worker, handed) else "lost"
 
 
 def work(engine: Engine, store: Store, *, runner: str = "auto",

@@ -61,7 +61,7 @@ def test_several_processes_connecting_at_once_upgrade_the_database_once(database
     url = database[0]
     engine = db.connect(url)
     with engine.begin() as conn:  # back to an empty database
-        for table in ("job_events", "jobs", "tokens", "users", "alembic_version"):
+        for table in [*reversed(db.metadata.sorted_tables), "alembic_version"]:
             conn.execute(text(f"DROP TABLE {table}"))
     engine.dispose()
     errors: list[BaseException] = []
