@@ -14,6 +14,8 @@ file named by $QASHIFT_POLICY:
       OPENAI_API_KEY: https://api.openai.com/v1   # each only to URLs under its prefix
     endpoint_ca_bundle: /etc/ssl/our-ca.pem   # the CAs an https endpoint is checked against
                                               # (default: certifi's; the environment's never)
+    webhook_origins:           # where the service may POST its notices (a submission's
+      - https://hooks.example.org  # `webhook`): none by default
     tiers:                     # what each tier of the service's users may use (a user's tier:
       default: {submissions_per_day: 20, upload_bytes: 1g}   # `admin user add --tier`);
       student: {submissions_per_day: 3}                      # no limit where none is given
@@ -45,7 +47,7 @@ USER = "65534:65534"  # nobody:nogroup: containers never run as root
 BUILD_NETWORKS = ("none", "bridge", "default")
 KEY_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 POLICY_KEYS = ("defaults", "caps", "build_network", "endpoint_origins", "endpoint_keys",
-               "endpoint_ca_bundle", "tiers")
+               "endpoint_ca_bundle", "tiers", "webhook_origins")
 TIER_LIMITS = ("submissions_per_day", "upload_bytes")  # per user of the service
 TIER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 URL_HOST = re.compile(r"[a-z0-9._-]+|\[[0-9a-f:.]+\]", re.IGNORECASE)
@@ -101,6 +103,7 @@ class Policy:
     endpoint_origins: frozenset = frozenset()  # (scheme, host, port) at any address
     endpoint_ca_bundle: str | None = None  # a PEM file of CAs for https endpoints
     tiers: dict = field(default_factory=lambda: {"default": {}})  # tier -> limit -> number
+    webhook_origins: frozenset = frozenset()  # (scheme, host, port) the service may POST to
 
     @classmethod
     def from_file(cls, path: Path) -> Policy:
@@ -131,7 +134,8 @@ class Policy:
                    _endpoint_keys(data.get("endpoint_keys") or {}, path),
                    _endpoint_origins(data.get("endpoint_origins"), path),
                    _ca_bundle(data.get("endpoint_ca_bundle"), path),
-                   _tiers(data.get("tiers"), path))
+                   _tiers(data.get("tiers"), path),
+                   _endpoint_origins(data.get("webhook_origins"), path, "webhook_origins"))
 
     def tier(self, name: str) -> dict:
         """The limits of a tier (none for a tier the policy no longer names: its users are
@@ -148,6 +152,12 @@ class Policy:
         have, prefix = urlsplit(url), urlsplit(granted).path.rstrip("/")
         return _origin(url) is not None and _origin(url) == _origin(granted) and \
             not have.username and (have.path == prefix or have.path.startswith(prefix + "/"))
+
+    def webhook_allowed(self, url: str) -> bool:
+        """Whether the operator lists the origin of `url` in `webhook_origins`."""
+        origin = _origin(url) if endpoint_url_problem(url) is None else None
+        return origin is not None and \
+            (origin[0], (origin[1] or "").strip("[]").lower(), origin[2]) in self.webhook_origins
 
     def origin_allowed(self, scheme: str, host: str, port: int) -> bool:
         """Whether the operator lists this origin in `endpoint_origins`, so that it is
@@ -264,19 +274,20 @@ def _ca_bundle(given: object, path: Path) -> str | None:
     return str(where.resolve())
 
 
-def _endpoint_origins(given: object, path: Path) -> frozenset:
-    """`endpoint_origins:` checked: a list of http(s) origins (scheme, host, port; no path)."""
+def _endpoint_origins(given: object, path: Path, key: str = "endpoint_origins") -> frozenset:
+    """`endpoint_origins:` (or `webhook_origins:`) checked: a list of http(s) origins (scheme,
+    host, port; no path)."""
     if given is None:
         return frozenset()
     if not isinstance(given, list):
-        raise ConfigError(f"{path}: endpoint_origins must be a list of origins such as "
+        raise ConfigError(f"{path}: {key} must be a list of origins such as "
                           f"http://127.0.0.1:8000")
     origins = set()
     for url in given:
         parts = urlsplit(url) if isinstance(url, str) else None
         if parts is None or _origin(url) is None or endpoint_url_problem(url) is not None \
                 or parts.path not in ("", "/"):
-            raise ConfigError(f"{path}: endpoint_origins: {url!r} is not an http(s) origin "
+            raise ConfigError(f"{path}: {key}: {url!r} is not an http(s) origin "
                               f"(scheme, host and port only) such as http://127.0.0.1:8000")
         origins.add(_origin(url))
     return frozenset(origins)

@@ -36,15 +36,19 @@ def serve_command(host, port, db, data_dir, workspace) -> None:
     store = Store.open_default()
     console.say(f"serving on http://{host}:{port} (database {engine.url.render_as_string()}, "
                 f"store {store.workspace})")
+    from evaluator.service.background import Every  # lazy: sqlalchemy
     from evaluator.service.boards import withheld  # lazy: sqlalchemy
-    from evaluator.service.scoring import Scorer  # lazy: sqlalchemy
+    from evaluator.service.notices import deliver_due  # lazy: httpx
+    from evaluator.service.scoring import score_waiting  # lazy: sqlalchemy
 
     def hidden_now() -> tuple:
         return tuple(sorted(withheld(engine)))
 
     pages = Pages(store, store.workspace / "service-pages",
                   lambda folder: _store_site(folder, hidden_now()), also=hidden_now)
-    Scorer(engine, store).start()  # hidden test sets' runs are scored here, where the gold is
+    # hidden test sets' runs are scored here, where the gold is; webhooks are sent from here
+    Every(1.0, lambda: score_waiting(engine, store), "scorer").start()
+    Every(1.0, lambda: deliver_due(engine, store), "notifier").start()
     uvicorn.run(app.create_app(engine, store, pages), host=host, port=port,
                 log_level="warning", lifespan="off")  # no startup hooks: Ctrl-C ends it quietly
 

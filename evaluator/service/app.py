@@ -6,12 +6,16 @@
                                      request's body), unpacked through the gate: its id and
                                      upload digest; a link, FIFO, device, `..` or absolute
                                      name, or a bomb, is a 422 in one line
-    POST /v1/submissions             {"bundle", "testsets", "upload"?, "limit"?, "seed"?}:
-                                     its jobs (`upload`: the digest of an uploaded bundle)
+    POST /v1/submissions             {"bundle", "testsets", "upload"?, "limit"?, "seed"?,
+                                     "webhook"?: {"url", "secret"}}: its jobs (`upload`:
+                                     the digest of an uploaded bundle; `webhook`: told of
+                                     each job's end, `service.notices`)
     GET  /v1/submissions/{id}        its jobs, each with its state and, once finished, its
                                      result as `evaluate --json` prints it
     GET  /v1/jobs/{id}               one job and its history
     GET  /v1/jobs/{id}/log           the log of the job's run, as text, once it has ended
+    GET  /v1/jobs/{id}/samples       its questions one by one: prediction, gold, EM, F1 (a
+                                     hidden set's: admins only)
     POST /v1/jobs/{id}/cancel        cancel a job that has not ended
     GET  /v1/results                 every cell's result as it is today (`api.Results`)
     GET  /pages/submissions/{id}     a submission's page: its jobs' states, results with
@@ -49,6 +53,7 @@ from sqlalchemy import Engine
 from evaluator import __version__
 from evaluator.api.evaluation import EvaluationConfig, resolve
 from evaluator.api.results import Results
+from evaluator.bundles import policy
 from evaluator.bundles import spec as bundles
 from evaluator.core.errors import UserError
 from evaluator.core.files import run_tempdir
@@ -61,12 +66,18 @@ from evaluator.store.store import Store
 URL_TOKENS = ("token", "access_token", "api_key", "key")  # never accepted in a URL
 
 
+class Webhook(BaseModel):
+    url: str = Field(max_length=2000)
+    secret: str = Field(min_length=16, max_length=200)
+
+
 class Submission(BaseModel):
     bundle: str = Field(max_length=200)
     testsets: list[str] = Field(min_length=1, max_length=200)
     upload: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     limit: int | None = Field(default=None, gt=0)
     seed: int = 0
+    webhook: Webhook | None = None
 
 
 def _account(request: Request) -> accounts.Account:
@@ -147,6 +158,9 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None) -> Fast
         if over := quotas.submission_over(engine, who.user_id, who.tier):
             raise HTTPException(429, over.line,
                                 headers={"Retry-After": str(over.retry_after_s)})
+        if body.webhook and not policy.current().webhook_allowed(body.webhook.url):
+            raise HTTPException(422, f"webhook {body.webhook.url!r}: its origin is not one the "
+                                     f"operator's policy lists (webhook_origins)")
         config = EvaluationConfig(bundles=(body.bundle,), testsets=tuple(body.testsets),
                                   limit=body.limit, seed=body.seed)
         folder = None
@@ -178,7 +192,7 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None) -> Fast
         submission, ids = queue.submit(engine, who.user_id, [
             (job.bundle.id, job.testset.id, job.options) for job in planned], stored,
             str(folder) if folder else None, int(planned[0].bundle.resources.get("gpus") or 0),
-            blind)
+            blind, (body.webhook.url, body.webhook.secret) if body.webhook else None)
         return {"submission": submission, "jobs": ids,
                 "page": f"/pages/submissions/{submission}"}
 

@@ -44,10 +44,13 @@ class Client:
         return self._send(method, path, **kwargs).json()
 
     def submit(self, bundle: str, testsets: list[str], limit: int | None = None,
-               seed: int = 0, upload: str | None = None) -> dict:
+               seed: int = 0, upload: str | None = None,
+               webhook: tuple[str, str] | None = None) -> dict:
+        """Submit `bundle` on `testsets`; `webhook`: (URL, secret) told of each job's end."""
         return self._call("POST", "/v1/submissions", json={
             "bundle": bundle, "testsets": list(testsets), "limit": limit, "seed": seed,
-            **({"upload": upload} if upload else {})})
+            **({"upload": upload} if upload else {}),
+            **({"webhook": {"url": webhook[0], "secret": webhook[1]}} if webhook else {})})
 
     def upload(self, folder: Path) -> dict:
         """Send a bundle folder as a tar.gz (its links sent as links: the server refuses

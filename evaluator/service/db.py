@@ -102,6 +102,26 @@ events = Table(
 )
 
 
+webhooks = Table(
+    "webhooks", metadata,
+    Column("submission", String(32), primary_key=True),
+    Column("url", Text, nullable=False),  # an origin the operator's policy lists
+    Column("secret", Text, nullable=False),  # the submitter's HMAC-SHA256 key
+)
+
+deliveries = Table(  # the outbox: a row per terminal state of a job with a webhook
+    "deliveries", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("job_id", ForeignKey("jobs.id"), nullable=False, index=True),
+    Column("state", String(12), nullable=False),
+    Column("body", Text),  # made at the first attempt; every retry sends the same bytes
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("next_at", Float, nullable=False, index=True),
+    Column("delivered_at", Float),
+    Column("last_error", Text),
+)
+
+
 def url_of(given: str | None = None) -> str:
     """The database URL: `--db`, else $QASHIFT_DB, else a SQLite file in the workspace."""
     url = given or os.environ.get(ENV)

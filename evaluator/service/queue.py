@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine, and_, func, insert, or_, select, update
 
-from evaluator.service.db import events, jobs
+from evaluator.service.db import deliveries, events, jobs, webhooks
 
 STATES = ("queued", "running", "scoring", "finished", "failed", "cancelled")
 ENDED = ("finished", "failed", "cancelled")
@@ -43,24 +43,37 @@ class Claimed:
 
 def _event(conn: Connection, job_id: int, state: str, worker: str | None = None,
            note: str | None = None) -> None:
-    conn.execute(insert(events).values(job_id=job_id, at=time.time(), state=state,
-                                       worker=worker, note=note))
+    """A change of a job's state kept in its history; a terminal one queued for the
+    submission's webhook, if it has one, in the same transaction (an outbox: never lost,
+    never sent for a change that did not happen)."""
+    now = time.time()
+    conn.execute(insert(events).values(job_id=job_id, at=now, state=state, worker=worker,
+                                       note=note))
+    if state in ENDED and conn.execute(
+            select(webhooks.c.submission).join(jobs, jobs.c.submission == webhooks.c.submission)
+            .where(jobs.c.id == job_id)).first():
+        conn.execute(insert(deliveries).values(job_id=job_id, state=state, next_at=now))
 
 
 def submit(engine: Engine, user_id: int, cells: list[tuple[str, str, dict]],
            stored: dict[int, str] | None = None,
            folder: str | None = None, gpus: int = 0,
-           blind: dict[int, tuple[str, str]] | None = None) -> tuple[str, list[int]]:
+           blind: dict[int, tuple[str, str]] | None = None,
+           webhook: tuple[str, str] | None = None) -> tuple[str, list[int]]:
     """A submission of `cells` (bundle, test set, options): its id and its jobs' ids, in
     order. `stored` maps a cell's index to the key of its result already in the store: that
     job is finished at once, nothing run. `folder`: the uploaded bundle's folder; `gpus`: the
     GPUs the bundle asks for (only a worker with as many claims its jobs); `blind` maps a
-    hidden set's cell to its answer-free input's object and its cell key."""
+    hidden set's cell to its answer-free input's object and its cell key; `webhook`: (URL,
+    secret) told of each job's end."""
     stored, blind = stored or {}, blind or {}
     submission = uuid.uuid4().hex[:16]
     now = time.time()
     ids = []
     with engine.begin() as conn:
+        if webhook:
+            conn.execute(insert(webhooks).values(submission=submission, url=webhook[0],
+                                                 secret=webhook[1]))
         for index, (bundle, testset, options) in enumerate(cells):
             key = stored.get(index)
             job_id = conn.execute(insert(jobs).values(

@@ -1,14 +1,13 @@
 """The server's scoring of hidden test sets' jobs: a worker hands a blind run back (state
 `scoring`) and this process, the only one that reads a hidden set's gold, scores it into the
-results store and ends the job (`pipeline.blind.score_handed`). `Scorer` does it on a thread
-of the server, every second."""
+results store and ends the job (`pipeline.blind.score_handed`); the server calls
+`score_waiting` every second (`background.Every`)."""
 
 from __future__ import annotations
 
 import json
 import os
 import socket
-import threading
 import traceback
 
 from sqlalchemy import Engine
@@ -52,23 +51,3 @@ def score_waiting(engine: Engine, store: Store, scorer: str | None = None) -> in
     while (row := queue.claim_scoring(engine, scorer)) is not None:
         ended += score_job(engine, store, row, scorer) != "lost"
     return ended
-
-
-class Scorer:
-    """Scores waiting jobs on a daemon thread every `period_s` seconds, until stopped."""
-
-    def __init__(self, engine: Engine, store: Store, period_s: float = 1.0):
-        self.engine, self.store, self.period_s = engine, store, period_s
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, daemon=True, name="scorer")
-
-    def _loop(self) -> None:
-        while not self.stop.wait(self.period_s):
-            try:
-                score_waiting(self.engine, self.store)
-            except Exception:  # noqa: BLE001 - a database hiccup: try again next period
-                traceback.print_exc()
-
-    def start(self) -> Scorer:
-        self.thread.start()
-        return self
