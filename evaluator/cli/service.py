@@ -284,14 +284,18 @@ def remote_results(submission, as_json, server, token) -> None:
 
 @remote_group.command("logs")
 @click.argument("job", type=int)
-@click.option("--follow", is_flag=True, help="wait for the job to end, saying its states")
+@click.option("--follow", is_flag=True, help="show the log as it is written, until the job ends")
 @_connection
 def remote_logs(job, follow, server, token) -> None:
-    """The log of a job's run, once it has ended (`--follow`: wait for that)."""
+    """The log of a job's run, once it has ended (`--follow`: as it is written, until the
+    job ends)."""
     client = _client(server, token)
-    if follow:
-        client.wait_job(job, say=console.say)
-    click.echo(client.log(job), nl=False)
+    if not follow:
+        click.echo(client.log(job), nl=False)
+        return
+    ended = client.follow_log(job, lambda text: click.echo(text, nl=False))
+    console.say(f"job {job}: {ended['state']}" + (
+        f" ({ended['failure_class']}: {ended['message']})" if ended["failure_class"] else ""))
 
 
 @remote_group.command("cancel")

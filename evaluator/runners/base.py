@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import shlex
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -79,6 +82,45 @@ class RunRecord:
         out = asdict(self)
         out.pop("log")
         return out
+
+
+_LIVE_LOGS: dict[int, Callable[[], tuple[int, bytes]]] = {}  # thread -> its run's log
+_LIVE_LOCK = threading.Lock()
+LIVE_TAIL_BYTES = 64 << 10  # of a run's log, shown while it runs
+
+
+@contextmanager
+def live_log(read: Callable[[], tuple[int, bytes]]) -> Iterator[None]:
+    """While the block runs, `read()` gives the bytes the run in this thread has written so
+    far and the last of them (at most LIVE_TAIL_BYTES): what `live_logs` shows of it (a
+    service worker sends it to the server every second)."""
+    with _LIVE_LOCK:
+        _LIVE_LOGS[threading.get_ident()] = read
+    try:
+        yield
+    finally:
+        with _LIVE_LOCK:
+            _LIVE_LOGS.pop(threading.get_ident(), None)
+
+
+def live_logs() -> tuple[int, bytes] | None:
+    """The log of a run going on in this process now (bytes written, their tail), or None."""
+    with _LIVE_LOCK:
+        readers = list(_LIVE_LOGS.values())
+    return readers[0]() if readers else None
+
+
+def file_log(path: Path) -> Callable[[], tuple[int, bytes]]:
+    """A live-log reader of a log file being written."""
+    def read() -> tuple[int, bytes]:
+        try:
+            with open(path, "rb") as handle:
+                size = handle.seek(0, 2)
+                handle.seek(max(0, size - LIVE_TAIL_BYTES))
+                return size, handle.read(LIVE_TAIL_BYTES)
+        except OSError:
+            return 0, b""
+    return read
 
 
 class Runner(Protocol):

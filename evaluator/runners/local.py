@@ -26,11 +26,13 @@ from evaluator.runners.base import (
     RunRequest,
     TrainRequest,
     classify,
+    file_log,
     fill_command,
     gpus_for,
     group_plan,
     group_records,
     last_line,
+    live_log,
     python_script,
     read_tail,
 )
@@ -132,9 +134,10 @@ class LocalRunner:
         with run_tempdir("local") as tmp:
             workdir, env = self._environment(bundle, Path(tmp), device)
             log_path = Path(tmp) / "log.txt"
-            exit_code, wall, peak, timed_out, cpu = run_with_limit(
-                fill_command(command, **paths), workdir, env, log_path, bundle.timeout, pid_file,
-                cpus)
+            with live_log(file_log(log_path)):
+                exit_code, wall, peak, timed_out, cpu = run_with_limit(
+                    fill_command(command, **paths), workdir, env, log_path, bundle.timeout,
+                    pid_file, cpus)
             log = read_tail(log_path)
         record = RunRecord(runner=self.name, wall_s=wall, exit_code=exit_code, log=log,
                            peak_memory_bytes=peak, device=device,

@@ -14,13 +14,14 @@
                                      result as `evaluate --json` prints it
     GET  /v1/jobs/{id}               one job and its history
     GET  /v1/jobs/{id}/log           the log of the job's run, as text, once it has ended
+    GET  /v1/jobs/{id}/log/stream    its log live, as server-sent events (`service.logs`)
     GET  /v1/jobs/{id}/samples       its questions one by one: prediction, gold, EM, F1 (a
                                      hidden set's: admins only)
     POST /v1/jobs/{id}/cancel        cancel a job that has not ended
     GET  /v1/results                 every cell's result as it is today (`api.Results`)
-    GET  /pages/submissions/{id}     a submission's page: its jobs' states, results with
-                                     intervals, and provenance (the id is its key: anyone
-                                     given the link sees it)
+    GET  /pages/submissions/{id}     a submission's page: its jobs' states, live logs,
+                                     results with intervals, and provenance (the id is its
+                                     key: anyone given the link sees it)
     GET  /pages/...                  the results store's site (leaderboards, test sets, models,
                                      logs), rebuilt when the store changes (`service.pages`);
                                      `/` leads there
@@ -46,6 +47,7 @@ from fastapi.responses import (
     HTMLResponse,
     PlainTextResponse,
     RedirectResponse,
+    StreamingResponse,
 )
 from pydantic import BaseModel, Field
 from sqlalchemy import Engine
@@ -58,7 +60,7 @@ from evaluator.bundles import spec as bundles
 from evaluator.core.errors import UserError
 from evaluator.core.files import run_tempdir
 from evaluator.data import testsets
-from evaluator.service import accounts, boards, cells, queue, quotas, uploads
+from evaluator.service import accounts, boards, cells, logs, queue, quotas, uploads
 from evaluator.service.pages import Pages
 from evaluator.service.pages import submission_page as render_submission
 from evaluator.store.store import Store
@@ -226,12 +228,17 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None) -> Fast
         if job["state"] not in queue.ENDED:
             raise HTTPException(409, f"job {job_id} is {job['state']}: its log is kept when "
                                      f"it ends")
-        row = store.get(job["result_key"]) if job["result_key"] else None
-        sha = row["log_sha256"] if row else job["log_sha256"]
-        data = store.get_object(sha) if sha else None
+        data = logs.kept_log(job, store)
         if data is None:
             raise HTTPException(404, f"job {job_id} ({job['state']}) left no log")
-        return data.decode("utf-8", errors="replace")
+        return logs.text(data)
+
+    @app.get("/v1/jobs/{job_id}/log/stream")
+    def job_log_stream(job_id: int, who: Caller) -> StreamingResponse:
+        owned_job(job_id, who)
+        return StreamingResponse(logs.events(engine, store, job_id),
+                                 media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store"})
 
     @app.get("/v1/jobs/{job_id}/samples")
     def job_samples(job_id: int, who: Caller) -> list[dict]:
@@ -273,6 +280,15 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None) -> Fast
         if not found:
             raise HTTPException(404, "no such submission")
         return render_submission(submission, found, store, boards.withheld(engine))
+
+    @app.get("/pages/submissions/{submission}/jobs/{job_id}/log", include_in_schema=False)
+    def submission_log_stream(submission: str, job_id: int) -> StreamingResponse:
+        job = queue.job(engine, job_id)
+        if job is None or job["submission"] != submission:
+            raise HTTPException(404, "no such job")
+        return StreamingResponse(logs.events(engine, store, job_id),
+                                 media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store"})
 
     @app.get("/pages/{path:path}", include_in_schema=False)
     def page(path: str) -> FileResponse:

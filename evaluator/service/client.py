@@ -4,6 +4,7 @@ the Authorization header; a server's error is one line."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import tarfile
 import time
@@ -74,6 +75,30 @@ class Client:
     def samples(self, job_id: int) -> list[dict]:
         """A finished job's questions one by one (a hidden set's: admins only)."""
         return self._call("GET", f"/v1/jobs/{job_id}/samples")
+
+    def follow_log(self, job_id: int, write: Callable[[str], None]) -> dict:
+        """Write a job's log as it is written (server-sent events) until the job ends; how
+        it ended (`state`, `failure_class`, `message`)."""
+        name, ended = None, None
+        try:
+            with self.http.stream("GET", f"/v1/jobs/{job_id}/log/stream",
+                                  timeout=httpx.Timeout(30.0, read=None)) as reply:
+                if reply.status_code >= 400:
+                    reply.read()
+                    raise UserError(f"{self.server} answered {reply.status_code}: "
+                                    f"{_detail(reply)}")
+                for line in reply.iter_lines():
+                    if line.startswith("event: "):
+                        name = line[7:]
+                    elif line.startswith("data: ") and name == "log":
+                        write(json.loads(line[6:])["text"])
+                    elif line.startswith("data: ") and name == "end":
+                        ended = json.loads(line[6:])
+        except httpx.HTTPError as exc:
+            raise UserError(f"{self.server}: {type(exc).__name__}: {exc}") from None
+        if ended is None:
+            raise UserError(f"{self.server}: the log of job {job_id} ended before the job did")
+        return ended
 
     def cancel(self, job_id: int) -> dict:
         return self._call("POST", f"/v1/jobs/{job_id}/cancel")

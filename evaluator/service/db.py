@@ -22,6 +22,7 @@ from sqlalchemy import (
     Float,
     ForeignKey,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -77,6 +78,9 @@ jobs = Table(
     Column("input_sha256", String(64)),
     Column("cell_key", String(64)),
     Column("output_sha256", String(64)),
+    # a running job's log as its worker last sent it: the bytes written, and their tail
+    Column("live_log_bytes", Integer),
+    Column("live_log", LargeBinary),
 )
 
 testset_rules = Table(

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from evaluator.core import console
 from evaluator.core.errors import UserError
-from evaluator.service import cells
+from evaluator.service import cells, logs
 from evaluator.service.queue import ENDED
 from evaluator.store.store import Store
 
@@ -87,11 +87,14 @@ def submission_page(submission: str, jobs: list[dict], store: Store,
                       "scorer": row and row["scorer_version"], "runner": row and row["runner"],
                       "qashift": software.get("qashift"), "queued": _utc(job["created_at"]),
                       "withheld": withheld.get(job["testset"]),
+                      "log": logs.text(kept) if job["state"] in ENDED and
+                      (kept := logs.kept_log(job, store)) else None,
                       "ended": _utc(job["updated_at"]) if job["state"] in ENDED else None})
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     return env.get_template("submission.html.j2").render(
-        submission=submission, jobs=shown, done=all(j["state"] in ENDED for j in jobs))
+        submission=submission, jobs=shown, done=all(j["state"] in ENDED for j in jobs),
+        ended=ENDED)
 
 
 def _utc(when: float) -> str:

@@ -190,6 +190,16 @@ def finish(engine: Engine, job_id: int, worker: str, *, result_key: str | None =
     return done.rowcount == 1
 
 
+def show_log(engine: Engine, job_id: int, worker: str, written: int, tail: bytes) -> bool:
+    """Keep the log of a job this worker runs as it is now (the bytes written, their tail),
+    for readers to follow; False when the worker holds the job no longer."""
+    with engine.begin() as conn:
+        done = conn.execute(update(jobs).where(
+            jobs.c.id == job_id, jobs.c.worker == worker, jobs.c.state == "running").values(
+            live_log_bytes=written, live_log=tail))
+    return done.rowcount == 1
+
+
 def hand_over(engine: Engine, job_id: int, worker: str, output_sha256: str) -> bool:
     """A hidden set's job, run by this worker, handed to the server's scoring with the run's
     object; False when the worker holds it no longer."""

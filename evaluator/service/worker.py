@@ -19,6 +19,7 @@ from evaluator.api.evaluation import evaluate
 from evaluator.core.errors import RunFailure, UserError, failure_class_of
 from evaluator.pipeline.blind import run_blind
 from evaluator.pipeline.cell import Renewal
+from evaluator.runners.base import live_logs
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.service import cells, queue
 from evaluator.store.store import Store
@@ -33,8 +34,9 @@ def run_job(engine: Engine, store: Store, job: queue.Claimed, worker: str, runne
     """Evaluate the claimed job's cell and end the job; the state it ended in (or "lost"
     when another worker holds it now)."""
     # the job's lease renewed while its cell runs; a lost lease stops renewing (finish then
-    # finds another worker holds the job)
-    with Renewal(lease_s / 4, lambda: queue.renew(engine, job.id, worker, lease_s)):
+    # finds another worker holds the job); its log sent every second while it grows
+    with Renewal(lease_s / 4, lambda: queue.renew(engine, job.id, worker, lease_s)), \
+            Renewal(LIVE_LOG_S, LiveLog(engine, job.id, worker)):
         if job.input_sha256:
             return _run_blind_job(engine, store, job, worker, runner)
         try:
@@ -58,6 +60,23 @@ def run_job(engine: Engine, store: Store, job: queue.Claimed, worker: str, runne
                          message=outcome.message,
                          log_sha256=failures[-1]["log_sha256"] if failures else None)
     return "failed" if ended else "lost"
+
+
+LIVE_LOG_S = 1.0
+
+
+class LiveLog:
+    """Sends the log of the run going on in this process to the job's row when it grew."""
+
+    def __init__(self, engine: Engine, job_id: int, worker: str):
+        self.engine, self.job_id, self.worker, self.sent = engine, job_id, worker, -1
+
+    def __call__(self) -> bool | None:
+        now = live_logs()
+        if now is None or now[0] == self.sent:
+            return None
+        self.sent = now[0]
+        return queue.show_log(self.engine, self.job_id, self.worker, *now)
 
 
 def _run_blind_job(engine: Engine, store: Store, job: queue.Claimed, worker: str,

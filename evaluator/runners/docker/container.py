@@ -12,6 +12,7 @@ behind. What the host reads of a running container (memory, CPU, output) is `wat
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -32,7 +33,7 @@ from evaluator.core.errors import RunFailure
 from evaluator.core.gate import Refused, no_byte_code, read_bounded, read_json
 from evaluator.core.owner import owner_id
 from evaluator.runners import interrupts
-from evaluator.runners.base import PREDICTIONS_FILE, Exit, RunRequest, classify
+from evaluator.runners.base import PREDICTIONS_FILE, Exit, RunRequest, classify, live_log
 from evaluator.runners.docker import removal, watch
 from evaluator.runners.docker.program import INPUT, LIBRARY_MOUNT, OUTPUT, WORKDIR, Program
 from evaluator.runners.watchdog import spawn as spawn_watchdog
@@ -68,6 +69,7 @@ def run_container(client, request: RunRequest, program: Program, image_id: str,
     if parent is not None:
         kwargs["cgroup_parent"] = parent
     container, sampler, watchdog = None, None, None
+    live = contextlib.ExitStack()  # its log shown while it runs (`base.live_log`)
     phases: dict[str, float] = {}  # seconds per step, for the overhead benchmark
     mark = time.perf_counter()
     _LIVE[name] = True  # before create: a Ctrl-C during create still finds it by name
@@ -79,6 +81,7 @@ def run_container(client, request: RunRequest, program: Program, image_id: str,
         # daemon stores none of it (log driver "none"), so 1 GB of stdout costs no disk.
         log = watch.LogTail(client.api.attach(container.id, stdout=True, stderr=True,
                                          stream=True, logs=False))
+        live.enter_context(live_log(log.peek))
         start = time.perf_counter()
         phases["create"] = start - mark
         # the limit holds even if this process is killed: a detached watchdog removes the
@@ -132,6 +135,7 @@ def run_container(client, request: RunRequest, program: Program, image_id: str,
                                  "gpus": gpus, "log_bytes": log.total,
                                  "phases_s": phases})
     finally:
+        live.close()
         if sampler is not None:
             sampler.stop()
         mark = time.perf_counter()

@@ -14,7 +14,7 @@ from pathlib import Path
 import docker.errors
 
 from evaluator.bundles import policy
-from evaluator.runners.base import LOG_TAIL_BYTES
+from evaluator.runners.base import LIVE_TAIL_BYTES, LOG_TAIL_BYTES
 
 MAX_OUTPUT_FILES = 10_000
 
@@ -146,6 +146,10 @@ class LogTail:
                     self._kept -= len(self._chunks.popleft())
         except Exception:  # noqa: BLE001 - the stream ends with the container, however it ends
             pass
+
+    def peek(self) -> tuple[int, bytes]:
+        """The bytes drained so far and the last of them, while the container runs."""
+        return self.total, b"".join(list(self._chunks))[-LIVE_TAIL_BYTES:]
 
     def text(self, timeout: float = 10.0) -> str:
         self._thread.join(timeout)

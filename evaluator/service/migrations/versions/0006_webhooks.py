@@ -1,5 +1,5 @@
 """Webhooks: a submission's URL and secret, and an outbox of deliveries, one per terminal
-state of each of its jobs."""
+state of each of its jobs; a running job's live log."""
 
 import sqlalchemy as sa
 from alembic import op
@@ -9,6 +9,9 @@ down_revision = "0005"
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("jobs") as batch:
+        batch.add_column(sa.Column("live_log_bytes", sa.Integer))
+        batch.add_column(sa.Column("live_log", sa.LargeBinary))
     op.create_table(
         "webhooks",
         sa.Column("submission", sa.String(32), primary_key=True),
