@@ -49,11 +49,23 @@ def serve_command(host, port, db, data_dir, workspace) -> None:
     # hidden test sets' runs are scored here, where the gold is; webhooks are sent from here
     Every(1.0, lambda: score_waiting(engine, store), "scorer").start()
     Every(1.0, lambda: deliver_due(engine, store), "notifier").start()
-    uvicorn.run(app.create_app(engine, store, pages), host=host, port=port,
+    uvicorn.run(app.create_app(engine, store, pages, _placer(store)), host=host, port=port,
                 log_level="warning", lifespan="off")  # no startup hooks: Ctrl-C ends it quietly
 
 
 PAGES_BOOTSTRAP = 200  # resamples for the fits' bands: pages are rebuilt often, `report` once
+
+
+def _placer(store):
+    """Where a submission's results land on the frozen population's trend, for its page."""
+    from analysis.studies import placement  # lazy: pandas, statsmodels, matplotlib
+
+    def place(bundle: str, results: list[dict]) -> dict:
+        try:
+            return placement.place(store, bundle, results, n_boot=PAGES_BOOTSTRAP)
+        except UserError as error:
+            return {"rows": [], "figures": {}, "missing": str(error)}
+    return place
 
 
 def _store_site(folder: Path, exclude: tuple[str, ...] = ()) -> None:

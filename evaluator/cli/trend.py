@@ -21,7 +21,6 @@ from evaluator.core import console
 from evaluator.core.errors import UserError
 from evaluator.core.files import check_output_path
 from evaluator.store.store import Store
-from evaluator.training import recorded
 from evaluator.training.recorded import BASE, REFERENCE
 
 SHIFTS = ("new-wiki-test", "reddit-test", "amazon-test", "addonesent-heldout",
@@ -47,8 +46,7 @@ SHIFTS = ("new-wiki-test", "reddit-test", "amazon-test", "addonesent-heldout",
 def trend_command(bundle, sets, table_path, runner, level, as_json, out):
     """Score a model on the population's reference set and shifted sets (stored cells are
     reused) and print its effective robustness against the population's trend."""
-    from analysis.sources.load import load_source, store_records_of  # lazy: pandas
-    from analysis.studies import trend  # lazy: statsmodels, matplotlib; fast --help
+    from analysis.studies import placement, trend  # lazy: statsmodels, matplotlib; fast --help
 
     if out:
         check_output_path(out, what="--out", folder=True)
@@ -57,9 +55,7 @@ def trend_command(bundle, sets, table_path, runner, level, as_json, out):
         raise UserError(f"{REFERENCE} is the population's reference set, the x axis of every "
                         f"trend; name the shifted sets")
     store = Store.open_default()
-    recorded.record(store, table_path)
-    population = trend.population_of(
-        load_source("store", store_records=lambda: store_records_of(store)), BASE)
+    population = placement.population(store, table_path)
     population = population[population["model"] != bundle]  # the others, when it is one
     held = set(population["testset"])
     unknown = [s for s in sets if s not in held]
@@ -82,7 +78,7 @@ def trend_command(bundle, sets, table_path, runner, level, as_json, out):
 def _own_rows(bundle: str, sets: tuple[str, ...], runner: str, level: float, store: Store):
     """The model's F1 cells on the reference set and `sets` as tidy rows: from the store, or
     run now; a failed cell is one line."""
-    from analysis.sources.tidy import frame  # lazy: pandas; fast --help
+    from analysis.studies import placement  # lazy: pandas; fast --help
 
     config = EvaluationConfig(bundles=(bundle,), testsets=(REFERENCE, *sets), runner=runner,
                               level=level)
@@ -90,21 +86,7 @@ def _own_rows(bundle: str, sets: tuple[str, ...], runner: str, level: float, sto
     for o in report.failed:
         raise UserError(f"{bundle} on {o.job.testset.id} failed ({o.failure_class}): "
                         f"{o.message}")
-    rows = []
-    for o in report.outcomes:
-        result = o.result.to_dict()
-        for metric in ("em", "f1"):
-            score = result[metric]
-            rows.append({"model": bundle, "testset": o.job.testset.id, "metric": metric,
-                         "value": score["value"], "lo": _number(score["lo"]),
-                         "hi": _number(score["hi"]), "n": result["n"],
-                         "reference": "" if o.job.testset.id == REFERENCE else REFERENCE,
-                         "source": "store"})
-    return frame(rows)
-
-
-def _number(value) -> float:
-    return math.nan if value is None else float(value)
+    return placement.own_frame(bundle, [o.result.to_dict() for o in report.outcomes])
 
 
 def _table(rows, bundle: str, level: float) -> str:

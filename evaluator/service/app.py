@@ -22,6 +22,8 @@
     GET  /pages/submissions/{id}     a submission's page: its jobs' states, live logs,
                                      results with intervals, and provenance (the id is its
                                      key: anyone given the link sees it)
+    GET  /pages/submit               the upload page: a token, an archive or a bundle id, test
+                                     sets; it follows the submission without reloading
     GET  /pages/...                  the results store's site (leaderboards, test sets, models,
                                      logs), rebuilt when the store changes (`service.pages`);
                                      `/` leads there
@@ -37,6 +39,7 @@ an id that names no bundle or test set is a 422); a cell the store holds is answ
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -63,6 +66,7 @@ from evaluator.data import testsets
 from evaluator.service import accounts, boards, cells, logs, queue, quotas, uploads
 from evaluator.service.pages import Pages
 from evaluator.service.pages import submission_page as render_submission
+from evaluator.service.pages import submit_page as render_submit
 from evaluator.store.store import Store
 
 URL_TOKENS = ("token", "access_token", "api_key", "key")  # never accepted in a URL
@@ -99,9 +103,11 @@ def _account(request: Request) -> accounts.Account:
 Caller = Annotated[accounts.Account, Depends(_account)]
 
 
-def create_app(engine: Engine, store: Store, pages: Pages | None = None) -> FastAPI:
+def create_app(engine: Engine, store: Store, pages: Pages | None = None,
+               place: Callable[[str, list[dict]], dict] | None = None) -> FastAPI:
     """The API over the service's database and the results store; with `pages`, the store's
-    site served too."""
+    site served too; with `place` (a bundle's results -> where they land on the population's
+    trend: `analysis.studies.placement.place`), each ended submission's page shows it."""
     app = FastAPI(title="qashift", version=__version__,
                   description="Evaluate extractive-QA submissions under distribution shift")
     app.state.engine = engine
@@ -279,7 +285,30 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None) -> Fast
             if re.fullmatch(r"[0-9a-f]{16}", submission) else []
         if not found:
             raise HTTPException(404, "no such submission")
-        return render_submission(submission, found, store, boards.withheld(engine))
+        withheld = boards.withheld(engine)
+        return render_submission(submission, found, store, withheld,
+                                 placed(found, withheld) if place else None)
+
+    placements: dict[tuple, dict] = {}  # by the results placed: computed once
+
+    def placed(found: list[dict], withheld: dict[str, str]) -> dict | None:
+        """Where an ended submission's shown results land on the trend (None before)."""
+        if not all(job["state"] in queue.ENDED for job in found):
+            return None
+        results = [result for job in found if job["testset"] not in withheld
+                   and (result := cells.job_result(job, store)[1]) is not None]
+        key = (found[0]["bundle"], *sorted(r["key"] for r in results))
+        if key not in placements:
+            placements[key] = place(found[0]["bundle"], results)
+        return placements[key]
+
+    @app.get("/pages/submit", include_in_schema=False, response_class=HTMLResponse)
+    def submit_page() -> str:
+        good, _ = testsets.scan()
+        hidden = [{"id": t, "questions": found.questions} for t in boards.rules(engine)
+                  if (found := boards.hidden_set(engine, t)) is not None]
+        return render_submit([{"id": t.id, "questions": t.questions}
+                              for t in good.values() if t.kind != "training"] + hidden)
 
     @app.get("/pages/submissions/{submission}/jobs/{job_id}/log", include_in_schema=False)
     def submission_log_stream(submission: str, job_id: int) -> StreamingResponse:

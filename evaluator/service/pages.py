@@ -68,13 +68,11 @@ TEMPLATES = Path(__file__).parent / "templates"
 
 
 def submission_page(submission: str, jobs: list[dict], store: Store,
-                    withheld: dict[str, str] | None = None) -> str:
+                    withheld: dict[str, str] | None = None, placed: dict | None = None) -> str:
     """A submission's page: each job's state and result with its intervals, and where each
     result came from (the bundle's digest, the test set's bytes, the scorer's and qashift's
     versions, the runner, the worker, the times); `withheld`: the test sets whose results are
-    not shown now, and why."""
-    import jinja2  # lazy: only the pages need templates
-
+    not shown now, and why; `placed`: where its results land on the population's trend."""
     shown, withheld = [], withheld or {}
     for job in jobs:
         row, result = (None, None) if job["testset"] in withheld else \
@@ -90,11 +88,22 @@ def submission_page(submission: str, jobs: list[dict], store: Store,
                       "log": logs.text(kept) if job["state"] in ENDED and
                       (kept := logs.kept_log(job, store)) else None,
                       "ended": _utc(job["updated_at"]) if job["state"] in ENDED else None})
+    return render("submission.html.j2", submission=submission, jobs=shown,
+                  done=all(j["state"] in ENDED for j in jobs), ended=ENDED, placed=placed)
+
+
+def submit_page(testsets: list[dict]) -> str:
+    """The upload page: a token, a bundle archive or id, the test sets (`{id, questions}`);
+    it follows the submission in place and shows its results, trend and provenance."""
+    return render("submit.html.j2", testsets=testsets)
+
+
+def render(template: str, **values) -> str:
+    import jinja2  # lazy: only the pages need templates
+
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
                              autoescape=True, undefined=jinja2.StrictUndefined)
-    return env.get_template("submission.html.j2").render(
-        submission=submission, jobs=shown, done=all(j["state"] in ENDED for j in jobs),
-        ended=ENDED)
+    return env.get_template(template).render(**values)
 
 
 def _utc(when: float) -> str:
