@@ -18,7 +18,8 @@ file named by $QASHIFT_POLICY:
       - https://hooks.example.org  # `webhook`): none by default
     tiers:                     # what each tier of the service's users may use (a user's tier:
       default: {submissions_per_day: 20, upload_bytes: 1g}   # `admin user add --tier`);
-      student: {submissions_per_day: 3}                      # no limit where none is given
+      student: {submissions_per_day: 3, running_jobs: 1,     # no limit where none is given
+                cpu_hours_per_week: 24, gpu_hours_per_week: 2}
 
 A value out of the policy (unknown key, wrong type, not finite, not positive, above a cap)
 is a one-line ConfigError naming the bundle file and the key. An endpoint URL is read one
@@ -48,7 +49,8 @@ BUILD_NETWORKS = ("none", "bridge", "default")
 KEY_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 POLICY_KEYS = ("defaults", "caps", "build_network", "endpoint_origins", "endpoint_keys",
                "endpoint_ca_bundle", "tiers", "webhook_origins")
-TIER_LIMITS = ("submissions_per_day", "upload_bytes")  # per user of the service
+TIER_LIMITS = ("submissions_per_day", "upload_bytes", "running_jobs", "cpu_hours_per_week",
+               "gpu_hours_per_week")  # per user of the service
 TIER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 URL_HOST = re.compile(r"[a-z0-9._-]+|\[[0-9a-f:.]+\]", re.IGNORECASE)
 URL_PATH = re.compile(r"[A-Za-z0-9._~!$&'()*+,=:@/%-]*")

@@ -163,7 +163,8 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None,
 
     @app.post("/v1/submissions", status_code=201)
     def submit(body: Submission, who: Caller) -> dict:
-        if over := quotas.submission_over(engine, who.user_id, who.tier):
+        if over := (quotas.submission_over(engine, who.user_id, who.tier)
+                    or quotas.hours_over(engine, who.user_id, who.tier)):
             raise HTTPException(429, over.line,
                                 headers={"Retry-After": str(over.retry_after_s)})
         if body.webhook and not policy.current().webhook_allowed(body.webhook.url):

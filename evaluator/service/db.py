@@ -81,6 +81,10 @@ jobs = Table(
     # a running job's log as its worker last sent it: the bytes written, and their tail
     Column("live_log_bytes", Integer),
     Column("live_log", LargeBinary),
+    # what the job used, charged to its user's weekly hours: its run's wall seconds times
+    # the CPUs (GPUs) its bundle was given
+    Column("cpu_s", Float),
+    Column("gpu_s", Float),
 )
 
 testset_rules = Table(

@@ -20,9 +20,9 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, Engine, and_, func, insert, or_, select, update
+from sqlalchemy import Connection, Engine, and_, case, func, insert, or_, select, update
 
-from evaluator.service.db import deliveries, events, jobs, webhooks
+from evaluator.service.db import deliveries, events, jobs, users, webhooks
 
 STATES = ("queued", "running", "scoring", "finished", "failed", "cancelled")
 ENDED = ("finished", "failed", "cancelled")
@@ -122,13 +122,15 @@ def every_job(engine: Engine) -> list[dict]:
 
 
 def claim(engine: Engine, worker: str, lease_s: float = LEASE_SECONDS,
-          per_user: int | None = None, gpus: int = 0) -> Claimed | None:
+          per_user: int | None = None, gpus: int = 0,
+          tier_caps: dict[str, int] | None = None) -> Claimed | None:
     """The next job to run (queued, or running under a lease that lapsed), now this worker's
     for `lease_s`; None when there is none. Users take turns: the job is the oldest of the
     user with the fewest jobs running, and of those the one served longest ago (round robin),
     so one user's hundred jobs never hold back another's one; `per_user` caps the jobs a
-    user has running at once; a job asking for more GPUs than the worker's `gpus` is left to
-    a worker that has them."""
+    user has running at once, and `tier_caps` those of a user of each tier ("default" for a
+    tier not named); a job asking for more GPUs than the worker's `gpus` is left to a worker
+    that has them."""
     now = time.time()
     free = and_(or_(jobs.c.state == "queued",
                     and_(jobs.c.state == "running", jobs.c.lease_until < now)),
@@ -140,10 +142,17 @@ def claim(engine: Engine, worker: str, lease_s: float = LEASE_SECONDS,
         events, events.c.job_id == jobs.c.id).where(events.c.state == "running") \
         .group_by(jobs.c.user_id).subquery()
     busy = func.coalesce(running.c.n, 0)
+    caps = [busy < per_user] if per_user else []
+    named = {t: n for t, n in (tier_caps or {}).items() if t != "default"}
+    if tier_caps:
+        caps.append(busy < func.coalesce(
+            case(named, value=users.c.tier, else_=tier_caps.get("default")) if named
+            else tier_caps.get("default"), 1 << 30))
     with engine.begin() as conn:
         query = (select(jobs).outerjoin(running, running.c.user_id == jobs.c.user_id)
                  .outerjoin(served, served.c.user_id == jobs.c.user_id)
-                 .where(free, *([busy < per_user] if per_user else []))
+                 .join(users, users.c.id == jobs.c.user_id)
+                 .where(free, *caps)
                  .order_by(busy, func.coalesce(served.c.at, 0.0), jobs.c.created_at,
                            jobs.c.id).limit(1))
         if engine.dialect.name == "postgresql":
@@ -174,17 +183,20 @@ def renew(engine: Engine, job_id: int, worker: str, lease_s: float = LEASE_SECON
 
 def finish(engine: Engine, job_id: int, worker: str, *, result_key: str | None = None,
            failure_class: str | None = None, message: str | None = None,
-           log_sha256: str | None = None) -> bool:
+           log_sha256: str | None = None, usage: tuple[float, float] | None = None) -> bool:
     """End a job this worker holds: finished with the store's cell key, or failed with its
     class, one line and the store's object of its run's log; False when it holds it no longer
-    (another worker ends it)."""
+    (another worker ends it). `usage`: the CPU- and GPU-seconds its run took, charged to
+    its user (a scorer ending a handed-back job leaves the worker's as they are)."""
     state = "finished" if result_key else "failed"
+    used = {"cpu_s": usage[0], "gpu_s": usage[1]} if usage else {}
     with engine.begin() as conn:
         done = conn.execute(update(jobs).where(
             jobs.c.id == job_id, jobs.c.worker == worker,
             jobs.c.state.in_(("running", "scoring"))).values(
             state=state, result_key=result_key, failure_class=failure_class,
-            message=message, log_sha256=log_sha256, lease_until=None, updated_at=time.time()))
+            message=message, log_sha256=log_sha256, lease_until=None, updated_at=time.time(),
+            **used))
         if done.rowcount == 1:
             _event(conn, job_id, state, worker, message)
     return done.rowcount == 1
@@ -200,14 +212,16 @@ def show_log(engine: Engine, job_id: int, worker: str, written: int, tail: bytes
     return done.rowcount == 1
 
 
-def hand_over(engine: Engine, job_id: int, worker: str, output_sha256: str) -> bool:
+def hand_over(engine: Engine, job_id: int, worker: str, output_sha256: str,
+              usage: tuple[float, float] | None = None) -> bool:
     """A hidden set's job, run by this worker, handed to the server's scoring with the run's
     object; False when the worker holds it no longer."""
     with engine.begin() as conn:
         done = conn.execute(update(jobs).where(
             jobs.c.id == job_id, jobs.c.worker == worker, jobs.c.state == "running").values(
             state="scoring", output_sha256=output_sha256, lease_until=None,
-            updated_at=time.time()))
+            updated_at=time.time(),
+            **({"cpu_s": usage[0], "gpu_s": usage[1]} if usage else {})))
         if done.rowcount == 1:
             _event(conn, job_id, "scoring", worker, "run handed back for scoring")
     return done.rowcount == 1

@@ -75,6 +75,48 @@ def _over(made: list[float], limit: int, now: float, what: str) -> Over | None:
                 f"{max(1, round(frees / 60))} min", max(1, int(frees) + 1))
 
 
+WEEK_S = 7 * DAY_S
+HOURS = {"cpu_hours_per_week": ("cpu_s", "CPU"), "gpu_hours_per_week": ("gpu_s", "GPU")}
+
+
+def hours_over(engine: Engine, user_id: int, tier: str,
+               now: float | None = None) -> Over | None:
+    """Whether the user has used the CPU- or GPU-hours of the tier's week (the last seven
+    days, leaving out jobs the platform failed): None, or which."""
+    limits = policy.current().tier(tier)
+    now = time.time() if now is None else now
+    for key, (column, what) in HOURS.items():
+        limit = limits.get(key)
+        if limit is None:
+            continue
+        with engine.connect() as conn:
+            used = [(r.updated_at, r.used or 0.0) for r in conn.execute(
+                select(jobs.c.updated_at, jobs.c[column].label("used"), jobs.c.failure_class)
+                .where(jobs.c.user_id == user_id, jobs.c.updated_at >= now - WEEK_S,
+                       jobs.c[column].is_not(None)).order_by(jobs.c.updated_at))
+                if r.failure_class not in PLATFORM_FAILURES]
+        total = sum(u for _, u in used)
+        if total < limit * 3600:
+            continue
+        left, frees = total, WEEK_S
+        for when, amount in used:  # the oldest use leaves the week first
+            left -= amount
+            if left < limit * 3600:
+                frees = when + WEEK_S - now
+                break
+        return Over(f"{total / 3600:.1f} of {limit} {what}-hours this week (tier {tier}); "
+                    f"the next submission is possible in {max(1, round(frees / 3600))} h",
+                    max(1, int(frees) + 1))
+    return None
+
+
+def running_caps() -> dict[str, int]:
+    """The jobs a user of each tier may have running at once (the policy's `running_jobs`;
+    a tier the policy does not name is held to the default's)."""
+    return {name: limits["running_jobs"] for name, limits in policy.current().tiers.items()
+            if "running_jobs" in limits}
+
+
 def upload_over(tier: str, size: int) -> Over | None:
     """Whether an upload of `size` bytes is over the tier's limit."""
     limit = policy.current().tier(tier).get("upload_bytes")

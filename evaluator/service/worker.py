@@ -16,12 +16,13 @@ from dataclasses import asdict
 from sqlalchemy import Engine
 
 from evaluator.api.evaluation import evaluate
+from evaluator.bundles.spec import Bundle
 from evaluator.core.errors import RunFailure, UserError, failure_class_of
 from evaluator.pipeline.blind import run_blind
 from evaluator.pipeline.cell import Renewal
 from evaluator.runners.base import live_logs
 from evaluator.runners.dispatch import Dispatcher
-from evaluator.service import cells, queue
+from evaluator.service import cells, queue, quotas
 from evaluator.store.store import Store
 
 
@@ -31,35 +32,48 @@ def worker_name() -> str:
 
 def run_job(engine: Engine, store: Store, job: queue.Claimed, worker: str, runner: str,
             lease_s: float) -> str:
-    """Evaluate the claimed job's cell and end the job; the state it ended in (or "lost"
-    when another worker holds it now)."""
+    """Evaluate the claimed job's cell and end the job, charging its user the CPU- and
+    GPU-seconds it took; the state it ended in (or "lost" when another worker holds it
+    now)."""
+    started, chosen = time.monotonic(), []
     # the job's lease renewed while its cell runs; a lost lease stops renewing (finish then
     # finds another worker holds the job); its log sent every second while it grows
     with Renewal(lease_s / 4, lambda: queue.renew(engine, job.id, worker, lease_s)), \
             Renewal(LIVE_LOG_S, LiveLog(engine, job.id, worker)):
         if job.input_sha256:
-            return _run_blind_job(engine, store, job, worker, runner)
+            return _run_blind_job(engine, store, job, worker, runner, started)
         try:
             config, chosen = cells.request(asdict(job), store, runner)
             done = evaluate(config, store, chosen=chosen)
         except UserError as error:  # an id that no longer resolves, a set unreadable
             ended = queue.finish(engine, job.id, worker, failure_class=failure_class_of(error),
-                                 message=str(error))
+                                 message=str(error), usage=usage(started, chosen))
             return "failed" if ended else "lost"
+    used = usage(started, chosen)
     if done.not_applicable:
         _, _, why = done.not_applicable[0]
         ended = queue.finish(engine, job.id, worker, failure_class="not-applicable",
-                             message=why)
+                             message=why, usage=used)
         return "failed" if ended else "lost"
     [outcome] = done.report.outcomes
     if outcome.result is not None:
-        ended = queue.finish(engine, job.id, worker, result_key=outcome.result.row["key"])
+        ended = queue.finish(engine, job.id, worker, result_key=outcome.result.row["key"],
+                             usage=used)
         return "finished" if ended else "lost"
     failures = store.failures(outcome.job.key)
     ended = queue.finish(engine, job.id, worker, failure_class=outcome.failure_class,
                          message=outcome.message,
-                         log_sha256=failures[-1]["log_sha256"] if failures else None)
+                         log_sha256=failures[-1]["log_sha256"] if failures else None,
+                         usage=used)
     return "failed" if ended else "lost"
+
+
+def usage(started: float, chosen: list[Bundle]) -> tuple[float, float]:
+    """The CPU- and GPU-seconds a job took: its wall time (from `started`, a monotonic
+    time) times the CPUs and GPUs its bundle is given."""
+    wall = time.monotonic() - started
+    resources = chosen[0].resources if chosen else {}
+    return wall * float(resources.get("cpus") or 1), wall * float(resources.get("gpus") or 0)
 
 
 LIVE_LOG_S = 1.0
@@ -80,9 +94,10 @@ class LiveLog:
 
 
 def _run_blind_job(engine: Engine, store: Store, job: queue.Claimed, worker: str,
-                   runner: str) -> str:
+                   runner: str, started: float) -> str:
     """A hidden set's job: its bundle run on the answer-free input, the run handed back."""
     try:
+        bundle = None
         config, [bundle] = cells.request(asdict(job), store, runner)
         data = store.get_object(job.input_sha256)
         if data is None:
@@ -94,13 +109,15 @@ def _run_blind_job(engine: Engine, store: Store, job: queue.Claimed, worker: str
         failures = store.failures(job.cell_key) if isinstance(error, RunFailure) else []
         ended = queue.finish(engine, job.id, worker, failure_class=failure_class_of(error),
                              message=str(error),
-                             log_sha256=failures[-1]["log_sha256"] if failures else None)
+                             log_sha256=failures[-1]["log_sha256"] if failures else None,
+                             usage=usage(started, [bundle] if bundle else []))
         return "failed" if ended else "lost"
     except Exception as exc:  # noqa: BLE001 - a bug or a hostile output: this job fails
         ended = queue.finish(engine, job.id, worker, failure_class="internal-error",
                              message=f"{type(exc).__name__}: {str(exc)[:300]}")
         return "failed" if ended else "lost"
-    return "scoring" if queue.hand_over(engine, job.id, worker, handed) else "lost"
+    used = usage(started, [bundle])
+    return "scoring" if queue.hand_over(engine, job.id, worker, handed, used) else "lost"
 
 
 def work(engine: Engine, store: Store, *, runner: str = "auto",
@@ -114,7 +131,7 @@ def work(engine: Engine, store: Store, *, runner: str = "auto",
     worker = worker or worker_name()
     ended = 0
     while max_jobs is None or ended < max_jobs:
-        job = queue.claim(engine, worker, lease_s, per_user, gpus)
+        job = queue.claim(engine, worker, lease_s, per_user, gpus, quotas.running_caps())
         if job is None:
             if exit_when_idle:
                 return ended
