@@ -116,9 +116,10 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None,
         if job["user_id"] != who.user_id and who.scope != "admin":
             raise HTTPException(404, "no such submission")
 
-    def shown(job: dict, who: accounts.Account) -> dict:
+    def shown(job: dict, who: accounts.Account, stale: set[int] = frozenset()) -> dict:
         out = {k: job[k] for k in ("id", "submission", "bundle", "testset", "state",
                                    "attempts", "failure_class", "message")}
+        out["stale"] = job["id"] in stale  # its test set's bytes or scorer changed since
         rules = boards.rules_of(engine, job["testset"])
         if rules.shown_to(who.scope == "admin"):
             _, out["result"] = cells.job_result(job, store)
@@ -212,7 +213,8 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None,
         if not found:
             raise HTTPException(404, "no such submission")
         own(found[0], who)
-        return {"submission": submission, "jobs": [shown(job, who) for job in found],
+        stale = {r["id"] for r in cells.stale_jobs(engine, store, found).stale}
+        return {"submission": submission, "jobs": [shown(job, who, stale) for job in found],
                 "done": all(job["state"] in queue.ENDED for job in found)}
 
     def owned_job(job_id: int, who: accounts.Account) -> dict:
@@ -287,8 +289,9 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None,
         if not found:
             raise HTTPException(404, "no such submission")
         withheld = boards.withheld(engine)
+        stale = {r["id"] for r in cells.stale_jobs(engine, store, found).stale}
         return render_submission(submission, found, store, withheld,
-                                 placed(found, withheld) if place else None)
+                                 placed(found, withheld) if place else None, stale)
 
     placements: dict[tuple, dict] = {}  # by the results placed: computed once
 

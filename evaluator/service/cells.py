@@ -77,13 +77,13 @@ class Staleness:
     cells: dict[int, Job] = field(default_factory=dict)  # a stale job's id: its cell today
 
 
-def stale_jobs(engine: Engine, store: Store) -> Staleness:
-    """The finished jobs whose results are stale: of each cell of a submission, its newest
-    job only, and only once that has finished (a cell a re-run already asks for again is
-    not stale twice)."""
+def stale_jobs(engine: Engine, store: Store, among: list[dict] | None = None) -> Staleness:
+    """The finished jobs (of `among`, default every job) whose results are stale: of each
+    cell of a submission, its newest job only, and only once that has finished (a cell a
+    re-run already asks for again is not stale twice)."""
     found = Staleness([], [])
     newest: dict[tuple, dict] = {}
-    for row in queue.every_job(engine):
+    for row in queue.every_job(engine) if among is None else among:
         newest[row["submission"], row["bundle"], row["folder"], row["testset"],
                row["options"]] = row
     for row in (r for r in newest.values() if r["state"] == "finished"):

@@ -68,11 +68,13 @@ TEMPLATES = Path(__file__).parent / "templates"
 
 
 def submission_page(submission: str, jobs: list[dict], store: Store,
-                    withheld: dict[str, str] | None = None, placed: dict | None = None) -> str:
+                    withheld: dict[str, str] | None = None, placed: dict | None = None,
+                    stale: set[int] = frozenset()) -> str:
     """A submission's page: each job's state and result with its intervals, and where each
     result came from (the bundle's digest, the test set's bytes, the scorer's and qashift's
     versions, the runner, the worker, the times); `withheld`: the test sets whose results are
-    not shown now, and why; `placed`: where its results land on the population's trend."""
+    not shown now, and why; `placed`: where its results land on the population's trend;
+    `stale`: the jobs whose results are stale (their test set's bytes or scorer changed)."""
     shown, withheld = [], withheld or {}
     for job in jobs:
         row, result = (None, None) if job["testset"] in withheld else \
@@ -84,7 +86,7 @@ def submission_page(submission: str, jobs: list[dict], store: Store,
                       "testset_sha256": row and row["testset_sha256"],
                       "scorer": row and row["scorer_version"], "runner": row and row["runner"],
                       "qashift": software.get("qashift"), "queued": _utc(job["created_at"]),
-                      "withheld": withheld.get(job["testset"]),
+                      "withheld": withheld.get(job["testset"]), "stale": job["id"] in stale,
                       "log": logs.text(kept) if job["state"] in ENDED and
                       (kept := logs.kept_log(job, store)) else None,
                       "ended": _utc(job["updated_at"]) if job["state"] in ENDED else None})

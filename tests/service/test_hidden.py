@@ -183,6 +183,10 @@ def test_changing_a_hidden_sets_data_makes_exactly_its_results_stale(
           "--hidden")
     stale = cells.stale_jobs(engine, store).stale
     assert [r["testset"] for r in stale] == ["secret"]
+    shown = api.get(f"/v1/submissions/{made[0]['submission']}", headers=auth).json()["jobs"]
+    assert {j["testset"]: j["stale"] for j in shown} == {"secret": True, "tiny": False}
+    page = api.get(f"/pages/submissions/{made[0]['submission']}").text
+    assert page.count("stale: scored on test-set bytes") == 1
     submissions = {r["submission"] for r in queue.every_job(engine)}
     assert admin("rerun", "--stale").startswith("1 stale jobs queued again")
     assert {r["submission"] for r in queue.every_job(engine)} == submissions
@@ -194,6 +198,11 @@ def test_changing_a_hidden_sets_data_makes_exactly_its_results_stale(
     assert len(rows) == 3  # the old row of the hidden set stays beside the new
     assert before["secret"]["key"] in {r["key"] for r in rows}
     assert cells.stale_jobs(engine, store).stale == []
+    shown = api.get(f"/v1/submissions/{made[0]['submission']}", headers=auth).json()["jobs"]
+    assert [(j["testset"], j["state"], j["stale"]) for j in shown] == [
+        ("secret", "finished", False), ("tiny", "finished", False),
+        ("secret", "finished", False)]  # the old job's result stays, superseded
+    assert "stale: scored on" not in api.get(f"/pages/submissions/{made[0]['submission']}").text
 
 
 def test_a_sets_rules_say_who_sees_its_results_and_how_often_one_may_submit(
