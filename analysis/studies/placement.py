@@ -2,8 +2,9 @@
 (the x axis) and on each shifted set, against the linear trend of the frozen population
 (`trend.land`: the prediction band, its effective robustness with an interval, its rank),
 drawn with the population, the band and the published SQuADShifts models (whose x is their
-F1 on the SQuAD test set, as the SQuADShifts paper plots them). `qashift trend` and the
-server's submission page both read it from here."""
+F1 on the SQuAD test set, as the SQuADShifts paper plots them), and compared, question by
+question, with the nearest population system whose per-question scores the store holds.
+`qashift trend` and the server's submission page both read it from here."""
 
 from __future__ import annotations
 
@@ -17,8 +18,11 @@ import pandas as pd
 from analysis.sources.load import load_source, store_records_of
 from analysis.sources.tidy import frame
 from analysis.studies import trend
+from evaluator.api.results import Results
 from evaluator.core.errors import UserError
+from evaluator.stats import paired as paired_stats
 from evaluator.store.store import Store
+from evaluator.store.units import load_units
 from evaluator.training import recorded
 from evaluator.training.recorded import BASE, REFERENCE
 
@@ -71,9 +75,45 @@ def place(store: Store, bundle: str, results: list[dict], *, level: float = 0.95
     published = _published()
     figures = {row["testset"]: _png(pop, row, published, n_boot)
                for row in rows.to_dict("records")}
+    keys = {r["testset"]: r["key"] for r in results}
     return {"reference": REFERENCE, "level": level,
             "rows": [_plain(r) for r in rows.to_dict("records")], "figures": figures,
+            "paired": {row["testset"]: nearest_paired(store, pop, row, keys[row["testset"]],
+                                                      level)
+                       for row in rows.to_dict("records")},
             "missing": None}
+
+
+def nearest_paired(store: Store, pop: pd.DataFrame, row: dict, key: str,
+                   level: float = 0.95, n_boot: int = 2000) -> dict:
+    """The submission against the population system nearest to it on the x axis, on the
+    same questions of `row`'s set (a paired bootstrap of the F1 difference): `{"nearest",
+    "against", "paired"}`, or, when no close system's per-question scores are in the store
+    (the committed table carries none; `qashift population --score SET` makes them),
+    `{"nearest", "against": None, "why"}`."""
+    testset = row["testset"]
+    xs = pop[(pop["testset"] == REFERENCE) & (pop["metric"] == "f1")] \
+        .groupby("model")["value"].first()
+    ranked = list((xs - row["x"]).abs().sort_values().index)
+    own = store.get(key)
+    runs = Results(store).cells(testset=testset, recorded=False)
+    for model in ranked[:NEAREST]:
+        other = runs.get((model, testset))
+        if other is None or own is None or other["testset_sha256"] != own["testset_sha256"]:
+            continue
+        mine = {u.id: u.f1 for u in load_units(store, own)}
+        theirs = {u.id: u.f1 for u in load_units(store, other)}
+        ids = [i for i in mine if i in theirs]
+        diff = paired_stats.paired("f1", [mine[i] for i in ids], [theirs[i] for i in ids],
+                                   n_boot=n_boot, level=level)
+        return {"nearest": ranked[0], "against": model, "paired": _plain(diff.to_dict())}
+    return {"nearest": ranked[0], "against": None,
+            "why": f"none of the {NEAREST} population systems nearest to it has per-question "
+                   f"scores on {testset} in this store (`qashift population --score "
+                   f"{testset}` makes them)"}
+
+
+NEAREST = 10  # population systems tried, nearest first, for a paired comparison
 
 
 def _published() -> pd.DataFrame | None:
