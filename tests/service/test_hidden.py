@@ -26,7 +26,7 @@ from evaluator.store.store import Store
 from tests import hostile
 from tests.conftest import FIRST_WORD, tiny_registry, write_testset
 from tests.docker_kit import needs_docker
-from tests.service.test_service import DEADLINE_S, start_server, worker
+from tests.service.test_service import DEADLINE_S, served_page, start_server, worker
 from tests.support.generative import (
     Loopback,
     allow_endpoints,
@@ -138,6 +138,7 @@ def test_a_hidden_sets_gold_is_found_nowhere_a_worker_or_a_submission_reaches(
         page = httpx.get(f"{base}/pages/submissions/{made['submission']}",
                          trust_env=False).text
         assert CANARY not in page
+        assert "secret" in served_page(base, "/pages/index.html")  # the site, built
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
