@@ -22,10 +22,15 @@ MAX_STREAM_S = 6 * 3600.0
 
 
 def kept_log(job: dict, store: Store) -> bytes | None:
-    """The log the store keeps of an ended job's run (a result's, or a failure's)."""
+    """The log the store keeps of an ended job's run (a result's, or a failure's); a job that
+    failed before anything ran (its bundle no longer resolves, its set unreadable) has its
+    failure's line instead, so that no failed job shows an empty log."""
     row = store.get(job["result_key"]) if job["result_key"] else None
     sha = row["log_sha256"] if row else job["log_sha256"]
-    return store.get_object(sha) if sha else None
+    data = store.get_object(sha) if sha else None
+    if data is None and job["state"] == "failed" and job["message"]:
+        return f"{job['failure_class']}: {job['message']}\n".encode()
+    return data
 
 
 def rest_of(kept: bytes, sent: bytes) -> bytes:

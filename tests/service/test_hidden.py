@@ -24,8 +24,10 @@ from evaluator.service import boards, cells, db, queue
 from evaluator.service.client import Client
 from evaluator.store.store import Store
 from tests import hostile
-from tests.conftest import FIRST_WORD, tiny_registry, write_testset
+from tests.conftest import FIRST_WORD, SLURM, tiny_registry, write_testset
 from tests.docker_kit import needs_docker
+from tests.runners.test_slurm import cluster  # noqa: F401 - the fixture
+from tests.service.test_logs import WAITS_FOR
 from tests.service.test_service import DEADLINE_S, served_page, start_server, worker
 from tests.support.generative import (
     Loopback,
@@ -150,6 +152,44 @@ def test_a_hidden_sets_gold_is_found_nowhere_a_worker_or_a_submission_reaches(
     assert CANARY.encode() not in Path(url.removeprefix("sqlite:///")).read_bytes() \
         if url.startswith("sqlite") else True
     assert holding(workspace / boards.HIDDEN_FOLDER, CANARY)  # it is there, and only there
+
+
+@SLURM
+def test_a_hidden_sets_job_run_through_slurm_leaves_no_gold_in_its_shared_folder(
+        cluster, database, tmp_path, monkeypatch, small_dev, workspace):  # noqa: F811
+    """The cell's folder on the cluster's shared file system is searched while the bundle
+    runs (it is removed once the result is stored): the input is there, the gold is not."""
+    url, token = database
+    marker = tmp_path / "go-on"
+    tiny_registry(tmp_path, monkeypatch, {}, {"waits": f"MARKER = {str(marker)!r}\n" + WAITS_FOR})
+    monkeypatch.setenv("QASHIFT_SLURM_INNER", "local")
+    shared = tmp_path / "slurm-shared"
+    monkeypatch.setenv("QASHIFT_SLURM_DIR", str(shared))
+    admin("testset", "add", str(hidden_folder(tmp_path / "organiser", "secret", small_dev)),
+          "--hidden")
+    proc, base = start_server(url)
+    ran = worker("--exit-when-idle", runner="slurm")
+    try:
+        client = Client(base, token)
+        made = client.submit("waits", ["secret"])
+        deadline = time.monotonic() + DEADLINE_S * 5
+        while not list(shared.rglob("input.json")):  # the cell is on the cluster
+            assert time.monotonic() < deadline and ran.poll() is None, "no cell folder"
+            time.sleep(0.2)
+        time.sleep(1)
+        assert holding(shared, CANARY) == []
+        marker.touch()
+        out, _ = ran.communicate(timeout=DEADLINE_S * 10)
+        assert ran.returncode == 0, out
+        [job] = wait_done(client, made["submission"])
+    finally:
+        marker.touch()
+        if ran.poll() is None:
+            ran.kill()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert job["state"] == "finished" and job["result"]["n"] > 0, job
+    assert holding(workspace, CANARY, skip=(workspace / boards.HIDDEN_FOLDER,)) == []
 
 
 def test_changing_a_hidden_sets_data_makes_exactly_its_results_stale(

@@ -12,8 +12,12 @@ import sys
 import time
 
 import httpx
+from fastapi.testclient import TestClient
 
+from evaluator.service import accounts, db, queue
+from evaluator.service.app import create_app
 from evaluator.service.client import Client
+from evaluator.store.store import Store
 from tests.conftest import FIRST_WORD, tiny_registry
 from tests.service.test_service import DEADLINE_S, start_server, worker
 
@@ -77,3 +81,22 @@ def test_a_running_jobs_log_is_followed_live_and_kept_when_it_ends(
         running.wait(timeout=30)
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+def test_a_job_that_failed_before_anything_ran_shows_its_failure_as_its_log(
+        database, tmp_path, monkeypatch, small_dev, workspace):
+    url, token = database
+    tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev}, {})
+    engine = db.connect(url)
+    user = accounts.account_of(engine, token).user_id
+    _, [job_id] = queue.submit(engine, user, [("gone", "tiny", {})])  # resolves no more
+    ran = worker("--exit-when-idle")
+    out, _ = ran.communicate(timeout=DEADLINE_S)
+    assert ran.returncode == 0, out
+    api = TestClient(create_app(engine, Store(workspace)))
+    auth = {"Authorization": f"Bearer {token}"}
+    job = api.get(f"/v1/jobs/{job_id}", headers=auth).json()
+    assert job["state"] == "failed" and job["message"]
+    log = api.get(f"/v1/jobs/{job_id}/log", headers=auth)
+    assert log.status_code == 200
+    assert log.text == f"{job['failure_class']}: {job['message']}\n"
