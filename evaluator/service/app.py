@@ -1,7 +1,7 @@
 """The HTTP API, versioned under /v1 (OpenAPI at /docs).
 
     GET  /v1/healthz                 the server and its database answer
-    GET  /v1/testsets                the test sets a submission may name
+    GET  /v1/testsets                the test sets a submission may name (hidden ones too)
     POST /v1/bundles                 a bundle folder as an archive (tar, tar.gz, zip: the
                                      request's body), unpacked through the gate: its id and
                                      upload digest; a link, FIFO, device, `..` or absolute
@@ -18,7 +18,8 @@
     GET  /v1/jobs/{id}/samples       its questions one by one: prediction, gold, EM, F1 (a
                                      hidden set's: admins only)
     POST /v1/jobs/{id}/cancel        cancel a job that has not ended
-    GET  /v1/results                 every cell's result as it is today (`api.Results`)
+    GET  /v1/results                 every cell's result as it is today (`api.Results`), less
+                                     the sets whose results are withheld now
     GET  /pages/submissions/{id}     a submission's page: its jobs' states, live logs,
                                      results with intervals, and provenance (the id is its
                                      key: anyone given the link sees it)
@@ -137,8 +138,15 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None,
     @app.get("/v1/testsets")
     def testset_list() -> list[dict]:
         good, _ = testsets.scan()
+        rules = boards.rules(engine)
+        for name, found in rules.items():
+            if found.hidden and (hidden := boards.hidden_set(engine, name)) is not None:
+                good[name] = hidden
         return [{"id": t.id, "name": t.name, "kind": t.kind, "questions": t.questions,
-                 "reference": t.reference} for t in good.values()]
+                 "reference": t.reference,
+                 "hidden": rules.get(t.id, boards.Rules(t.id)).hidden,
+                 "visibility": rules.get(t.id, boards.Rules(t.id)).visibility}
+                for t in good.values()]
 
     @app.post("/v1/bundles", status_code=201)
     async def upload(request: Request, who: Caller) -> dict:
@@ -273,9 +281,10 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None,
 
     @app.get("/v1/results")
     def results(bundle: str | None = None, testset: str | None = None) -> list[dict]:
+        withheld = boards.withheld(engine)
         return [{k: r.get(k) for k in ("bundle", "testset", "n", "em", "em_lo", "em_hi", "f1",
                                        "f1_lo", "f1_hi", "level", "key")}
-                for r in Results(store).rows(bundle, testset)]
+                for r in Results(store).rows(bundle, testset) if r["testset"] not in withheld]
 
     @app.get("/", include_in_schema=False)
     def home() -> RedirectResponse:

@@ -268,6 +268,9 @@ def test_a_sets_rules_say_who_sees_its_results_and_how_often_one_may_submit(
     [job] = api.get(f"/v1/submissions/{made['submission']}", headers=auth).json()["jobs"]
     assert job["state"] == "finished" and job["result"] is None
     assert job["result_hidden"] == "results on test set 'tiny' are shown to its organisers only"
+    assert api.get("/v1/results").json() == []  # nor among every cell's results
+    [listed] = api.get("/v1/testsets").json()
+    assert (listed["id"], listed["visibility"], listed["hidden"]) == ("tiny", "admins", False)
     page = api.get(f"/pages/submissions/{made['submission']}").text
     assert "shown to its organisers only" in page and "[" not in page.split("<tbody>")[1][:400]
     [seen] = api.get(f"/v1/submissions/{made['submission']}",
