@@ -399,6 +399,11 @@ CHAPTERS: dict[str, list[Step]] = {
         # the submission service (service.md): no server answers once its step has stopped
         Step("qashift admin user add alice"),
         Step("qashift admin token create alice"),
+        Step("qashift admin testset rules squad-dev --visibility admins"),
+        # an organiser's folder of her own (tests/service/test_hidden.py adds one)
+        Step("qashift admin testset add organiser/secret-set --hidden", "refused"),
+        Step("qashift admin testset rules secret-set --visibility after --after 2027-03-01 "
+             "--daily-limit 2", "refused"),
         Step("qashift serve --port 8000", "started"),
         Step("qashift worker --runner docker", "started"),
         Step("qashift remote submit bert-ensemble -t squad-dev --wait --server "
