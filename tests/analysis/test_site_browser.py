@@ -13,7 +13,6 @@ from __future__ import annotations
 import csv
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from click.testing import CliRunner
 
 from evaluator.cli.figures import report_command
 from tests.conftest import REPO
+from tests.support.browser import MISSING, chromium
 from tests.support.site import (
     build_published_site,
     build_store_site,
@@ -28,39 +28,20 @@ from tests.support.site import (
     store_rows,
 )
 
-CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-try:
-    import selenium  # noqa: F401
-except ImportError:
-    selenium = None
-if not (CHROMIUM and DRIVER and selenium):
-    pytest.skip("headless Chromium not installed (need chromium, chromium-driver and "
-                "selenium): run `bash .ci/chromium.sh`", allow_module_level=True)
+if MISSING:
+    pytest.skip(MISSING, allow_module_level=True)
 
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 pytestmark = pytest.mark.slow  # uses the two sites built once per session (~60 s)
 
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run", "--window-size=1280,1000",
-         "--force-device-scale-factor=1", "--hide-scrollbars")
-
 
 @pytest.fixture(scope="module")
 def browser():
-    profile = tempfile.mkdtemp(prefix="qashift-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (*FLAGS, f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(DRIVER))
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
+    with chromium() as driver:
+        yield driver
 
 
 @pytest.fixture(scope="module")

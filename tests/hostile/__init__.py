@@ -32,3 +32,25 @@ def bundle(root: Path, program: str, *, bundle_id: str | None = None,
         spec["environment"] = environment
     (folder / "bundle.yaml").write_text(json.dumps(spec, indent=1))  # JSON is YAML
     return folder
+
+
+# what each program of the matrix ends as (a failure class, or None: a result), wherever it
+# runs in Docker: from the command line or submitted over HTTP
+MATRIX = {"network": "nonzero-exit", "forkbomb": "nonzero-exit", "memhog": "out-of-memory",
+          "sleeper": "timeout", "duplicate_ids": "malformed-predictions",
+          "symlink_predictions": "malformed-predictions", "filler": "output-too-large",
+          "snoop": None, "flood": None, "sloppy_ids": None, "well_behaved": None}
+
+
+def matrix(root: Path, connect: list, secrets: list[str]) -> None:
+    """The hostile matrix's bundle folders in `root`: `network` tries each (address, port) of
+    `connect`, `snoop` the paths of `secrets`; the others under tight limits."""
+    bundle(root, "network", targets={"connect": connect})
+    bundle(root, "snoop", targets={"paths": secrets})
+    bundle(root, "forkbomb", resources={"pids": 64, "timeout": 30})
+    bundle(root, "memhog", resources={"memory": "128m"})
+    bundle(root, "sleeper", resources={"timeout": 3})
+    bundle(root, "filler", resources={"output": "64m"})
+    for name in ("flood", "sloppy_ids", "duplicate_ids", "symlink_predictions",
+                 "well_behaved"):
+        bundle(root, name)

@@ -19,13 +19,6 @@ from tests.service.test_service import DEADLINE_S, start_server, worker
 
 pytestmark = [pytest.mark.slow, *needs_docker]
 
-EXPECTED = {  # what the command line's hostile matrix finds, bundle by bundle
-    "network": "nonzero-exit", "forkbomb": "nonzero-exit", "memhog": "out-of-memory",
-    "sleeper": "timeout", "duplicate_ids": "malformed-predictions",
-    "symlink_predictions": "malformed-predictions", "filler": "output-too-large",
-    "snoop": None, "flood": None, "sloppy_ids": None, "well_behaved": None}
-
-
 @pytest.mark.parametrize("database", ["sqlite"], indirect=True)
 def test_every_hostile_bundle_uploaded_over_http_is_contained_as_from_the_command_line(
         database, toy, tmp_path, shared_data):
@@ -34,21 +27,12 @@ def test_every_hostile_bundle_uploaded_over_http_is_contained_as_from_the_comman
     mine, listener = tmp_path / "mine", HostPort()
     secrets = [str(toy["workspace"]), str(toy["sets"] / "toy" / "data.json"), str(shared_data),
                str(tmp_path), os.environ["QASHIFT_CACHE"], "/etc/ssh", "/root/.ssh"]
-    hostile.bundle(mine, "network", targets={
-        "connect": [[addr, listener.port] for addr in host_addresses()]})
-    hostile.bundle(mine, "snoop", targets={"paths": secrets})
-    hostile.bundle(mine, "forkbomb", resources={"pids": 64, "timeout": 30})
-    hostile.bundle(mine, "memhog", resources={"memory": "128m"})
-    hostile.bundle(mine, "sleeper", resources={"timeout": 3})
-    hostile.bundle(mine, "filler", resources={"output": "64m"})
-    for name in ("flood", "sloppy_ids", "duplicate_ids", "symlink_predictions",
-                 "well_behaved"):
-        hostile.bundle(mine, name)
+    hostile.matrix(mine, [[addr, listener.port] for addr in host_addresses()], secrets)
     proc, base = start_server(url)
     try:
         client = Client(base, token)
         submissions = {}
-        for name in EXPECTED:
+        for name in hostile.MATRIX:
             sent = client.upload(mine / name)
             submissions[name] = client.submit(sent["bundle"], ["toy"],
                                               upload=sent["upload"])["submission"]
@@ -61,8 +45,8 @@ def test_every_hostile_bundle_uploaded_over_http_is_contained_as_from_the_comman
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
         listener.close()
-    assert {n: j["failure_class"] for n, j in jobs.items()} == EXPECTED
-    assert all(j["state"] == ("failed" if EXPECTED[n] else "finished")
+    assert {n: j["failure_class"] for n, j in jobs.items()} == hostile.MATRIX
+    assert all(j["state"] == ("failed" if hostile.MATRIX[n] else "finished")
                for n, j in jobs.items())
     assert all("\n" not in j["message"] for j in jobs.values() if j["message"])
     assert listener.accepted == 0 and "network blocked" in jobs["network"]["message"]

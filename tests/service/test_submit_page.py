@@ -5,51 +5,30 @@ provenance."""
 
 from __future__ import annotations
 
-import shutil
 import signal
 import tarfile
-import tempfile
 import time
 
 import pytest
 
 from tests.conftest import FIRST_WORD, write_command_bundle
 from tests.service.test_service import start_server, worker
+from tests.support.browser import MISSING, chromium
 
-CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-try:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
-except ImportError:
-    webdriver = None
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not (CHROMIUM and DRIVER and webdriver),
-                       reason="headless Chromium not installed (need chromium, "
-                              "chromium-driver and selenium): run `bash .ci/chromium.sh`"),
-]
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run", "--window-size=1280,1000")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(MISSING), reason=MISSING or "")]
 
 
 @pytest.fixture
 def browser():
-    profile = tempfile.mkdtemp(prefix="qashift-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (*FLAGS, f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(DRIVER))
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
+    with chromium() as driver:
+        yield driver
 
 
 @pytest.mark.parametrize("database", ["sqlite"], indirect=True)
 def test_a_bundle_uploaded_through_the_page_is_followed_to_its_results_and_trend(
         database, browser, tmp_path, workspace):
+    from selenium.webdriver.common.by import By
+
     url, token = database
     folder = write_command_bundle(tmp_path / "mine", "first-word", FIRST_WORD)
     archive = tmp_path / "first-word.tar.gz"
