@@ -73,19 +73,33 @@ class Neighbours:
         n = len(words)
         k = min(k, n - 1)
         margin = min(k + 16, n - 1)  # candidates past k, so ties at the k-th are all seen
+        names = np.array(words, dtype=object)
         index = {}
         for s in range(0, n, 1024):
             block = vectors[s:s + 1024]
-            distance = np.round(2 - 2 * block @ vectors.T, 9)  # squared L2 of unit vectors
-            for row in range(len(block)):
-                distance[row, s + row] = np.inf  # not one's own neighbour
+            rows = np.arange(len(block))
+            distance = block @ vectors.T
+            distance *= -2  # in place: 2 - 2 cos, the squared L2 of unit vectors (a new
+            distance += 2  # array per step costs more, in page faults, than the product)
+            distance[rows, s + rows] = np.inf  # not one's own neighbour
+            # candidates by the exact distance, ranked by the rounded one: rounding keeps the
+            # order (ties aside), so every word outside them rounds to at least the last
+            # candidate's distance, and the tie check below sees any that could rank
             top = np.argpartition(distance, margin - 1, axis=1)[:, :margin]
-            for row, candidates in enumerate(top):
-                ordered = candidates[np.lexsort((candidates, distance[row, candidates]))]
-                if margin < n - 1 and distance[row, ordered[k - 1]] >= \
-                        distance[row, ordered[-1]]:  # ties run past the candidates
-                    ordered = np.lexsort((np.arange(n), distance[row]))
-                index[words[s + row]] = [words[j] for j in ordered[:k]]
+            near = np.round(np.take_along_axis(distance, top, axis=1), 9)
+            # each row's candidates by (distance, then place in the vocabulary)
+            order = np.lexsort((top, near), axis=1)
+            ordered = np.take_along_axis(top, order, axis=1)
+            near = np.take_along_axis(near, order, axis=1)
+            chosen = names[ordered[:, :k]].tolist()
+            if margin < n - 1:  # ties that run past the candidates: every word of the row
+                # as near as the k-th, ranked (none outside the candidates is nearer)
+                for row in np.flatnonzero(near[:, k - 1] >= near[:, -1]):
+                    rounded = np.round(distance[row], 9)
+                    within = np.flatnonzero(rounded <= near[row, k - 1])
+                    ranked = within[np.lexsort((within, rounded[within]))]
+                    chosen[row] = names[ranked[:k]].tolist()
+            index.update(zip(words[s:s + len(block)], chosen, strict=True))
         return cls(words, index)
 
 
