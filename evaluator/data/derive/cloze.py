@@ -28,10 +28,18 @@ MASK = "XXXXX"
 KINDS = ("ne", "cn")
 
 
-def _pipeline():
-    """Tagger and entity recogniser; sentences from the rule-based sentencizer (the parser
-    would triple the cost)."""
-    return spacy_nlp.pipeline(("parser",), sentencizer=True, need="the cloze generator")
+NOT_NEEDED = {  # the components a kind's blanks do not read (each costs time, none changes
+    # the entities or the tags the others give)
+    "ne": ("parser", "lemmatizer", "tagger", "attribute_ruler"),
+    "cn": ("parser", "lemmatizer"),
+}
+
+
+def _pipeline(kind: str = "cn"):
+    """What `kind`'s blanks need: the entity recogniser (ne) or the tagger with its
+    attribute ruler (cn); sentences from the rule-based sentencizer (the parser would triple
+    the cost)."""
+    return spacy_nlp.pipeline(NOT_NEEDED[kind], sentencizer=True, need="the cloze generator")
 
 
 def candidates(query, kind: str) -> list:
@@ -51,7 +59,7 @@ def questions(paragraphs: list[str], kind: str, rng: random.Random, min_sentence
     """Cloze questions {id, paragraph, passage, question, answer, answer_start}: one per
     usable paragraph (its last sentence), or with `every` one per usable sentence from the
     `min_sentences`-th on."""
-    nlp = nlp or _pipeline()
+    nlp = nlp or _pipeline(kind)
     out = []
     for k, doc in enumerate(nlp.pipe(paragraphs, batch_size=64)):
         sentences = [s for s in doc.sents if s.text.strip()]  # New-Wiki's end in a newline
