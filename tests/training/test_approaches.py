@@ -26,7 +26,7 @@ LIBRARIES = REPO / "submissions" / "_libraries"
 @pytest.fixture
 def tiny(tmp_path, dev_raw, monkeypatch, workspace):
     """tiny-train: the first 12 paragraphs of the first dev article (250 questions);
-    few-train: its first 5 paragraphs; tiny-test: the second article."""
+    few-train: its first 5 paragraphs; tiny-test: the first 5 paragraphs of the second."""
     subs, sets = tmp_path / "subs", tmp_path / "sets"
     for name in (*APPROACHES, "sliding-window"):
         shutil.copytree(REPO / "submissions" / name, subs / name)
@@ -40,7 +40,8 @@ def tiny(tmp_path, dev_raw, monkeypatch, workspace):
     folder = write_testset(sets, "few-train", {"version": "1.1", "data": [few]})
     (folder / "testset.yaml").write_text((folder / "testset.yaml").read_text().replace(
         "kind: derived", "kind: training"))
-    write_testset(sets, "tiny-test", {"version": "1.1", "data": dev_raw["data"][1:2]})
+    unseen = dict(dev_raw["data"][1], paragraphs=dev_raw["data"][1]["paragraphs"][:5])
+    write_testset(sets, "tiny-test", {"version": "1.1", "data": [unseen]})
     monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
     monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
 
