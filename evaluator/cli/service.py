@@ -3,6 +3,7 @@ and docs/service.md). Thin: parse, call, print."""
 
 from __future__ import annotations
 
+import calendar
 import json
 from pathlib import Path
 
@@ -191,8 +192,6 @@ def admin_testset_add(folder, hidden, inputs_may_leave, db, data_dir, workspace)
 def admin_testset_rules(testset, visibility, after, daily_limit, inputs_may_leave, db,
                         data_dir, workspace) -> None:
     """Set (or show) a test set's rules."""
-    import calendar
-
     from evaluator.service import boards  # lazy: sqlalchemy
     from evaluator.service import db as database  # lazy: sqlalchemy, fastapi
 

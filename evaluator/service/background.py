@@ -1,5 +1,5 @@
 """Work the server does on its own, every second: scoring hidden sets' runs
-(`scoring.score_waiting`) and sending webhooks (`notices.deliver_due`)."""
+(`service.scoring.score_waiting`) and sending webhooks (`service.notices.deliver_due`)."""
 
 from __future__ import annotations
 

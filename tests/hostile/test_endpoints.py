@@ -26,7 +26,7 @@ from evaluator.cli.main import evaluate_cmd
 from evaluator.core.errors import ConfigError, RunFailure
 from evaluator.qa.prompting import GenerationSpec, Prompted
 from evaluator.runners import endpoint as endpoints
-from tests.conftest import tiny_registry
+from tests.conftest import hears_ctrl_c, tiny_registry
 from tests.support.generative import (
     Loopback,
     allow_endpoints,
@@ -325,7 +325,8 @@ def test_a_signal_ends_an_endpoint_cell_within_seconds(tmp_path, monkeypatch, wo
                                                    f"concurrency: 4, timeout: 120}}")
     proc = subprocess.Popen([sys.executable, "-m", "evaluator", "evaluate", "-b", "slow", "-t",
                              "many", "--runner", "local", "--json"], env=dict(os.environ),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            preexec_fn=hears_ctrl_c)  # as a terminal's foreground command
     try:
         deadline = time.monotonic() + 90
         while service.in_flight < 4:
