@@ -192,6 +192,7 @@ def test_a_hidden_sets_job_run_through_slurm_leaves_no_gold_in_its_shared_folder
     assert holding(workspace, CANARY, skip=(workspace / boards.HIDDEN_FOLDER,)) == []
 
 
+@pytest.mark.slow  # it starts a server or a worker process
 def test_changing_a_hidden_sets_data_makes_exactly_its_results_stale(
         database, tmp_path, monkeypatch, small_dev, workspace):
     url, token = database
@@ -246,6 +247,7 @@ def test_changing_a_hidden_sets_data_makes_exactly_its_results_stale(
     assert "stale: scored on" not in api.get(f"/pages/submissions/{made[0]['submission']}").text
 
 
+@pytest.mark.slow  # it starts a server or a worker process
 def test_a_sets_rules_say_who_sees_its_results_and_how_often_one_may_submit(
         database, tmp_path, monkeypatch, small_dev, workspace):
     url, token = database

@@ -12,6 +12,7 @@ import sys
 import time
 
 import httpx
+import pytest
 from fastapi.testclient import TestClient
 
 from evaluator.service import accounts, db, queue
@@ -38,6 +39,7 @@ def events_of(text: str) -> list[tuple[str, dict]]:
     return out
 
 
+@pytest.mark.slow  # it starts a server or a worker process
 def test_a_running_jobs_log_is_followed_live_and_kept_when_it_ends(
         database, tmp_path, monkeypatch, small_dev, workspace):
     url, token = database
@@ -83,6 +85,7 @@ def test_a_running_jobs_log_is_followed_live_and_kept_when_it_ends(
         proc.wait(timeout=30)
 
 
+@pytest.mark.slow  # it starts a server or a worker process
 def test_a_job_that_failed_before_anything_ran_shows_its_failure_as_its_log(
         database, tmp_path, monkeypatch, small_dev, workspace):
     url, token = database

@@ -71,6 +71,7 @@ def allow_webhooks(tmp_path, monkeypatch, origin: str) -> None:
     monkeypatch.setenv("QASHIFT_POLICY", str(policy))
 
 
+@pytest.mark.slow  # it starts a server or a worker process
 def test_each_end_of_a_job_is_posted_once_signed_and_retried_when_the_receiver_is_down(
         database, tmp_path, monkeypatch, small_dev, workspace):
     url, token = database

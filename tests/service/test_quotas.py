@@ -31,6 +31,7 @@ def student(database, tmp_path, monkeypatch) -> tuple[str, str]:
     return database[0], token
 
 
+@pytest.mark.slow  # it starts a server or a worker process
 def test_the_submission_past_the_tiers_limit_is_a_429_and_the_platforms_failures_are_free(
         student, workspace):
     url, token = student

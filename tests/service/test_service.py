@@ -79,6 +79,7 @@ def worker(*flags: str, runner: str = "local", **popen) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, text=True, **popen)
 
 
+@pytest.mark.slow  # it starts a server or a worker process
 def test_a_token_only_in_the_header_and_only_its_hash_kept(server):
     base, url, token = server
     assert httpx.get(f"{base}/v1/healthz", trust_env=False).json()["ok"] is True
@@ -103,6 +104,7 @@ def test_a_token_only_in_the_header_and_only_its_hash_kept(server):
         unknown.submit("no-such-bundle", ["squad-dev"])
 
 
+@pytest.mark.slow  # it starts a server or a worker process
 def test_a_submission_over_http_gives_the_numbers_evaluate_gives(server, workspace):
     base, url, token = server
     running = worker()
@@ -161,6 +163,7 @@ def served_page(base: str, path: str) -> str:
         time.sleep(0.5)
 
 
+@pytest.mark.slow  # it starts a server or a worker process
 def test_a_worker_killed_mid_job_leaves_it_to_the_next_which_ends_it_once(
         server, tmp_path, monkeypatch, small_dev, workspace):
     base, url, token = server
@@ -195,6 +198,7 @@ def test_a_worker_killed_mid_job_leaves_it_to_the_next_which_ends_it_once(
     assert not queue.finish(engine, job_id, "first-worker", result_key=job["result_key"])
 
 
+@pytest.mark.slow  # it starts a server or a worker process
 def test_fifty_submissions_at_once_to_four_workers_run_each_cell_once(
         database, tmp_path, monkeypatch, small_dev, workspace):
     """On SQLite: every submission accepted while others are written, no "database is
@@ -242,6 +246,7 @@ def remote(*args: str) -> subprocess.CompletedProcess:
                           timeout=DEADLINE_S * 2)
 
 
+@pytest.mark.slow  # it starts a server or a worker process
 def test_a_server_killed_mid_job_loses_nothing_and_logs_are_served_when_jobs_end(
         database, tmp_path, monkeypatch, small_dev, workspace):
     """`kill -9` of the server while a worker runs a job: the worker ends the job without it,

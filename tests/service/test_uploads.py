@@ -94,6 +94,7 @@ def test_a_good_archive_becomes_a_bundle_under_its_digest(tmp_path):
     assert (bundle.folder / "program.py").stat().st_mode & 0o222 == 0  # read-only, 0444
 
 
+@pytest.mark.slow  # it starts a server or a worker process
 def test_an_uploaded_folder_is_scored_over_http_and_a_bad_archive_is_a_422(
         database, tmp_path, monkeypatch, small_dev, workspace):
     url, token = database
