@@ -23,6 +23,7 @@ from evaluator.pipeline.cell import (
     output_folder,
     read_outputs,
     score_outputs,
+    write_input_bytes,
 )
 from evaluator.pipeline.prepared import prepared_inputs
 from evaluator.runners.base import Runner, RunRecord, RunRequest
@@ -58,9 +59,7 @@ def run_blind(bundle: Bundle, testset_id: str, key: str, options: dict, input_by
     label = f"{bundle.id} x {testset_id}"
     try:
         with run_tempdir("cell") as tmp:
-            input_path = output_folder(Path(tmp), "input") / "input.json"
-            input_path.write_bytes(input_bytes)
-            input_path.chmod(0o444)
+            input_path = write_input_bytes(input_bytes, Path(tmp))
             prepared = prepared_inputs(bundle, input_path, runner, store.workspace, label)
             request = RunRequest(bundle, input_path, output_folder(Path(tmp), "output"),
                                  testset_id, device, (), prepared)

@@ -239,8 +239,14 @@ def _run_and_score(job: Job, runner: Runner, store: Store, level: float, cluster
 
 def write_input(dataset: Dataset, folder: Path) -> Path:
     """The answer-free input a submission reads, read-only, in `folder/input/`."""
+    return write_input_bytes(canonical_json(input_document(dataset.raw)), folder)
+
+
+def write_input_bytes(data: bytes, folder: Path) -> Path:
+    """An answer-free input document's bytes as the file a submission reads (`write_input`;
+    a blind run's input comes as bytes)."""
     path = output_folder(folder, "input") / "input.json"
-    path.write_bytes(canonical_json(input_document(dataset.raw)))
+    path.write_bytes(data)
     path.chmod(0o444)
     return path
 

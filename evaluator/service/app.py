@@ -142,11 +142,13 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None,
         for name, found in rules.items():
             if found.hidden and (hidden := boards.hidden_set(engine, name)) is not None:
                 good[name] = hidden
-        return [{"id": t.id, "name": t.name, "kind": t.kind, "questions": t.questions,
-                 "reference": t.reference,
-                 "hidden": rules.get(t.id, boards.Rules(t.id)).hidden,
-                 "visibility": rules.get(t.id, boards.Rules(t.id)).visibility}
-                for t in good.values()]
+        listed = []
+        for t in good.values():
+            found = rules.get(t.id, boards.Rules(t.id))
+            listed.append({"id": t.id, "name": t.name, "kind": t.kind,
+                           "questions": t.questions, "reference": t.reference,
+                           "hidden": found.hidden, "visibility": found.visibility})
+        return listed
 
     @app.post("/v1/bundles", status_code=201)
     async def upload(request: Request, who: Caller) -> dict:
@@ -250,12 +252,15 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None,
             raise HTTPException(404, f"job {job_id} ({job['state']}) left no log")
         return logs.text(data)
 
-    @app.get("/v1/jobs/{job_id}/log/stream")
-    def job_log_stream(job_id: int, who: Caller) -> StreamingResponse:
-        owned_job(job_id, who)
+    def log_stream(job_id: int) -> StreamingResponse:
         return StreamingResponse(logs.events(engine, store, job_id),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store"})
+
+    @app.get("/v1/jobs/{job_id}/log/stream")
+    def job_log_stream(job_id: int, who: Caller) -> StreamingResponse:
+        owned_job(job_id, who)
+        return log_stream(job_id)
 
     @app.get("/v1/jobs/{job_id}/samples")
     def job_samples(job_id: int, who: Caller) -> list[dict]:
@@ -328,9 +333,7 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None,
         job = queue.job(engine, job_id)
         if job is None or job["submission"] != submission:
             raise HTTPException(404, "no such job")
-        return StreamingResponse(logs.events(engine, store, job_id),
-                                 media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-store"})
+        return log_stream(job_id)
 
     @app.get("/pages/{path:path}", include_in_schema=False)
     def page(path: str) -> FileResponse:

@@ -53,6 +53,10 @@ class Rules:
             return (time.time() if now is None else now) >= (self.visible_after or 0.0)
         return False
 
+    def read(self) -> TestSet:
+        """A hidden set as its folder holds it (its gold is read only where it is scored)."""
+        return testsets.from_folder(Path(self.folder))
+
 
 def withheld_line(rules: Rules) -> str:
     """Why a set's results are not shown to a submitter, in one line."""
@@ -147,9 +151,10 @@ def set_rules(engine: Engine, testset: str, *, visibility: str | None = None,
 
 
 def hidden_set(engine: Engine, testset: str) -> TestSet | None:
-    """A hidden set, read from its folder (only the scoring process calls this)."""
+    """A hidden set, read from its folder in the server's workspace (None for a set that is
+    not hidden)."""
     found = rules_of(engine, testset)
-    return testsets.from_folder(Path(found.folder)) if found.hidden else None
+    return found.read() if found.hidden else None
 
 
 def endpoint_bundle(bundle: Bundle) -> bool:
@@ -168,8 +173,7 @@ def plan(engine: Engine, config: EvaluationConfig, chosen: list[Bundle]
     sets = []
     for name in config.testsets:
         found = known.get(name)
-        sets.append(testsets.from_folder(Path(found.folder)) if found and found.hidden
-                    else testsets.get(name))
+        sets.append(found.read() if found and found.hidden else testsets.get(name))
     for bundle in chosen:
         for testset in sets:
             found = known.get(testset.id)

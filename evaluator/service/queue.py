@@ -81,14 +81,23 @@ def submit(engine: Engine, user_id: int, cells: list[tuple[str, str, dict]],
                 testset=testset,
                 options=json.dumps(options, sort_keys=True),
                 state="finished" if key else "queued", attempts=0, result_key=key,
-                gpus=gpus, input_sha256=blind.get(index, (None, None))[0],
-                cell_key=blind.get(index, (None, None))[1], created_at=now,
+                gpus=gpus, **_blind(blind.get(index)), created_at=now,
                 updated_at=now)).inserted_primary_key[0]
             _event(conn, job_id, "queued")
             if key:
                 _event(conn, job_id, "finished", note="stored earlier: nothing run")
             ids.append(job_id)
     return submission, ids
+
+
+def _blind(planned: tuple[str, str] | None) -> dict:
+    """A hidden set's job's columns: its answer-free input's object and its cell key."""
+    return dict(zip(("input_sha256", "cell_key"), planned or (None, None), strict=True))
+
+
+def _used(usage: tuple[float, float] | None) -> dict:
+    """The columns of what a job used, where it was counted."""
+    return dict(zip(("cpu_s", "gpu_s"), usage, strict=True)) if usage else {}
 
 
 def requeue(engine: Engine, earlier: list[dict], note: str,
@@ -105,10 +114,8 @@ def requeue(engine: Engine, earlier: list[dict], note: str,
             job_id = conn.execute(insert(jobs).values(
                 submission=row["submission"], user_id=row["user_id"], bundle=row["bundle"],
                 folder=row["folder"], testset=row["testset"], options=row["options"],
-                gpus=row["gpus"], state="queued", attempts=0,
-                input_sha256=blind.get(row["id"], (None, None))[0],
-                cell_key=blind.get(row["id"], (None, None))[1], created_at=now,
-                updated_at=now)).inserted_primary_key[0]
+                gpus=row["gpus"], state="queued", attempts=0, **_blind(blind.get(row["id"])),
+                created_at=now, updated_at=now)).inserted_primary_key[0]
             _event(conn, job_id, "queued", note=f"{note} (job {row['id']})")
             ids.append(job_id)
     return ids
@@ -189,14 +196,13 @@ def finish(engine: Engine, job_id: int, worker: str, *, result_key: str | None =
     (another worker ends it). `usage`: the CPU- and GPU-seconds its run took, charged to
     its user (a scorer ending a handed-back job leaves the worker's as they are)."""
     state = "finished" if result_key else "failed"
-    used = {"cpu_s": usage[0], "gpu_s": usage[1]} if usage else {}
     with engine.begin() as conn:
         done = conn.execute(update(jobs).where(
             jobs.c.id == job_id, jobs.c.worker == worker,
             jobs.c.state.in_(("running", "scoring"))).values(
             state=state, result_key=result_key, failure_class=failure_class,
             message=message, log_sha256=log_sha256, lease_until=None, updated_at=time.time(),
-            **used))
+            **_used(usage)))
         if done.rowcount == 1:
             _event(conn, job_id, state, worker, message)
     return done.rowcount == 1
@@ -220,8 +226,7 @@ def hand_over(engine: Engine, job_id: int, worker: str, output_sha256: str,
         done = conn.execute(update(jobs).where(
             jobs.c.id == job_id, jobs.c.worker == worker, jobs.c.state == "running").values(
             state="scoring", output_sha256=output_sha256, lease_until=None,
-            updated_at=time.time(),
-            **({"cpu_s": usage[0], "gpu_s": usage[1]} if usage else {})))
+            updated_at=time.time(), **_used(usage)))
         if done.rowcount == 1:
             _event(conn, job_id, "scoring", worker, "run handed back for scoring")
     return done.rowcount == 1

@@ -60,12 +60,16 @@ def run_job(engine: Engine, store: Store, job: queue.Claimed, worker: str, runne
         ended = queue.finish(engine, job.id, worker, result_key=outcome.result.row["key"],
                              usage=used)
         return "finished" if ended else "lost"
-    failures = store.failures(outcome.job.key)
     ended = queue.finish(engine, job.id, worker, failure_class=outcome.failure_class,
-                         message=outcome.message,
-                         log_sha256=failures[-1]["log_sha256"] if failures else None,
+                         message=outcome.message, log_sha256=failure_log(store, outcome.job.key),
                          usage=used)
     return "failed" if ended else "lost"
+
+
+def failure_log(store: Store, key: str) -> str | None:
+    """The store object of the log of a cell's last recorded failure, if any."""
+    failures = store.failures(key)
+    return failures[-1]["log_sha256"] if failures else None
 
 
 def usage(started: float, chosen: list[Bundle]) -> tuple[float, float]:
@@ -96,27 +100,27 @@ class LiveLog:
 def _run_blind_job(engine: Engine, store: Store, job: queue.Claimed, worker: str,
                    runner: str, started: float) -> str:
     """A hidden set's job: its bundle run on the answer-free input, the run handed back."""
+    chosen: list[Bundle] = []
     try:
-        bundle = None
-        config, [bundle] = cells.request(asdict(job), store, runner)
+        config, chosen = cells.request(asdict(job), store, runner)
         data = store.get_object(job.input_sha256)
         if data is None:
             raise RunFailure("internal-error", f"the input of job {job.id} is missing from "
                              f"the store")
-        handed = run_blind(bundle, job.testset, job.cell_key, job.options, data,
+        handed = run_blind(chosen[0], job.testset, job.cell_key, job.options, data,
                            Dispatcher(config.runner), store, config.device)
     except (UserError, RunFailure) as error:
-        failures = store.failures(job.cell_key) if isinstance(error, RunFailure) else []
         ended = queue.finish(engine, job.id, worker, failure_class=failure_class_of(error),
                              message=str(error),
-                             log_sha256=failures[-1]["log_sha256"] if failures else None,
-                             usage=usage(started, [bundle] if bundle else []))
+                             log_sha256=failure_log(store, job.cell_key)
+                             if isinstance(error, RunFailure) else None,
+                             usage=usage(started, chosen))
         return "failed" if ended else "lost"
     except Exception as exc:  # noqa: BLE001 - a bug or a hostile output: this job fails
         ended = queue.finish(engine, job.id, worker, failure_class="internal-error",
                              message=f"{type(exc).__name__}: {str(exc)[:300]}")
         return "failed" if ended else "lost"
-    used = usage(started, [bundle])
+    used = usage(started, chosen)
     return "scoring" if queue.hand_over(engine, job.id, worker, handed, used) else "lost"
 
 
