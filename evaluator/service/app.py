@@ -121,13 +121,7 @@ def create_app(engine: Engine, store: Store, pages: Pages | None = None,
         out = {k: job[k] for k in ("id", "submission", "bundle", "testset", "state",
                                    "attempts", "failure_class", "message")}
         out["stale"] = job["id"] in stale  # its test set's bytes or scorer changed since
-        rules = boards.rules_of(engine, job["testset"])
-        if rules.shown_to(who.scope == "admin"):
-            _, out["result"] = cells.job_result(job, store)
-        else:
-            out["result"] = None
-            out["result_hidden"] = boards.withheld_line(rules)
-        return out
+        return {**out, **cells.shown_result(engine, job, store, who.scope == "admin")}
 
     @app.get("/v1/healthz")
     def healthz() -> dict:

@@ -51,6 +51,15 @@ def job_result(job: dict, store: Store) -> tuple[dict | None, dict | None]:
     return row, result
 
 
+def shown_result(engine: Engine, job: dict, store: Store, admin: bool) -> dict:
+    """A job's result as a reader sees it: `{"result"}`, or, while its set's rules withhold
+    it from a submitter, `{"result": None, "result_hidden": why}` (the API and webhooks)."""
+    rules = boards.rules_of(engine, job["testset"])
+    if rules.shown_to(admin):
+        return {"result": job_result(job, store)[1]}
+    return {"result": None, "result_hidden": boards.withheld_line(rules)}
+
+
 def samples(row: dict, store: Store, testset: TestSet | None = None) -> list[dict]:
     """A stored result's questions one by one: the prediction, the gold answers and the
     question's EM and F1 (`testset`: a hidden set, read where its gold is; else the
