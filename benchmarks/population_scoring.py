@@ -283,6 +283,7 @@ def main() -> None:
 def whole_population(plan: Path, set_id: str, work: Path | None, jobs: int = 1) -> None:
     """Every frozen system of `plan` on `set_id` through `score_frozen`, then the CPU time per
     approach from the cells' run records (see the module's docstring)."""
+    print(f"scoring every frozen system of {plan} on all of {set_id} ...", flush=True)
     with tempfile.TemporaryDirectory(prefix="population-whole-") as tmp:
         workspace = (work or Path(tmp)).resolve()
         testset = testsets.get(set_id)
@@ -343,6 +344,8 @@ def whole_population(plan: Path, set_id: str, work: Path | None, jobs: int = 1) 
 def grouped_population(plan: Path, set_id: str, sizes: tuple[int, ...], jobs: int,
                        runner: str, ways: tuple[bool, ...] = (False, True)) -> None:
     """See the module's docstring: `--groups`."""
+    print(f"scoring the population on {set_id} samples of {', '.join(map(str, sizes))} "
+          f"questions, cell by cell and in groups ...", flush=True)
     testset = testsets.get(set_id)
     found = study_plan.with_testsets(study_plan.load(plan), [testset])
     earlier = table.read(REPO / "results" / "population.csv")

@@ -119,6 +119,8 @@ def time_cached_all(data: Path, repeats: int, given: str | None, count: int = 40
     by a first run, then timed as a user starts it (bytecode cached)."""
     import yaml
 
+    print(f"storing every cell of {count} bundle folders on squad-dev, then timing "
+          f"`evaluate -b all` ...", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "project"
         shutil.copytree(REPO / "testsets" / "squad-dev", root / "testsets" / "squad-dev")

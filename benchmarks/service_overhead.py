@@ -126,6 +126,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data"))
     args = parser.parse_args()
+    print(f"timing a stored cell over HTTP and from the command ({args.repeats} times each), "
+          f"then {args.jobs:,} claims ...", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "QASHIFT_WORKSPACE": f"{tmp}/ws", "QASHIFT_CACHE": f"{tmp}/cache",
                "QASHIFT_DATA_DIR": args.data_dir, "PYTHONPYCACHEPREFIX": f"{tmp}/bytecode"}

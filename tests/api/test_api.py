@@ -96,9 +96,9 @@ API_OPTIONS = [  # (the API's keyword arguments, the same as `evaluate` flags)
 @pytest.mark.slow
 @pytest.mark.parametrize("kwargs, flags", API_OPTIONS, ids=lambda v: str(v)[:30])
 def test_the_api_forwards_each_option_as_the_command_reads_it(tmp_path, monkeypatch, workspace,
-                                                              small_dev, tiny_model, kwargs,
+                                                              few_dev, tiny_model, kwargs,
                                                               flags):
-    sets, subs = tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev},
+    sets, subs = tiny_registry(tmp_path, monkeypatch, {"tiny": few_dev},
                                {"sliding-window": SLIDING_WINDOW})
     write_hfqa_bundle(subs, "tiny-hf", tiny_model)
     bundles_ = ["tiny-hf"] if "model_args" in kwargs else ["sliding-window", "tiny-hf"]

@@ -296,12 +296,12 @@ def test_a_server_killed_mid_job_loses_nothing_and_logs_are_served_when_jobs_end
 
 @pytest.mark.slow
 def test_each_kind_of_bundle_folder_is_uploaded_and_scored_over_http(
-        database, tmp_path, monkeypatch, small_dev, workspace, tiny_model, tiny_lm):
+        database, tmp_path, monkeypatch, few_dev, workspace, tiny_model, tiny_lm):
     """An hf-qa checkpoint, a local generative model and an endpoint bundle, each a folder
     uploaded by `remote submit FOLDER`'s client, finish over HTTP with their results (a
     command bundle's upload is tests/service/test_uploads.py's)."""
     url, token = database
-    tiny_registry(tmp_path, monkeypatch, {"tiny": small_dev}, {})
+    tiny_registry(tmp_path, monkeypatch, {"tiny": few_dev}, {})
     endpoint = Loopback(reply(200, completion(" the")))
     allow_endpoints(tmp_path, monkeypatch, endpoint.origin)
     mine = tmp_path / "mine"
