@@ -19,6 +19,21 @@ PARIS = ("Mary has lived in Paris since 2001. She likes the old city. "
 DOGS = "The dog barked at night. A cat ran across the road. The dog slept until noon."
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(workspace):
+    """Parses are cached: each test keeps its own cache."""
+
+
+def test_the_ne_and_the_cn_questions_of_the_same_passages_share_one_cached_parse(
+        workspace, monkeypatch):
+    ne = cloze.questions([PARIS, DOGS], "ne", random.Random(0), 3)
+    assert len(list((workspace.parent / "cache" / "cloze-parses").iterdir())) == 1
+    monkeypatch.setattr(cloze, "_pipeline", lambda: pytest.fail("the passages parsed again"))
+    cn = cloze.questions([PARIS, DOGS], "cn", random.Random(0), 3)
+    assert [q["answer"] for q in cn] == ["dog"]  # Paris's last nouns are not said before
+    assert cloze.questions([PARIS, DOGS], "ne", random.Random(0), 3) == ne
+
+
 def test_the_query_blanks_a_word_the_passage_holds_and_the_answer_is_its_first_occurrence():
     [q] = cloze.questions([PARIS], "ne", random.Random(0), 3)
     assert q["passage"] == "Mary has lived in Paris since 2001. She likes the old city."

@@ -161,8 +161,15 @@ def generated_cache(tmp_path_factory: pytest.TempPathFactory, shared_data: Path)
     return tmp_path_factory.mktemp("derived-cache")
 
 
+def _sharing_a_parent(set_id: str):
+    """The folder as a test case that runs on the test worker of its parent's other children:
+    the parent is generated, and parsed by spaCy for the POS ablations, once for them all."""
+    return pytest.param(set_id, marks=pytest.mark.xdist_group(
+        f"derived-from-{testsets.get(set_id).derive.parent or set_id}"))
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("set_id", SHIPPED_DERIVED)
+@pytest.mark.parametrize("set_id", [_sharing_a_parent(s) for s in SHIPPED_DERIVED])
 def test_a_shipped_derived_folder_regenerates_to_its_pinned_bytes(set_id, generated_cache,
                                                                   tmp_path, monkeypatch,
                                                                   shared_data):

@@ -17,9 +17,13 @@ rule-based sentencizer; `max_paragraphs` draws that many paragraphs of the paren
 
 from __future__ import annotations
 
+import json
 import random
 import re
 
+from evaluator.core import settings
+from evaluator.core.files import READABLE, write_atomic
+from evaluator.core.hashing import canonical_json, sha256_bytes
 from evaluator.data import nlp as spacy_nlp
 from evaluator.data.derive import register
 
@@ -28,25 +32,45 @@ MASK = "XXXXX"
 KINDS = ("ne", "cn")
 
 
-NOT_NEEDED = {  # the components a kind's blanks do not read (each costs time, none changes
-    # the entities or the tags the others give)
-    "ne": ("parser", "lemmatizer", "tagger", "attribute_ruler"),
-    "cn": ("parser", "lemmatizer"),
-}
+PARSE_VERSION = "cloze-parse-1"  # what a cached parse of the passages holds (see `parse`)
 
 
-def _pipeline(kind: str = "cn"):
-    """What `kind`'s blanks need: the entity recogniser (ne) or the tagger with its
-    attribute ruler (cn); sentences from the rule-based sentencizer (the parser would triple
-    the cost)."""
-    return spacy_nlp.pipeline(NOT_NEEDED[kind], sentencizer=True, need="the cloze generator")
+def _pipeline():
+    """The tagger with its attribute ruler (for cn's nouns) and the entity recogniser (for
+    ne's entities; it has its own token vectors, so the tagger's presence changes nothing it
+    finds); sentences from the rule-based sentencizer (the parser would triple the cost)."""
+    return spacy_nlp.pipeline(("parser", "lemmatizer"), sentencizer=True,
+                              need="the cloze generator")
 
 
-def candidates(query, kind: str) -> list:
-    """Single-word blanks of the query: entity words (ne) or common nouns (cn)."""
+def _candidates(sentence, kind: str) -> list[list]:
+    """[start, word] of each single-word blank of a sentence: entity words (ne) or common
+    nouns (cn)."""
     if kind == "ne":
-        return [t for t in query if t.ent_type_ and t.is_alpha and not t.is_stop]
-    return [t for t in query if t.pos_ == "NOUN" and t.is_alpha and not t.is_stop]
+        return [[t.idx, t.text] for t in sentence if t.ent_type_ and t.is_alpha and not t.is_stop]
+    return [[t.idx, t.text] for t in sentence
+            if t.pos_ == "NOUN" and t.is_alpha and not t.is_stop]
+
+
+def parse(paragraphs: list[str]) -> list[dict]:
+    """For each paragraph, {"text", "sentences": [{"start", "text", "ne", "cn"}]}: its
+    non-blank sentences and each one's candidate blanks of both kinds. Computed once per
+    passages and spaCy version and kept in the cache, so that the ne and the cn set of one
+    source cost one parse."""
+    key = sha256_bytes(canonical_json({"paragraphs": sha256_bytes(canonical_json(paragraphs)),
+                                       "parse": PARSE_VERSION, **spacy_nlp.versions()}))
+    path = settings.cache_dir() / "cloze-parses" / f"{key}.json"
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    out = []
+    for doc in _pipeline().pipe(paragraphs, batch_size=64):
+        out.append({"text": doc.text, "sentences": [
+            {"start": s.start_char, "text": s.text, "ne": _candidates(s, "ne"),
+             "cn": _candidates(s, "cn")}
+            for s in doc.sents if s.text.strip()]})  # New-Wiki's paragraphs end in a newline
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(out).encode(), READABLE)
+    return out
 
 
 def first_occurrence(passage: str, word: str) -> int:
@@ -55,31 +79,29 @@ def first_occurrence(passage: str, word: str) -> int:
 
 
 def questions(paragraphs: list[str], kind: str, rng: random.Random, min_sentences: int,
-              nlp=None, every: bool = False) -> list[dict]:
+              every: bool = False) -> list[dict]:
     """Cloze questions {id, paragraph, passage, question, answer, answer_start}: one per
     usable paragraph (its last sentence), or with `every` one per usable sentence from the
     `min_sentences`-th on."""
-    nlp = nlp or _pipeline(kind)
     out = []
-    for k, doc in enumerate(nlp.pipe(paragraphs, batch_size=64)):
-        sentences = [s for s in doc.sents if s.text.strip()]  # New-Wiki's end in a newline
+    for k, parsed in enumerate(parse(paragraphs)):
+        sentences = parsed["sentences"]
         if len(sentences) < min_sentences:
             continue
         at = range(min_sentences - 1, len(sentences)) if every else [len(sentences) - 1]
         for i in at:
             query = sentences[i]
-            passage = doc.text[:query.start_char].rstrip()
-            usable = [t for t in candidates(query, kind)
-                      if first_occurrence(passage, t.text) >= 0]
+            passage = parsed["text"][:query["start"]].rstrip()
+            usable = [c for c in query[kind] if first_occurrence(passage, c[1]) >= 0]
             if not usable:
                 continue
-            blank = rng.choice(usable)
-            start = blank.idx - query.start_char
-            question = query.text[:start] + MASK + query.text[start + len(blank.text):]
+            idx, word = rng.choice(usable)
+            start = idx - query["start"]
+            question = query["text"][:start] + MASK + query["text"][start + len(word):]
             out.append({"id": f"cloze-{kind}-{k}" + (f"-{i}" if every else ""),
                         "paragraph": k, "sentence": i, "passage": passage,
-                        "question": question.strip(), "answer": blank.text,
-                        "answer_start": first_occurrence(passage, blank.text)})
+                        "question": question.strip(), "answer": word,
+                        "answer_start": first_occurrence(passage, word)})
     return out
 
 
