@@ -662,6 +662,7 @@ def test_progress_shows_only_the_numbers_it_has(doc, said):
     assert progress_text(progress_numbers(doc)[0]) == said
 
 
+@pytest.mark.slow  # it trains the plan's systems
 def test_the_study_loop_and_population_scoring_go_through_the_one_entry(plan, workspace,
                                                                          monkeypatch):
     """Training a plan, scoring its systems on more sets (`strata --score`, `study run
