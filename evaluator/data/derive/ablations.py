@@ -20,11 +20,9 @@ silent (all documented in docs/derived.md and tested in tests/data/test_ablation
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable
 
-from evaluator.core import settings
 from evaluator.core.hashing import canonical_json, sha256_bytes
 from evaluator.data import nlp as spacy_nlp
 from evaluator.data.derive import register
@@ -336,29 +334,23 @@ def _nlp():
 def annotate(raw: dict) -> dict[str, list[list[tuple[str, str]]]]:
     """(tag, lemma) for every token of every context and question, in file order, computed on
     our own tokens by spaCy's tagger and lemmatizer; cached on disk per parent and versions."""
-    key_material = {"parent": sha256_bytes(canonical_json(raw)),
-                    "tokenizer": TOKENIZER_VERSION, **spacy_nlp.versions()}
-    key = sha256_bytes(canonical_json(key_material))
-    path = settings.cache_dir() / "annotations" / f"{key}.json"
-    if path.is_file():
-        return json.loads(path.read_text(encoding="utf-8"))
-    nlp = _nlp()
-    from spacy.tokens import Doc  # lazy: spaCy loads in seconds
+    def compute() -> dict[str, list[list[tuple[str, str]]]]:
+        nlp = _nlp()
+        from spacy.tokens import Doc  # lazy: spaCy loads in seconds
 
-    contexts, questions = [], []
-    for _a, _art, p in paragraphs(raw):
-        contexts.append(p.text)
-        questions.extend(tokenize(qa["question"]) for qa in p.qas)
+        contexts, questions = [], []
+        for _a, _art, p in paragraphs(raw):
+            contexts.append(p.text)
+            questions.extend(tokenize(qa["question"]) for qa in p.qas)
 
-    def run(texts: list[Text]) -> list[list[tuple[str, str]]]:
-        docs = (Doc(nlp.vocab, words=list(t.tokens) or [""],
-                    spaces=[bool(g) for g in t.gaps[1:]] or [False]) for t in texts)
-        return [[(tok.tag_, tok.lemma_) for tok in doc][:len(t.tokens)]
-                for doc, t in zip(nlp.pipe(docs, batch_size=256), texts)]
-    out = {"contexts": run(contexts), "questions": run(questions)}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out), encoding="utf-8")
-    return out
+        def run(texts: list[Text]) -> list[list[tuple[str, str]]]:
+            docs = (Doc(nlp.vocab, words=list(t.tokens) or [""],
+                        spaces=[bool(g) for g in t.gaps[1:]] or [False]) for t in texts)
+            return [[(tok.tag_, tok.lemma_) for tok in doc][:len(t.tokens)]
+                    for doc, t in zip(nlp.pipe(docs, batch_size=256), texts)]
+        return {"contexts": run(contexts), "questions": run(questions)}
+    return spacy_nlp.cached("annotations", {"parent": sha256_bytes(canonical_json(raw)),
+                                            "tokenizer": TOKENIZER_VERSION}, compute)
 
 
 def anon_class(tag: str, token: str) -> str:

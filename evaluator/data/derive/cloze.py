@@ -17,12 +17,9 @@ rule-based sentencizer; `max_paragraphs` draws that many paragraphs of the paren
 
 from __future__ import annotations
 
-import json
 import random
 import re
 
-from evaluator.core import settings
-from evaluator.core.files import READABLE, write_atomic
 from evaluator.core.hashing import canonical_json, sha256_bytes
 from evaluator.data import nlp as spacy_nlp
 from evaluator.data.derive import register
@@ -57,20 +54,14 @@ def parse(paragraphs: list[str]) -> list[dict]:
     non-blank sentences and each one's candidate blanks of both kinds. Computed once per
     passages and spaCy version and kept in the cache, so that the ne and the cn set of one
     source cost one parse."""
-    key = sha256_bytes(canonical_json({"paragraphs": sha256_bytes(canonical_json(paragraphs)),
-                                       "parse": PARSE_VERSION, **spacy_nlp.versions()}))
-    path = settings.cache_dir() / "cloze-parses" / f"{key}.json"
-    if path.is_file():
-        return json.loads(path.read_text(encoding="utf-8"))
-    out = []
-    for doc in _pipeline().pipe(paragraphs, batch_size=64):
-        out.append({"text": doc.text, "sentences": [
+    def compute() -> list[dict]:
+        return [{"text": doc.text, "sentences": [
             {"start": s.start_char, "text": s.text, "ne": _candidates(s, "ne"),
              "cn": _candidates(s, "cn")}
-            for s in doc.sents if s.text.strip()]})  # New-Wiki's paragraphs end in a newline
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(out).encode(), READABLE)
-    return out
+            for s in doc.sents if s.text.strip()]}  # New-Wiki's paragraphs end in a newline
+            for doc in _pipeline().pipe(paragraphs, batch_size=64)]
+    return spacy_nlp.cached("cloze-parses", {
+        "paragraphs": sha256_bytes(canonical_json(paragraphs)), "parse": PARSE_VERSION}, compute)
 
 
 def first_occurrence(passage: str, word: str) -> int:
