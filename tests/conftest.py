@@ -7,6 +7,14 @@ from pathlib import Path
 
 import pytest
 
+# The suite's workers share the host's cores, and what each starts (torch, spaCy, ONNX Runtime,
+# the runs of the local and hf-qa runners, which pass these on) would start a numeric thread
+# per core, spinning while it waits: two such processes side by side run several times slower
+# than with one thread each (benchmarks/thread_oversubscription.py). Set before anything loads
+# those libraries; a variable already set is left as it is.
+for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+
 pytest_plugins = ["tests.docker_kit",  # the Docker fixtures (client, toy, ...)
                   "tests.support.training",  # registry: a small training registry
                   "tests.support.approaches",  # words: an approach trained in seconds

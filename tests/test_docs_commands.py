@@ -431,6 +431,7 @@ CHAPTERS: dict[str, list[Step]] = {
         Step("python benchmarks/hfqa_throughput.py", "started"),  # a seeded MiniLM, 500 questions
         *[Step(f"python benchmarks/{name}.py", "started") for name in (
             "slurm_overhead", "training_throughput", "parallel_cells",
+            "thread_oversubscription",
             "population_scoring", "study_resume")],
         Step("python benchmarks/population_scoring.py --groups --jobs 2 --testset "
              "squad-dev-heldout-sentence-order-shuffled", "started"),

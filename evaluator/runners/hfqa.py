@@ -36,7 +36,7 @@ from evaluator.qa.decode import QASettings
 from evaluator.qa.predict import ModelSpec, NoCUDA, pick_device, predict, program_args
 from evaluator.runners import interrupts
 from evaluator.runners.base import Exit, RunRecord, RunRequest, classify, read_tail
-from evaluator.runners.limits import cancel_all, run_with_limit
+from evaluator.runners.limits import cancel_all, run_with_limit, thread_settings
 
 
 def model_spec(bundle) -> ModelSpec:
@@ -151,10 +151,9 @@ def run_program(argv: list[str], tmp: str, bundle, cpus: tuple[int, ...],
     time limit, offline, seeing this checkout's code only: how it ended, its wall seconds and
     the run details it recorded."""
     env = {k: v for k, v in os.environ.items()
-           if k in ("PATH", "HOME", "LANG", "LC_ALL", "VIRTUAL_ENV", "CUDA_VISIBLE_DEVICES",
-                    "OMP_NUM_THREADS")}
-    env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TMPDIR": tmp,
-                "PYTHONPATH": str(settings.REPO_ROOT)})
+           if k in ("PATH", "HOME", "LANG", "LC_ALL", "VIRTUAL_ENV", "CUDA_VISIBLE_DEVICES")}
+    env.update({**thread_settings(), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                "TMPDIR": tmp, "PYTHONPATH": str(settings.REPO_ROOT)})
     log_path = Path(tmp) / "log.txt"
     exit_code, wall, peak, timed_out, cpu = run_with_limit(
         shlex.join(argv), Path(tmp), env, log_path, bundle.timeout, cpus=cpus)

@@ -5,7 +5,9 @@ that kills it when this process dies without cleaning up (SIGKILL, a test's time
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -35,6 +37,27 @@ _GUARD = ("import os, signal, sys\n"
 # session's process group) there, then becomes the command with /dev/null as input, so the
 # command holds no end of the pipe. A guard that is gone costs the run only its safety net.
 _ANNOUNCE = "(trap '' PIPE; echo $$ >&0) 2>/dev/null; exec /bin/sh -c \"$1\" </dev/null"
+
+
+# How many threads a run's numeric libraries start (OpenMP, as torch uses it, MKL, OpenBLAS)
+# and whether OpenMP's idle threads spin. Each starts one thread per core it sees by default,
+# and its threads spin while they wait: a run held to one CPU's time but seeing more cores, or
+# two runs side by side each starting a thread per core, then runs several times slower
+# (benchmarks/thread_oversubscription.py measures it).
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                    "OMP_WAIT_POLICY")
+_THREAD_VALUE = re.compile(r"[A-Za-z0-9]{1,16}")
+
+
+def thread_settings(cpus: float | None = None) -> dict[str, str]:
+    """The thread variables a run gets: one thread per CPU it is granted (`cpus`, for a run
+    held to a share of the host's time), and over that whatever the operator set in this
+    process's environment (values that are short words or numbers only)."""
+    settings = {name: str(max(1, math.floor(cpus))) for name in THREAD_VARIABLES[:3]} \
+        if cpus else {}
+    settings.update({name: value for name in THREAD_VARIABLES
+                     if _THREAD_VALUE.fullmatch(value := os.environ.get(name, ""))})
+    return settings
 
 
 def cancel_all() -> int:

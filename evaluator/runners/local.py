@@ -36,7 +36,7 @@ from evaluator.runners.base import (
     python_script,
     read_tail,
 )
-from evaluator.runners.limits import cancel_all, run_with_limit
+from evaluator.runners.limits import cancel_all, run_with_limit, thread_settings
 
 
 class LocalRunner:
@@ -107,7 +107,7 @@ class LocalRunner:
                         ignore=shutil.ignore_patterns("__pycache__"))
         env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(tmp),
                "TMPDIR": str(tmp), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-               "PYTHONHASHSEED": "0"}
+               "PYTHONHASHSEED": "0", **thread_settings()}
         if device == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = ""  # a run given no GPU sees none
         elif "CUDA_VISIBLE_DEVICES" in os.environ:

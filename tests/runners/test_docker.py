@@ -246,6 +246,40 @@ def test_a_container_run_records_the_cpu_seconds_its_cgroup_used(tmp_path, small
     assert 1.0 <= record.cpu_s < record.wall_s - 0.5
 
 
+THREADS = """import json, os, sys
+doc = json.load(open(sys.argv[1]))
+seen = ",".join(os.environ.get(n, "-") for n in ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                                                 "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY"))
+json.dump({q["id"]: seen for a in doc["data"] for p in a["paragraphs"] for q in p["qas"]},
+          open(sys.argv[2], "w"))
+"""  # answers every question with the thread settings the program sees
+
+
+@pytest.mark.parametrize("cpus, operator, seen", [
+    (1, {}, "1,1,1,-"), (2, {}, "2,2,2,-"),
+    (1, {"OMP_NUM_THREADS": "4", "OMP_WAIT_POLICY": "PASSIVE"}, "4,1,1,PASSIVE")],
+    ids=["one-cpu", "two-cpus", "operator"])
+def test_a_container_starts_a_thread_per_cpu_it_is_granted_unless_the_operator_says(
+        tmp_path, small_dev, client, monkeypatch, cpus, operator, seen):
+    """A container held to one CPU's time but seeing every core of the host would start a
+    numeric thread per core, each spinning while it waits for the others' time slices."""
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                 "OMP_WAIT_POLICY"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in operator.items():
+        monkeypatch.setenv(name, value)
+    folder = tmp_path / "threads"
+    folder.mkdir()
+    (folder / "program.py").write_text(THREADS)
+    (folder / "bundle.yaml").write_text(json.dumps({
+        "id": "threads", "name": "threads", "kind": "command",
+        "resources": {"timeout": 60, "cpus": cpus},
+        "command": "python3 program.py {input} {output}"}))
+    record, out = run_direct(folder, tmp_path, small_dev)
+    assert record.exit_code == 0
+    assert set(json.loads((out / "predictions.json").read_text()).values()) == {seen}
+
+
 def test_the_reaper_removes_the_parent_cgroup_a_removed_container_left(client):
     """A watchdog removes a container whose controller died, but not its parent cgroup; the
     next reap does, and leaves a live container's parent alone."""

@@ -1,8 +1,9 @@
 """A run started by `run_with_limit` ends with its time limit, and with the process that
 started it, however that process ends: a controller killed by SIGKILL (or by a test's own
 time-out) leaves no submission, and none of the programs it started, running; a run of a
-niced controller yields as its controller does; and a run's CPU time is counted (a
-container's from its cgroup's files)."""
+niced controller yields as its controller does; a run's CPU time is counted (a
+container's from its cgroup's files); and a run starts as many numeric threads as it is
+granted CPUs, or as the operator says."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from evaluator.runners.docker.watch import cgroup_cpu_seconds
-from evaluator.runners.limits import run_with_limit
+from evaluator.runners.limits import THREAD_VARIABLES, run_with_limit, thread_settings
 
 # a command whose program starts a program of its own, writes that one's pid, and waits
 FAMILY = "sleep 300 & echo $! > grandchild.pid; wait"
@@ -161,3 +162,24 @@ def test_a_containers_cpu_time_is_read_from_either_cgroup_version_or_not_at_all(
     assert cgroup_cpu_seconds([tmp_path / "empty/cpuacct.usage"]) is None
     assert cgroup_cpu_seconds([tmp_path / "cut/cpu.stat"]) is None
     assert cgroup_cpu_seconds([gone]) is None
+
+
+def test_a_run_granted_a_share_of_the_cpus_starts_a_thread_per_whole_cpu(monkeypatch):
+    for name in THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    assert thread_settings(1.0) == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                                    "OPENBLAS_NUM_THREADS": "1"}
+    assert thread_settings(2.5)["OMP_NUM_THREADS"] == "2"
+    assert thread_settings(0.5)["OMP_NUM_THREADS"] == "1"  # never none
+    assert thread_settings() == {}  # the whole host: the libraries' own defaults
+
+
+def test_the_operators_thread_settings_win_and_only_plain_values_pass(monkeypatch):
+    for name in THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    monkeypatch.setenv("MKL_NUM_THREADS", "1; rm -rf /")  # not a value: not passed on
+    assert thread_settings() == {"OMP_NUM_THREADS": "3", "OMP_WAIT_POLICY": "PASSIVE"}
+    assert thread_settings(1.0) == {"OMP_NUM_THREADS": "3", "MKL_NUM_THREADS": "1",
+                                    "OPENBLAS_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}

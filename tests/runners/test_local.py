@@ -1,5 +1,6 @@
 """The local runner's device: a run given no GPU sees none, and a run that must have one
-fails as no-gpu on a host without, as under Docker and Slurm."""
+fails as no-gpu on a host without, as under Docker and Slurm. Of the controller's
+environment a run sees only the operator's thread settings."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from tests.conftest import write_command_bundle
 SEES = """import json, os, sys
 doc = json.load(open(sys.argv[1]))
 seen = os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
+if "QASHIFT_SECRET" in os.environ or not os.environ.get("OMP_NUM_THREADS"):
+    seen = "saw " + repr({k: v for k, v in os.environ.items() if k.startswith(("QA", "OMP"))})
 json.dump({q["id"]: seen for a in doc["data"] for p in a["paragraphs"] for q in p["qas"]},
           open(sys.argv[2], "w"))
 """
@@ -39,7 +42,10 @@ def run(tmp_path: Path, raw: dict, device: str, gpus: int = 0) -> tuple[dict, st
 
 @pytest.mark.parametrize("device", ["cpu", "auto"])
 def test_a_run_given_no_gpu_sees_none(tmp_path, small_dev, monkeypatch, device):
+    """(Nor the controller's other variables, but its thread settings: SEES says otherwise.)"""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # the controller's, not the run's
+    monkeypatch.setenv("QASHIFT_SECRET", "x")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     answers, recorded = run(tmp_path, small_dev, device)
     assert set(answers.values()) == {""} and recorded == "cpu"
 

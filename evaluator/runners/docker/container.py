@@ -36,6 +36,7 @@ from evaluator.runners import interrupts
 from evaluator.runners.base import PREDICTIONS_FILE, Exit, RunRequest, classify, live_log
 from evaluator.runners.docker import removal, watch
 from evaluator.runners.docker.program import INPUT, LIBRARY_MOUNT, OUTPUT, WORKDIR, Program
+from evaluator.runners.limits import thread_settings
 from evaluator.runners.watchdog import spawn as spawn_watchdog
 from evaluator.scoring.predictions import MAX_BYTES
 
@@ -158,6 +159,8 @@ def container_kwargs(request: RunRequest, program: Program, image_id: str, stagi
     res = bundle.resources  # checked against the operator's policy when loaded
     memory = int(res["memory"])
     cpus = min(float(res["cpus"]), float(host_cpus))
+    if request.cpus:  # its share of a parallel matrix: these cores, not a time slice
+        cpus = min(cpus, len(request.cpus))
     kwargs = dict(
         image=image_id, command=program.argv, name=name,
         working_dir=WORKDIR, user=policy.current().user, hostname="qashift",
@@ -168,7 +171,7 @@ def container_kwargs(request: RunRequest, program: Program, image_id: str, stagi
         environment={"HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                      "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
                      "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                     **program.environment},
+                     **thread_settings(cpus), **program.environment},
         mounts=[Mount(WORKDIR, str(bundle.folder.resolve()), type="bind", read_only=True),
                 Mount(INPUT, str(request.input_path.resolve()), type="bind",
                       read_only=True),
@@ -187,9 +190,8 @@ def container_kwargs(request: RunRequest, program: Program, image_id: str, stagi
         log_config=LogConfig(type="none"),
         stdin_open=False, tty=False, detach=True,
     )
-    if request.cpus:  # its share of a parallel matrix: these cores, not a time slice
+    if request.cpus:
         kwargs["cpuset_cpus"] = ",".join(map(str, request.cpus))
-        kwargs["nano_cpus"] = int(min(cpus, len(request.cpus)) * 1e9)
     if gpus:
         kwargs["device_requests"] = [DeviceRequest(count=gpus, capabilities=[["gpu"]])]
     return kwargs
