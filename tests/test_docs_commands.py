@@ -174,6 +174,18 @@ class Step:
     line: str
     expect: str = "ok"
     covers: tuple[str, ...] = ()
+    same: tuple[str, ...] = ()  # documented lines that are this one by the command's defaults
+
+
+def invocation(line: str) -> tuple[list[str], dict]:
+    """The command a `qashift ...` line names and the values of all its parameters, defaults
+    filled in, as click parses them (nothing is run)."""
+    command, args, path = main, shlex.split(line)[1:], []
+    while isinstance(command, click.Group):  # the documented lines give groups no options
+        name, args = args[0], args[1:]
+        command = command.get_command(click.Context(command), name)
+        path.append(name)
+    return path, command.make_context(name, list(args)).params
 
 
 RUN_BY_CI = ("bash install.sh", "python3 -m pytest -q")
@@ -344,8 +356,7 @@ CHAPTERS: dict[str, list[Step]] = {
     "site": [
         *SETUP,
         # the site (site.md)
-        Step("qashift report"),
-        Step("qashift report --source store --out site"),
+        Step("qashift report --source store --out site", same=("qashift report",)),
         Step("qashift report --source my-table.csv --out site-csv/"),
         Step("qashift report --source squadshifts-published --out site-published/"),
         Step("qashift report --source results/population.csv --concurrence "
@@ -452,14 +463,24 @@ def _documented(line: str) -> str:
 def test_every_documented_command_has_a_step():
     documented = {_documented(line) for _, line in LINES}
     stood_for = {_documented(s.line) for s in STEPS} | {
-        _documented(c) for s in STEPS for c in s.covers}
+        _documented(c) for s in STEPS for c in (*s.covers, *s.same)}
     ci = (REPO / ".ci" / "run").read_text().splitlines()
     assert set(RUN_BY_CI) <= set(ci), "CI no longer runs README's install and test commands"
     assert documented - set(RUN_BY_CI) <= stood_for, documented - set(RUN_BY_CI) - stood_for
     for step in STEPS:
         assert step.expect in ("ok", "refused", "started"), step
-        for line in step.covers:
+        for line in (*step.covers, *step.same):
             assert _documented(line) in documented, f"{line!r} is not documented (any more)"
+        for line in step.same:  # run once: the same command with the same values
+            assert invocation(line) == invocation(step.line), (line, step.line)
+
+
+def test_a_line_is_the_same_as_another_only_with_the_same_command_and_values():
+    assert invocation("qashift report") == invocation("qashift report --source store "
+                                                      "--out site")
+    assert invocation("qashift report") != invocation("qashift report --out site-csv")
+    assert invocation("qashift figures") != invocation("qashift report")
+    assert invocation("qashift results list")[0] == ["results", "list"]
 
 
 PLAN = """id: plan

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from analysis.sources import strata
 from evaluator import study
+from evaluator.bundles import spec as bundles
 from evaluator.cli.main import main
 from evaluator.data import testsets
 from evaluator.runners.dispatch import Dispatcher
@@ -499,19 +500,39 @@ def test_every_frozen_system_is_in_a_committed_table_with_the_scores_its_manifes
                                                        abs=1e-4), (manifest, testset)
 
 
+def preparation_of(approach: str) -> str:
+    """What an approach's systems share on an input before they answer: its `prepare`
+    command ('' for none), by which the reproduction below is split."""
+    return bundles.from_folder(REPO / "submissions" / approach).prepare_command or ""
+
+
+PREPARATIONS = {"spacy": "python3 -m span_readers.prepared {input} {prepared}",
+                "spacy-and-encoder": "python3 -m span_readers.prepared --encoder {input} "
+                                     "{prepared}", "none": ""}
+
+
+def test_the_reproduction_below_covers_every_approach_with_a_frozen_system():
+    chosen = cheapest_of_each_approach()
+    assert {m.parts[-4] for m, _ in chosen} == {m.parts[-4] for m in frozen_manifests()}
+    assert {preparation_of(m.parts[-4]) for m, _ in chosen} <= set(PREPARATIONS.values())
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("preparation", sorted(PREPARATIONS))
 def test_a_committed_frozen_system_of_each_approach_gives_its_table_score_on_a_clean_workspace(
-        workspace, monkeypatch):
+        workspace, monkeypatch, preparation):
     """What a clean clone promises: a system of each approach, run from the repository's
     `frozen/` with an empty workspace, trains nothing and gives its committed table's score
     (within 0.1 on another CPU) on the smallest set it was scored on. One `evaluate` per set
-    scores them, as a user would: each preparation of the set is made once, for every system
-    that declares it, and two cells run at once, each held to a core of its own (a reader
-    that starts a thread per core it may use starts one, and one OpenMP thread for those
-    that do not: beside the other test worker, two threads run several times slower)."""
+    scores the systems whose approaches share a preparation, as a user would: the preparation
+    of the set is made once, for every system that declares it, and two cells run at once,
+    each held to a core of its own (a reader that starts a thread per core it may use starts
+    one, and one OpenMP thread for those that do not: beside the other test worker, two
+    threads run several times slower)."""
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    chosen = cheapest_of_each_approach()
-    assert {m.parts[-4] for m, _ in chosen} == {m.parts[-4] for m in frozen_manifests()}
+    chosen = [(m, t) for m, t in cheapest_of_each_approach()
+              if preparation_of(m.parts[-4]) == PREPARATIONS[preparation]]
+    assert chosen
     values = {(r["model"], r["testset"], r["metric"]): float(r["value"]) for r in table_rows()}
     by_set: dict[str, list[str]] = {}
     for manifest, testset in chosen:
