@@ -23,6 +23,7 @@ from evaluator.core.errors import RunFailure
 from evaluator.runners import images
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.runners.docker import daemon_available, with_program_record
+from evaluator.runners.limits import THREAD_VARIABLES
 from evaluator.store.store import Store
 from tests import hostile
 from tests.conftest import BUSY_THEN_IDLE, REPO, hears_ctrl_c
@@ -263,8 +264,7 @@ def test_a_container_starts_a_thread_per_cpu_it_is_granted_unless_the_operator_s
         tmp_path, small_dev, client, monkeypatch, cpus, operator, seen):
     """A container held to one CPU's time but seeing every core of the host would start a
     numeric thread per core, each spinning while it waits for the others' time slices."""
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                 "OMP_WAIT_POLICY"):
+    for name in THREAD_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     for name, value in operator.items():
         monkeypatch.setenv(name, value)
