@@ -29,6 +29,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from evaluator.runners.limits import THREAD_VARIABLES  # noqa: E402
+
 LOOP = """import time, torch
 torch.manual_seed(0)
 layer = torch.nn.TransformerEncoderLayer(128, 4, 256, batch_first=True)
@@ -41,12 +45,11 @@ for _ in range({steps}):
 print(time.perf_counter() - start)
 """
 RUNNER_IMAGE = "qashift/runner:cpu"
-THREADS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY")
 
 
 def at_once(argv: list[str], copies: int, settings: dict[str, str]) -> float:
     """Mean seconds of the loop over `copies` processes started together."""
-    env = {k: v for k, v in os.environ.items() if k not in THREADS} | settings
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES} | settings
     procs = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True)
              for _ in range(copies)]
     times = [float(p.communicate()[0].split()[-1]) for p in procs]

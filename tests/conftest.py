@@ -11,8 +11,11 @@ import pytest
 # the runs of the local and hf-qa runners, which pass these on) would start a numeric thread
 # per core, spinning while it waits: two such processes side by side run several times slower
 # than with one thread each (benchmarks/thread_oversubscription.py). Set before anything loads
-# those libraries; a variable already set is left as it is.
-for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+# those libraries (the runners' module of limits loads none); a variable already set is left
+# as it is.
+from evaluator.runners.limits import THREAD_COUNTS  # noqa: E402
+
+for _name in THREAD_COUNTS:
     os.environ.setdefault(_name, "1")
 
 pytest_plugins = ["tests.docker_kit",  # the Docker fixtures (client, toy, ...)

@@ -44,8 +44,8 @@ _ANNOUNCE = "(trap '' PIPE; echo $$ >&0) 2>/dev/null; exec /bin/sh -c \"$1\" </d
 # and its threads spin while they wait: a run held to one CPU's time but seeing more cores, or
 # two runs side by side each starting a thread per core, then runs several times slower
 # (benchmarks/thread_oversubscription.py measures it).
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                    "OMP_WAIT_POLICY")
+THREAD_COUNTS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+THREAD_VARIABLES = (*THREAD_COUNTS, "OMP_WAIT_POLICY")
 _THREAD_VALUE = re.compile(r"[A-Za-z0-9]{1,16}")
 
 
@@ -53,8 +53,7 @@ def thread_settings(cpus: float | None = None) -> dict[str, str]:
     """The thread variables a run gets: one thread per CPU it is granted (`cpus`, for a run
     held to a share of the host's time), and over that whatever the operator set in this
     process's environment (values that are short words or numbers only)."""
-    settings = {name: str(max(1, math.floor(cpus))) for name in THREAD_VARIABLES[:3]} \
-        if cpus else {}
+    settings = {name: str(max(1, math.floor(cpus))) for name in THREAD_COUNTS} if cpus else {}
     settings.update({name: value for name in THREAD_VARIABLES
                      if _THREAD_VALUE.fullmatch(value := os.environ.get(name, ""))})
     return settings
