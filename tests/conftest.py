@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,13 @@ from evaluator.runners.limits import THREAD_COUNTS  # noqa: E402
 
 for _name in THREAD_COUNTS:
     os.environ.setdefault(_name, "1")
+
+# The commands the tests start (`qashift`, `evaluate`, a bundle's `python3`) are this
+# interpreter's, found first on PATH rather than through a version manager's shims (pyenv's
+# cost a tenth of a second per process, and the suite starts thousands).
+_BIN = str(Path(sys.executable).parent)
+if os.environ.get("PATH", "").split(os.pathsep)[0] != _BIN:
+    os.environ["PATH"] = os.pathsep.join([_BIN, os.environ.get("PATH", "")])
 
 pytest_plugins = ["tests.docker_kit",  # the Docker fixtures (client, toy, ...)
                   "tests.support.training",  # registry: a small training registry

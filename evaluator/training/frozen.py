@@ -73,10 +73,25 @@ def root() -> Path:
 
 def folder_of(job: TrainJob) -> Path:
     """Where the artifact of a train cell lives (its system id, spelled as folders)."""
-    size = f"~{job.size}" if job.size else ""
-    hp = parse_system_id(job.system_id)["hp"]
-    return root() / job.approach.id / f"{job.split.id}{size}" / (
-        f"s{job.seed}" + (f"-h{hp}" if hp else ""))
+    return _folder_named(parse_system_id(job.system_id))
+
+
+def _folder_named(parts: dict) -> Path:
+    """The folder a parsed system id names under `root()`."""
+    size = f"~{parts['size']}" if parts["size"] else ""
+    return root() / parts["approach"] / f"{parts['split']}{size}" / (
+        f"s{parts['seed']}" + (f"-h{parts['hp']}" if parts["hp"] else ""))
+
+
+def row_named(system_id: str) -> dict | None:
+    """The frozen system row of a system id, read from the one folder the id names (not
+    verified); None where the repository has no artifact there. A refused manifest is its
+    one-line error."""
+    parts = parse_system_id(system_id)
+    path = _folder_named(parts) / MANIFEST if parts else None
+    if path is None or not path.is_file():
+        return None
+    return row_of(_manifest(path))
 
 
 _WARNED: set[str] = set()  # refused manifests already named in this process

@@ -29,8 +29,7 @@ def job_for(system_id: str, store: Store | None = None) -> TrainJob:
     overrides: dict = {}
     if parts["hp"]:
         rows = store.systems(system_id) if store is not None and store.exists() else []
-        rows = rows or [frozen.row_of(m) for m in frozen.manifests()
-                        if m["system"].get("system") == system_id]
+        rows = rows or [row for row in [frozen.row_named(system_id)] if row]
         if not rows:
             raise UserError(f"no trained system {system_id} in the store: its hyperparameter "
                             f"hash cannot be undone; train it with qashift train --set ...")

@@ -21,10 +21,12 @@ from analysis.sources import strata
 from evaluator import study
 from evaluator.bundles import spec as bundles
 from evaluator.cli.main import main
+from evaluator.core.errors import UserError
 from evaluator.data import testsets
 from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
 from evaluator.training import frozen
+from evaluator.training.systems import job_for
 from tests.conftest import REPO, outdate_strata_rows, write_testset
 from tests.support.generative import Server, allow_endpoints, write_served_twin
 
@@ -651,3 +653,17 @@ def test_bundles_list_counts_the_frozen_systems_of_each_approach_as_runnable(wor
         assert f"its {count} trained systems run" in line
     assert f"{sum(per_approach.values())} trained systems of {len(per_approach)} " \
            f"approaches" in lines[-1]
+
+
+def test_a_frozen_system_with_a_hyperparameter_hash_is_found_by_its_id_on_an_empty_store(
+        workspace):
+    """The train cell of an id with /hHASH comes from the one folder the id names (the store
+    holds none): its key is the manifest's; an id whose folder is empty is a one-line error."""
+    hashed = [m for m in frozen_manifests() if "-h" in m.parent.name]
+    assert hashed
+    for manifest in hashed[:3]:
+        system = json.loads(manifest.read_text())["system"]
+        assert job_for(system["system"], Store(workspace)).key == system["key"]
+    unknown = frozen_system(hashed[0]).rsplit("/h", 1)[0] + "/h00000000"
+    with pytest.raises(UserError, match="hyperparameter hash cannot be undone"):
+        job_for(unknown, Store(workspace))
