@@ -31,16 +31,16 @@ from evaluator.study.pace import Rates, _seconds
 from evaluator.training import table as tables
 from evaluator.training.run import progress_numbers, progress_text, train
 from tests.conftest import REPO, write_testset
-from tests.support.approaches import approach_registry
+from tests.support.approaches import approach_registry, word_position_folder
 from tests.training.tiny import tiny_folders
 
 PLAN = """\
 id: tiny-population
-name: logistic regression, two settings x two seeds
+name: a learned word position, two settings x two seeds
 split: tiny-train
 testsets: [tiny-test, tiny-train]
 approaches:
-  logreg-rajpurkar:
+  word-position:
     settings: [{epochs: 1}, {epochs: 1, l2: 0.001}]
     seeds: [0, 1]
 """
@@ -50,6 +50,7 @@ VOLATILE = ("wall_s", "train_wall_s", "runner")  # how long and where, not what
 @pytest.fixture
 def plan(tmp_path, dev_raw, monkeypatch, workspace):
     tiny_folders(tmp_path, dev_raw, monkeypatch, train_paragraphs=20, test_paragraphs=10)
+    word_position_folder(tmp_path / "subs")
     path = tmp_path / "plan.yaml"
     path.write_text(PLAN)
     return path
@@ -79,7 +80,7 @@ def test_an_interrupted_study_ends_with_the_same_table_and_reruns_nothing(plan, 
     assert done.returncode == 0, done.stderr
     assert "trained 4, training failed 0 | evaluated 8, evaluation failed 0 | 0 cells" in \
         done.stdout
-    assert "eta" in done.stderr and "[4/4] logreg-rajpurkar@tiny-train/s1/h" in done.stderr
+    assert "eta" in done.stderr and "[4/4] word-position@tiny-train/s1/h" in done.stderr
     expected = table(tmp_path / "a.csv")
     assert len(expected) == 4 * 2 * 2  # systems x test sets x metrics
     assert len({r["model"] for r in expected}) == 4
@@ -257,9 +258,9 @@ def test_status_by_approach_says_where_the_work_left_lies(plan):
     plan.write_text(PLAN + "  bidaf: {settings: [{epochs: 1}]}\n")
     result = CliRunner().invoke(main, ["study", "status", str(plan), "--by-approach"])
     assert result.exit_code == 0, result.output
-    total, logreg, bidaf = result.stdout.strip().splitlines()
+    total, mine, bidaf = result.stdout.strip().splitlines()
     assert total.endswith("| 15 cells to go")  # 5 systems x (a training + 2 test sets)
-    assert logreg.split() == ["logreg-rajpurkar", "4", "systems", "|", "trained", "0,", "failed",
+    assert mine.split() == ["word-position", "4", "systems", "|", "trained", "0,", "failed",
                               "0", "|", "evaluated", "0,", "failed", "0", "|", "12", "cells",
                               "to", "go"]
     assert bidaf.split()[:3] == ["bidaf", "1", "systems"] and bidaf.split()[-4] == "3"
@@ -267,7 +268,7 @@ def test_status_by_approach_says_where_the_work_left_lies(plan):
 
 @pytest.mark.parametrize("original, broken", [
     ("seeds: [0, 1]", "seedz: [0, 1]"),
-    ("logreg-rajpurkar:", "logreg-rajpurkr:"),
+    ("word-position:", "word-positon:"),
     ("split: tiny-train", "split: tiny-test"),
     ("{epochs: 1, l2: 0.001}", "{epochs: 1}"),
     ("split: tiny-train", "split: [tiny-train, tiny-train]"),
@@ -338,7 +339,7 @@ def test_the_table_leaves_out_systems_of_an_earlier_version_of_their_approach(pl
     first = study("table", str(plan), "--out", str(tmp_path / "a.csv"),
                   workspace=tmp_path / "ws")
     assert first.returncode == 0 and len(table(tmp_path / "a.csv")) == 4
-    code = tmp_path / "subs" / "logreg-rajpurkar" / "approach.py"
+    code = tmp_path / "subs" / "word-position" / "approach.py"
     code.write_text(code.read_text() + "\n# a changed approach is another approach\n")
     again = study("table", str(plan), "--out", str(tmp_path / "b.csv"),
                   workspace=tmp_path / "ws")
@@ -390,7 +391,7 @@ def test_a_table_from_an_earlier_run_spares_training_its_systems_again(plan, tmp
     whole.write_text(written)
     assert table(path) == table(whole)
 
-    code = tmp_path / "subs" / "logreg-rajpurkar" / "approach.py"
+    code = tmp_path / "subs" / "word-position" / "approach.py"
     code.write_text(code.read_text() + "\n# a changed approach is another approach\n")
     changed = study("status", str(plan), "--table", str(path), workspace=tmp_path / "two")
     assert "trained 0," in changed.stdout and "6 cells to go" in changed.stdout
