@@ -19,6 +19,7 @@ answer generation depends only on the passage and its own seed, never on the sou
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from collections import Counter, defaultdict
@@ -41,7 +42,9 @@ def tokens_of(text: str) -> list[str]:
     return TOKEN.findall(text)
 
 
+@functools.lru_cache(maxsize=1)
 def _vectors():
+    """en_core_web_md's vocabulary and name, loaded once per process (seconds each time)."""
     return spacy_nlp.vectors()
 
 
@@ -64,43 +67,52 @@ class Neighbours:
 
     @classmethod
     def build(cls, words: list[str], k: int) -> Neighbours:
-        import numpy as np  # lazy: the generators' registry is scanned on every start
+        """The index of these words' vocabulary; made once per process for a vocabulary
+        (every fuzzy set of one parent shares its parent's: six sets of SQuAD dev, 17 s each
+        to index). Read only: the one index is handed to each."""
+        return _built(tuple(sorted(set(words))), k, _vectors()[1])
 
-        vocab = _vectors()[0]
-        words = [w for w in sorted(set(words)) if vocab.has_vector(w)]
-        vectors = np.stack([vocab.get_vector(w) for w in words]).astype(np.float64)
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        n = len(words)
-        k = min(k, n - 1)
-        margin = min(k + 16, n - 1)  # candidates past k, so ties at the k-th are all seen
-        names = np.array(words, dtype=object)
-        index = {}
-        for s in range(0, n, 1024):
-            block = vectors[s:s + 1024]
-            rows = np.arange(len(block))
-            distance = block @ vectors.T
-            distance *= -2  # in place: 2 - 2 cos, the squared L2 of unit vectors (a new
-            distance += 2  # array per step costs more, in page faults, than the product)
-            distance[rows, s + rows] = np.inf  # not one's own neighbour
-            # candidates by the exact distance, ranked by the rounded one: rounding keeps the
-            # order (ties aside), so every word outside them rounds to at least the last
-            # candidate's distance, and the tie check below sees any that could rank
-            top = np.argpartition(distance, margin - 1, axis=1)[:, :margin]
-            near = np.round(np.take_along_axis(distance, top, axis=1), 9)
-            # each row's candidates by (distance, then place in the vocabulary)
-            order = np.lexsort((top, near), axis=1)
-            ordered = np.take_along_axis(top, order, axis=1)
-            near = np.take_along_axis(near, order, axis=1)
-            chosen = names[ordered[:, :k]].tolist()
-            if margin < n - 1:  # ties that run past the candidates: every word of the row
-                # as near as the k-th, ranked (none outside the candidates is nearer)
-                for row in np.flatnonzero(near[:, k - 1] >= near[:, -1]):
-                    rounded = np.round(distance[row], 9)
-                    within = np.flatnonzero(rounded <= near[row, k - 1])
-                    ranked = within[np.lexsort((within, rounded[within]))]
-                    chosen[row] = names[ranked[:k]].tolist()
-            index.update(zip(words[s:s + len(block)], chosen, strict=True))
-        return cls(words, index)
+
+@functools.lru_cache(maxsize=2)
+def _built(vocabulary: tuple[str, ...], k: int, vectors_id: str) -> Neighbours:
+    """`Neighbours.build` of a sorted vocabulary, under the vectors `vectors_id` names."""
+    import numpy as np  # lazy: the generators' registry is scanned on every start
+
+    vocab = _vectors()[0]
+    words = [w for w in vocabulary if vocab.has_vector(w)]
+    vectors = np.stack([vocab.get_vector(w) for w in words]).astype(np.float64)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    n = len(words)
+    k = min(k, n - 1)
+    margin = min(k + 16, n - 1)  # candidates past k, so ties at the k-th are all seen
+    names = np.array(words, dtype=object)
+    index = {}
+    for s in range(0, n, 1024):
+        block = vectors[s:s + 1024]
+        rows = np.arange(len(block))
+        distance = block @ vectors.T
+        distance *= -2  # in place: 2 - 2 cos, the squared L2 of unit vectors (a new
+        distance += 2  # array per step costs more, in page faults, than the product)
+        distance[rows, s + rows] = np.inf  # not one's own neighbour
+        # candidates by the exact distance, ranked by the rounded one: rounding keeps the
+        # order (ties aside), so every word outside them rounds to at least the last
+        # candidate's distance, and the tie check below sees any that could rank
+        top = np.argpartition(distance, margin - 1, axis=1)[:, :margin]
+        near = np.round(np.take_along_axis(distance, top, axis=1), 9)
+        # each row's candidates by (distance, then place in the vocabulary)
+        order = np.lexsort((top, near), axis=1)
+        ordered = np.take_along_axis(top, order, axis=1)
+        near = np.take_along_axis(near, order, axis=1)
+        chosen = names[ordered[:, :k]].tolist()
+        if margin < n - 1:  # ties that run past the candidates: every word of the row
+            # as near as the k-th, ranked (none outside the candidates is nearer)
+            for row in np.flatnonzero(near[:, k - 1] >= near[:, -1]):
+                rounded = np.round(distance[row], 9)
+                within = np.flatnonzero(rounded <= near[row, k - 1])
+                ranked = within[np.lexsort((within, rounded[within]))]
+                chosen[row] = names[ranked[:k]].tolist()
+        index.update(zip(words[s:s + len(block)], chosen, strict=True))
+    return Neighbours(words, index)
 
 
 def corrupt(context: list[str], mask_at: int, nn: Neighbours, rng: random.Random, *,
