@@ -134,6 +134,8 @@ def work(engine: Engine, store: Store, *, runner: str = "auto",
     asking for at most `gpus` GPUs; the number of jobs this worker ended."""
     worker = worker or worker_name()
     ended = 0
+    say(f"worker {worker}: claiming jobs for the {runner} runner (at most {gpus} GPUs each)"
+        + ("" if exit_when_idle else "; Ctrl-C stops it"))
     while max_jobs is None or ended < max_jobs:
         job = queue.claim(engine, worker, lease_s, per_user, gpus, quotas.running_caps())
         if job is None:
