@@ -154,6 +154,7 @@ def evaluate(config: EvaluationConfig | None = None, store: Store | None = None,
              chosen: Sequence[Bundle] | None = None,
              keep: Callable[[Job], bool] | None = None,
              progress: Callable[[str], None] = lambda _: None,
+             started: Callable[[str], None] = lambda _: None,
              warn: Callable[[str], None] | None = None,
              cost: Callable[[Job], float] | None = None, longest_first: bool = True,
              ended: Callable[[Outcome], None] = lambda _: None,
@@ -170,7 +171,8 @@ def evaluate(config: EvaluationConfig | None = None, store: Store | None = None,
     default (a caller that also trains passes its own); `chosen`: the config's bundles
     already resolved (a study's systems, verified once); `keep`: which planned cells to run
     (a study leaves out those its table holds); `progress` hears of each finished cell when
-    there are several, `ended` of each outcome; `cost` is a cell's expected time, which the
+    there are several, `started` of the cells left to run before they run, `ended` of each
+    outcome; `cost` is a cell's expected time, which the
     ETA weighs cells by and a parallel run balances its units by, the longest first
     (`longest_first=False` keeps the cells' order: a first look's quickest first);
     `wait_for_busy=False` leaves cells another controller is running to it (listed in its
@@ -196,7 +198,7 @@ def evaluate(config: EvaluationConfig | None = None, store: Store | None = None,
                       f"{config.runner}, workspace {settings.current().workspace}")
         report = matrix.run(jobs, runner, store, parallel=config.parallel,
                             progress=progress if len(jobs) > 1 else (lambda _: None),
-                            ended=ended, wait_for_busy=wait_for_busy,
+                            ended=ended, started=started, wait_for_busy=wait_for_busy,
                             level=config.level, cluster=config.cluster, rerun=config.rerun,
                             device=config.device, longest_first=longest_first,
                             **({"cost": cost} if cost else {}))

@@ -220,7 +220,8 @@ def evaluate_cmd(ctx: click.Context, bundle_names, testset_names, level, cluster
         model_args=_parse_model_args(model_args), partition=partition, account=account,
         templates=tuple(templates))
     store = Store.open_default()
-    done = evaluation.evaluate(config, store, progress=console.say, warn=console.warn)
+    done = evaluation.evaluate(config, store, progress=console.say, started=console.say,
+                               warn=console.warn)
     report, skipped = done.report, done.not_applicable
     results = [o.result.to_dict() for o in report.outcomes if o.result is not None]
     failed = [{"bundle": o.job.bundle.id, "testset": o.job.testset.id,

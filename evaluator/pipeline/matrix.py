@@ -7,6 +7,7 @@ applicable. One cell's failure never stops the others.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -92,6 +93,7 @@ def cpu_slots(parallel: int) -> list[tuple[int, ...]]:
 
 SPREAD = 4.0  # costs this far apart tell a unit's start from its scale
 SCALES = (0.5, 2.0)  # how far this run's pace may stray from the costs' seconds
+QUIET_SECONDS = 3.0  # a run says what it started once it has run this long without an end
 
 
 def pace(observed: list[tuple[float, float]]) -> tuple[float, float]:
@@ -192,7 +194,8 @@ def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
         progress: Callable[[str], None] = lambda _: None, poll_seconds: float = 1.0,
         wait_for_busy: bool = True, ended: Callable[[Outcome], None] = lambda _: None,
         cost: Callable[[Job], float] = lambda _: 1.0, together: bool = True,
-        longest_first: bool = True, **options) -> MatrixReport:
+        longest_first: bool = True, started: Callable[[str], None] = lambda _: None,
+        **options) -> MatrixReport:
     """Run every cell, `parallel` units at a time, each on its own slice of this host's
     cores (`cpu_slots`); a unit is one cell, or the cells of one approach's systems on one
     set that the runner can run in one process (`group.groups`). Cells busy in another
@@ -202,10 +205,11 @@ def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
     to the others, which the ETA weighs cells by and by which units are split and, unless
     not `longest_first`, run longest first when several run at once (`group.balanced`; cells
     of a population differ a hundredfold; by default all are alike). `together=False` runs
-    every cell alone (the baseline a benchmark measures groups against)."""
+    every cell alone (the baseline a benchmark measures groups against). `started` hears of
+    the cells left to run once they have run QUIET_SECONDS with none ended: a long run is
+    never silent, and a quick one (or its one-line error) is not preceded by a line."""
     report = MatrixReport()
     costs = {id(job): cost(job) for job in jobs}
-    observed: list[tuple[float, float]] = []  # (cost, seconds) of units that ran to an end
     for job in jobs:  # made here, in the main thread, where runners install signal handlers
         runner.runner_for(job.bundle)
     left = []
@@ -219,6 +223,36 @@ def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
         progress(f"[{len(report.outcomes)}/{len(jobs)}] {job.label}: ok (stored) | running "
                  f"0, failed 0, eta -")  # found cells say nothing of the time left
         ended(report.outcomes[-1])
+    stored = f" ({len(jobs) - len(left)} found stored)" if len(left) < len(jobs) else ""
+    said = threading.Timer(QUIET_SECONDS, started, [
+        f"running {left[0].label}" if len(left) == 1 else
+        f"running {len(left)} cells{stored}, {max(1, parallel)} at a time"]) if left else None
+    if said is not None:
+        said.daemon = True
+        said.start()
+
+    def on_end(outcome: Outcome) -> None:  # the first result says enough
+        if said is not None:
+            said.cancel()
+        ended(outcome)
+
+    try:
+        return _run_left(jobs, left, report, runner, store, parallel=parallel,
+                         progress=progress, poll_seconds=poll_seconds,
+                         wait_for_busy=wait_for_busy, ended=on_end, costs=costs,
+                         together=together, longest_first=longest_first, options=options)
+    finally:
+        if said is not None:
+            said.cancel()
+
+
+def _run_left(jobs: list[Job], left: list[Job], report: MatrixReport, runner: Dispatcher,
+              store: Store, *, parallel: int, progress: Callable[[str], None],
+              poll_seconds: float, wait_for_busy: bool, ended: Callable[[Outcome], None],
+              costs: dict[int, float], together: bool, longest_first: bool,
+              options: dict) -> MatrixReport:
+    """`run`'s cells left to run (`left`, of `jobs`): prepared first, then run in units."""
+    observed: list[tuple[float, float]] = []  # (cost, seconds) of units that ran to an end
     prepare_first(left, runner, store, rerun=bool(options.get("rerun")),
                   mirrors=options.get("mirrors"), parallel=parallel, say=progress)
     pending = balanced(groups(left, runner.runner_for) if together else

@@ -358,7 +358,9 @@ def test_a_requirement_that_cannot_be_installed_is_a_build_failure(workspace, to
         handle.write("environment: {requirements: requirements.txt}\n")
     proc = run_evaluate("-b", "unbuildable", "-t", "small", "--runner", "local")
     assert proc.returncode == 1
-    assert "(build-failed)" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    said = proc.stderr.strip().splitlines()  # the error in one line, after the line that
+    [error] = [line for line in said if not line.startswith("running ")]  # says it started
+    assert error.startswith("error: ") and "(build-failed)" in error and len(said) <= 2
     assert stored_results(workspace) == 0
 
 
@@ -807,3 +809,30 @@ def test_outside_a_checkout_a_missing_folder_root_is_named_with_how_to_point_the
     listed = CliRunner().invoke(main, ["testsets", "list"])
     assert listed.exit_code == 0
     assert f"no test set folders in {empty / 'testsets'}" in listed.stderr
+
+
+def test_a_run_that_lasts_says_which_cells_it_started_and_a_quick_or_found_one_says_nothing(
+        workspace, tmp_path, monkeypatch, small_dev):
+    """A cell of an hour is not an hour of silence: once cells have run QUIET_SECONDS with
+    none ended, `evaluate` names them (on stderr, before any result); a cell that ends sooner,
+    or is found stored, adds no line (an error stays one line)."""
+    from evaluator.pipeline import matrix
+
+    monkeypatch.setattr(matrix, "QUIET_SECONDS", 0.5)
+    one = {"version": "1.1", "data": small_dev["data"][:1]}
+    tiny_registry(tmp_path, monkeypatch, {"one": one, "two": one, "three": one},
+                  {"slow": "import time\ntime.sleep(2)\n" + FIRST_WORD,
+                   "quick": FIRST_WORD})
+
+    def said(*args: str) -> list[str]:
+        done = CliRunner().invoke(evaluate_cmd, list(args))
+        assert done.exit_code == 0, done.output
+        return done.stderr.splitlines()
+
+    assert said("-b", "slow", "-t", "one") == ["running slow x one"]
+    assert said("-b", "slow", "-t", "one") == []  # found stored
+    lines = said("-b", "slow", "-t", "all", "-j", "2")
+    assert lines[1] == "running 2 cells (1 found stored), 2 at a time"
+    assert lines[0].startswith("[1/3] slow x one: ok (stored)") and lines[2].startswith("[2/3]")
+    monkeypatch.setattr(matrix, "QUIET_SECONDS", 30.0)
+    assert said("-b", "quick", "-t", "one") == []  # ended well within its quiet time

@@ -125,7 +125,8 @@ def test_the_drqa_reader_trains_with_and_without_tags(tiny, baseline_f1, feature
     system = train("drqa-reader", "local", "epochs=12", "hidden=32", "layers=1", "threads=1",
                    f"features={features}")
     assert "/s0/h" in system
-    check_system(system, baseline_f1)
+    # the container runs the one predict command with or without tags: one such run checks it
+    check_system(system, baseline_f1, docker=features == "true")
 
 
 @pytest.mark.usefixtures("no_container_left_behind")
