@@ -171,10 +171,11 @@ def evaluate(config: EvaluationConfig | None = None, store: Store | None = None,
     default (a caller that also trains passes its own); `chosen`: the config's bundles
     already resolved (a study's systems, verified once); `keep`: which planned cells to run
     (a study leaves out those its table holds); `progress` hears of each finished cell when
-    there are several, `started` of the cells left to run before they run, `ended` of each
-    outcome; `cost` is a cell's expected time, which the
-    ETA weighs cells by and a parallel run balances its units by, the longest first
-    (`longest_first=False` keeps the cells' order: a first look's quickest first);
+    there are several, `started` of the cells left to run once they have gone
+    `matrix.QUIET_SECONDS` without a result, `ended` of each outcome; `cost` is a cell's
+    expected time, which the ETA weighs cells by and a parallel run balances its units by,
+    the longest first (`longest_first=False` keeps the cells' order: a first look's quickest
+    first);
     `wait_for_busy=False` leaves cells another controller is running to it (listed in its
     report's busy cells)."""
     if config is None:

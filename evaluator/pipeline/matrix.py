@@ -226,14 +226,13 @@ def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
     stored = f" ({len(jobs) - len(left)} found stored)" if len(left) < len(jobs) else ""
     said = threading.Timer(QUIET_SECONDS, started, [
         f"running {left[0].label}" if len(left) == 1 else
-        f"running {len(left)} cells{stored}, {max(1, parallel)} at a time"]) if left else None
-    if said is not None:
-        said.daemon = True
+        f"running {len(left)} cells{stored}, {max(1, parallel)} at a time"])
+    said.daemon = True
+    if left:
         said.start()
 
     def on_end(outcome: Outcome) -> None:  # the first result says enough
-        if said is not None:
-            said.cancel()
+        said.cancel()
         ended(outcome)
 
     try:
@@ -242,8 +241,7 @@ def run(jobs: list[Job], runner: Dispatcher, store: Store, *, parallel: int = 1,
                          wait_for_busy=wait_for_busy, ended=on_end, costs=costs,
                          together=together, longest_first=longest_first, options=options)
     finally:
-        if said is not None:
-            said.cancel()
+        said.cancel()
 
 
 def _run_left(jobs: list[Job], left: list[Job], report: MatrixReport, runner: Dispatcher,

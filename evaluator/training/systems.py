@@ -29,7 +29,8 @@ def job_for(system_id: str, store: Store | None = None) -> TrainJob:
     overrides: dict = {}
     if parts["hp"]:
         rows = store.systems(system_id) if store is not None and store.exists() else []
-        rows = rows or [row for row in [frozen.row_named(system_id)] if row]
+        if not rows and (row := frozen.row_named(system_id)) is not None:
+            rows = [row]
         if not rows:
             raise UserError(f"no trained system {system_id} in the store: its hyperparameter "
                             f"hash cannot be undone; train it with qashift train --set ...")

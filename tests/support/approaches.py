@@ -46,16 +46,8 @@ def approach_registry(tmp_path: Path, dev_raw: dict, monkeypatch: pytest.MonkeyP
     (split / "testset.yaml").write_text((split / "testset.yaml").read_text().replace(
         "kind: derived", "kind: training"))
     gold = write_testset(sets, "tiny-test", {"version": "1.1", "data": dev_raw["data"][1:2]})
-    folder = subs / name
-    folder.mkdir(parents=True)
-    (folder / "approach.py").write_text(program)
-    (folder / "bundle.yaml").write_text(
-        f"id: {name}\nname: {name}\nkind: approach\n"
-        "train: python3 approach.py train {train} {config} {model} {checkpoints}\n"
-        "command: python3 approach.py predict {model} {input} {output}\n"
-        "hyperparameters:\n"
-        f"  defaults: {{attack: none, word: 0, target: {gold / 'data.json'}}}\n"
-        "resources: {timeout: 120, output: 2m}\n")
+    approach_folder(subs, name, name, program,
+                    f"{{attack: none, word: 0, target: {gold / 'data.json'}}}", "2m")
     monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
     monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
     return {"gold": gold / "data.json", "workspace": workspace, "subs": subs}
@@ -111,13 +103,22 @@ else:
 
 def word_position_folder(subs: Path) -> Path:
     """The `word-position` approach folder under `subs`."""
-    folder = subs / "word-position"
+    return approach_folder(subs, "word-position", "The word at a learned position",
+                           WORD_POSITION, "{epochs: 4, l2: 0.0001}", "1m")
+
+
+def approach_folder(subs: Path, approach_id: str, name: str, program: str, defaults: str,
+                    output: str) -> Path:
+    """An approach folder under `subs` running `program` (`train TRAIN CONFIG MODEL
+    CHECKPOINTS` / `predict MODEL INPUT OUTPUT`) with these default hyperparameters (a YAML
+    mapping) and output cap."""
+    folder = subs / approach_id
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "approach.py").write_text(WORD_POSITION)
+    (folder / "approach.py").write_text(program)
     (folder / "bundle.yaml").write_text(
-        "id: word-position\nname: The word at a learned position\nkind: approach\n"
+        f"id: {approach_id}\nname: {name}\nkind: approach\n"
         "train: python3 approach.py train {train} {config} {model} {checkpoints}\n"
         "command: python3 approach.py predict {model} {input} {output}\n"
-        "hyperparameters:\n  defaults: {epochs: 4, l2: 0.0001}\n"
-        "resources: {timeout: 120, output: 1m}\n")
+        f"hyperparameters:\n  defaults: {defaults}\n"
+        f"resources: {{timeout: 120, output: {output}}}\n")
     return folder
