@@ -5,6 +5,8 @@ run them, on an empty workspace, and must end with status 0 and no traceback."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import re
 import shlex
@@ -540,9 +542,26 @@ def _checkout(home: Path, dev_raw: dict) -> None:
         shutil.copy(REPO / "results" / "approach-matrix.csv", home / name)
 
 
+STEP_NUMBERS = itertools.count()
+
+
+def _end_stragglers(group: int, wait_s: float = 10.0) -> None:
+    """Let the children of a stopped step (which heard the Ctrl-C too) end, then kill any left,
+    so that none runs on beside the next step."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGKILL)
+
+
 def _run(step: Step, home: Path, env: dict) -> str:
     """Run one step; return what went wrong ('' if it did as it must)."""
-    log = home.parent / "step.log"
+    log = home.parent / f"step-{next(STEP_NUMBERS)}.log"  # a straggler writes only its own
     with log.open("w") as out:
         proc = subprocess.Popen(["bash", "-c", step.line], cwd=home, env=env, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True,
@@ -581,6 +600,7 @@ def _run(step: Step, home: Path, env: dict) -> str:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             return "did not stop within a minute of Ctrl-C pressed twice"
+        _end_stragglers(proc.pid)
         if "Traceback" in said or ended not in (None, 0):
             return f"status {ended} before Ctrl-C:\n{said[-3000:]}"
         return ""
@@ -608,4 +628,5 @@ def test_every_documented_command_runs_on_an_empty_workspace(chapter, tmp_path, 
         took.append(f"{time.monotonic() - started:6.1f} s  {step.line[:90]}")
         if problem:
             wrong.append(f"{step.line} ({step.expect}): {problem}")
+    print(f"the steps' times ({chapter}):", *took, sep="\n")  # shown by `pytest -s`
     assert not wrong, "\n\n".join(wrong) + "\n\nthe steps' times:\n" + "\n".join(took)

@@ -69,20 +69,25 @@ def test_two_concurrent_controllers_run_each_cell_once(matrix_env):
         assert len(json.loads(stdout)["results"]) == CELLS  # both report every cell
 
 
+KILLS, KILL_WINDOW_S = 10, 2.5  # a run of the matrix lasts about the window
+
+
 @pytest.mark.slow
 def test_sigkill_at_random_points_then_resume(matrix_env):
+    """Killed at a random moment in each tenth of a run (start, planning, each cell, storing),
+    a controller run again gives the uninterrupted run's results."""
     env, ledger, workspace = matrix_env
     reference_proc = start(env)
     reference_proc.communicate(timeout=120)
     reference = results(workspace)
     assert len(reference) == CELLS
     rng = random.Random(7)
-    for trial in range(20):
+    for trial in range(KILLS):
         (workspace / "results.sqlite").unlink()
         for suffix in ("-wal", "-shm"):
             Path(f"{workspace / 'results.sqlite'}{suffix}").unlink(missing_ok=True)
         proc = start(env)
-        time.sleep(rng.uniform(0.0, 2.5))
+        time.sleep((trial + rng.random()) * KILL_WINDOW_S / KILLS)  # one kill per slice
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
         resumed = start(env)
