@@ -11,13 +11,16 @@ import pytest
 # The suite's workers share the host's cores, and what each starts (torch, spaCy, ONNX Runtime,
 # the runs of the local and hf-qa runners, which pass these on) would start a numeric thread
 # per core, spinning while it waits: two such processes side by side run several times slower
-# than with one thread each (benchmarks/thread_oversubscription.py). Set before anything loads
-# those libraries (the runners' module of limits loads none); a variable already set is left
-# as it is.
+# than with one thread each (benchmarks/thread_oversubscription.py). One thread each, and
+# OpenMP's waiting threads asleep rather than spinning: a program that asks torch for a thread
+# per core itself (the approaches' predict commands do) then wastes no CPU waiting either (the
+# training tests on two workers: 179 s -> 129 s). Set before anything loads those libraries
+# (the runners' module of limits loads none); a variable already set is left as it is.
 from evaluator.runners.limits import THREAD_COUNTS  # noqa: E402
 
 for _name in THREAD_COUNTS:
     os.environ.setdefault(_name, "1")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # Python keeps compiled byte code for the suite and the processes it starts (pytest its
 # assertion-rewritten test modules too): a machine's PYTHONDONTWRITEBYTECODE would have every

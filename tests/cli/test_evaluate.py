@@ -80,10 +80,10 @@ def test_rerun_recomputes_and_level_changes_only_the_interval(workspace):
 def test_paragraph_clustered_intervals_are_wider(workspace):
     runner = CliRunner()
     plain = json.loads(runner.invoke(evaluate_cmd, ["-b", "r-net-plus-ensemble", "-t",
-                                                    "squad-dev", "--json"]).output)
+                                                    "squad-dev", "--json"]).stdout)
     clustered = json.loads(runner.invoke(evaluate_cmd, ["-b", "r-net-plus-ensemble", "-t",
                                                         "squad-dev", "--cluster", "paragraph",
-                                                        "--json"]).output)
+                                                        "--json"]).stdout)
     p, c = plain["results"][0], clustered["results"][0]
     assert c["f1"]["method"] == "student-t-clustered"
     assert c["f1"]["value"] == p["f1"]["value"]
@@ -97,7 +97,7 @@ def test_one_article_has_no_article_clustered_interval_and_says_so(
     one_article = {"version": "1.1", "data": small_dev["data"][:1]}
     tiny_registry(tmp_path, monkeypatch, {"one": one_article}, {"first-word": FIRST_WORD})
     argv = ["-b", "first-word", "-t", "one", "--runner", "local", "--cluster", "article"]
-    doc = json.loads(CliRunner().invoke(evaluate_cmd, [*argv, "--json"]).output,
+    doc = json.loads(CliRunner().invoke(evaluate_cmd, [*argv, "--json"]).stdout,
                      parse_constant=lambda name: pytest.fail(f"{name} in JSON output"))
     cell = doc["results"][0]
     assert [cell[m]["lo"] for m in ("em", "f1")] == [None, None]
@@ -106,7 +106,7 @@ def test_one_article_has_no_article_clustered_interval_and_says_so(
     assert "[     -,      -]" in table
     assert "no interval on one: one question, one cluster where" in table
     paragraphs = json.loads(CliRunner().invoke(evaluate_cmd, [*argv[:-1], "paragraph",
-                                                              "--json"]).output)
+                                                              "--json"]).stdout)
     assert paragraphs["results"][0]["f1"]["lo"] < paragraphs["results"][0]["f1"]["hi"]
 
 
@@ -134,7 +134,7 @@ def test_a_cell_without_spread_is_stored_and_served_without_f1_bounds(
 def test_all_lists_inapplicable_cells_instead_of_failing(workspace):
     result = CliRunner().invoke(evaluate_cmd, ["-b", "all", "-t", "amazon", "--json",
                                                "--runner", "local"])
-    doc = json.loads(result.output[result.output.index("{"):])
+    doc = json.loads(result.stdout)
     na = {(c["bundle"], c["testset"]) for c in doc["not_applicable"]}
     assert ("bert-ensemble", "amazon") in na
     assert all(c["testset"] == "amazon" for c in doc["results"])

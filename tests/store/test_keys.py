@@ -24,7 +24,7 @@ ARGV = ["-b", "first-word", "--runner", "local", "--json"]
 def evaluate(testset: str) -> dict:
     result = CliRunner().invoke(evaluate_cmd, [*ARGV, "-t", testset])
     assert result.exit_code == 0, result.output
-    [cell] = json.loads(result.output)["results"]
+    [cell] = json.loads(result.stdout)["results"]
     return cell
 
 

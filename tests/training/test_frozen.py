@@ -463,22 +463,25 @@ def frozen_system(manifest: Path) -> str:
 
 def cheapest_of_each_approach() -> list[tuple[Path, str]]:
     """Of every approach with a committed frozen system, the system whose smallest scored set
-    is the smallest, with that set, path order breaking ties: the cheapest check of the
-    approach's promise, whichever of its systems (a whole-split one scored on one large set so
-    far, say) were frozen first."""
-    smallest: dict[str, tuple[int, str]] = {}
+    is the smallest, with that set; ties go to a system reading the shared encoder's states
+    (`contextual`, where the approach has them: the path most likely to differ on another
+    CPU), then to the quickest there by the table's wall time, then to path order. The
+    cheapest check of the approach's promise, whichever of its systems (a whole-split one
+    scored on one large set so far, say) were frozen first."""
+    smallest: dict[str, tuple] = {}
     for row in table_rows():
         if row["metric"] == "f1":
-            smallest[row["model"]] = min(smallest.get(row["model"], (10**9, "")),
-                                         (int(row["n"]), row["testset"]))
-    by_approach: dict[str, tuple[int, Path, str]] = {}
+            plain = not json.loads(row["hyperparameters"] or "{}").get("contextual", False)
+            mine = (int(row["n"]), plain, float(row["wall_s"] or "inf"), row["testset"])
+            smallest[row["model"]] = min(smallest.get(row["model"], mine), mine)
+    by_approach: dict[str, tuple] = {}
     for manifest in frozen_manifests():
         system, approach = frozen_system(manifest), manifest.parts[-4]
         if system in smallest:
-            n, testset = smallest[system]
-            by_approach[approach] = min(by_approach.get(approach, (10**9, manifest, "")),
-                                        (n, manifest, testset))
-    return [(path, testset) for _, (_, path, testset) in sorted(by_approach.items())]
+            *rank, testset = smallest[system]
+            mine = (*rank, manifest, testset)
+            by_approach[approach] = min(by_approach.get(approach, mine), mine)
+    return [(path, testset) for _, (*_, path, testset) in sorted(by_approach.items())]
 
 
 def test_every_frozen_system_is_in_a_committed_table_with_the_scores_its_manifest_states():
