@@ -5,7 +5,6 @@ run them, on an empty workspace, and must end with status 0 and no traceback."""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import re
@@ -23,6 +22,7 @@ import pytest
 
 from evaluator.cli.base import load
 from evaluator.cli.main import COMMANDS, main
+from evaluator.runners.limits import kill_group
 from tests.conftest import (
     FIRST_WORD,
     REPO,
@@ -554,8 +554,7 @@ def _end_stragglers(group: int, wait_s: float = 10.0) -> None:
         except ProcessLookupError:
             return
         time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(group, signal.SIGKILL)
+    kill_group(group)
 
 
 def _run(step: Step, home: Path, env: dict) -> str:
@@ -627,5 +626,6 @@ def test_every_documented_command_runs_on_an_empty_workspace(chapter, tmp_path, 
         took.append(f"{time.monotonic() - started:6.1f} s  {step.line[:90]}")
         if problem:
             wrong.append(f"{step.line} ({step.expect}): {problem}")
-    print(f"the steps' times ({chapter}):", *took, sep="\n")  # shown by `pytest -s`
-    assert not wrong, "\n\n".join(wrong) + "\n\nthe steps' times:\n" + "\n".join(took)
+    times = "the steps' times:\n" + "\n".join(took)
+    print(f"{chapter}: {times}")  # shown by `pytest -s`
+    assert not wrong, "\n\n".join(wrong) + "\n\n" + times
