@@ -149,7 +149,7 @@ def _score(new_sets: list[str], plan: Path, table_path: Path, out: Path | None,
     found = study.with_testsets(study.load(plan), sets)
     chosen = study.narrowed(found, approaches=tuple(approaches), systems=tuple(system_ids),
                             per_approach=per_approach,
-                            runnable=lambda job: stored(job, store) is not None)
+                            runnable=lambda job: stored(job, store, unpack=False) is not None)
     earlier = table.read(table_path)
     done, skipped = study.score_systems(chosen, sets, runner, store, parallel=parallel,
                                         limit=limit, say=console.say, earlier=earlier)

@@ -49,7 +49,7 @@ def run(study: Study, runner: Dispatcher, store: Store, *, device: str = "auto",
         head = f"[{number}/{len(study.trainings)}] {job.system_id}"
         if not selected(job, only):
             continue
-        if job.system_id in kept and stored(job, store) is None:
+        if job.system_id in kept and stored(job, store, unpack=False) is None:
             say(f"{head}: in the table from an earlier run")
             continue
         try:

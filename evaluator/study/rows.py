@@ -84,7 +84,7 @@ def rows(study: Study, store: Store, earlier: Rows = ()) -> Rows:
     rows cover, so a table written while it is being scored (by another controller, or when
     a session ends) loses nothing; a system's rows are always those of one set of weights."""
     current = {job.system_id: hit.row["weights_digest"] for job in study.trainings
-               if (hit := stored(job, store)) is not None}
+               if (hit := stored(job, store, unpack=False)) is not None}
     wanted = {(job.system_id, t.id) for job in study.trainings for t in study.testsets_for(job)}
     families = {job.approach.id: job.approach.metadata.get("family")
                 for job in study.trainings}

@@ -90,7 +90,7 @@ def status(study: Study, store: Store, earlier: Rows = (),
             continue
         sets = study.testsets_for(job)
         this = StudyStatus(systems=1)
-        system = stored(job, store)  # the store's, or a frozen artifact
+        system = stored(job, store, unpack=False)  # the store's, or a frozen artifact
         if system is None and job.system_id in kept:
             this.trained, this.recorded, this.evaluated = 1, 1, len(sets)
         elif system is None:

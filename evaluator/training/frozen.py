@@ -241,17 +241,17 @@ def _stored_files(manifest: dict) -> dict[str, str]:
             **{rel + PACKED: entry["sha256"] for rel, entry in packed.items()}}
 
 
-def weights_of(folder: Path, store: Store) -> Path:
+def weights_of(folder: Path, store: Store, unpack: bool = True) -> Path:
     """The weights of the (verified) artifact in `folder` as its approach wrote them: its own
     `weights/`, or where files are packed, their copy in the store's `models/<digest>/`,
     unpacked once (each file checked against its sha256 in the manifest, the folder against
-    the weights digest, through the gate)."""
+    the weights digest, through the gate); without `unpack`, where that copy is or will be."""
     manifest = _manifest(folder / MANIFEST)
     if not manifest.get("packed"):
         return folder / WEIGHTS
     digest = manifest["system"]["weights_digest"]
     target = store.model_path(digest)
-    if not target.is_dir():
+    if unpack and not target.is_dir():
         with run_tempdir("unpack") as tmp:  # found and removed if this process is killed
             _unpack(manifest, Path(tmp) / WEIGHTS)
             store.put_model(Path(tmp) / WEIGHTS, expected=digest,

@@ -51,9 +51,10 @@ def cell_dir(store: Store, key: str) -> Path:
     return store.workspace / "training" / key
 
 
-def system_bundle(job: TrainJob, row: dict, store: Store) -> Bundle:
+def system_bundle(job: TrainJob, row: dict, store: Store, unpack: bool = True) -> Bundle:
     """The frozen system as a command bundle: the approach's predict command, its weights
-    read-only at {model}; its digest covers the approach folder and the weights. An approach
+    read-only at {model}; its digest covers the approach folder and the weights (`unpack`:
+    see `stored`). An approach
     with a prompt (no predict command) makes generative systems: the weights folder is a
     Transformers model that the generative runner (or any server) runs under that prompt."""
     approach = job.approach
@@ -64,7 +65,7 @@ def system_bundle(job: TrainJob, row: dict, store: Store) -> Bundle:
               "folder": approach.folder, "environment": approach.environment,
               "resources": approach.resources, "metadata": metadata,
               "weights_digest": row["weights_digest"], "system_key": job.key}
-    weights = str(weights_folder(row, store))
+    weights = str(weights_folder(row, store, unpack))
     if approach.generative:
         return Bundle(kind="generative", model={"path": weights},
                       generative=approach.generative, **shared)
@@ -74,19 +75,22 @@ def system_bundle(job: TrainJob, row: dict, store: Store) -> Bundle:
                   **shared)
 
 
-def weights_folder(row: dict, store: Store) -> Path:
-    """Where a trained system's weights are: its frozen artifact's, or the store's copy."""
+def weights_folder(row: dict, store: Store, unpack: bool = True) -> Path:
+    """Where a trained system's weights are: its frozen artifact's, or the store's copy
+    (`unpack`: see `stored`)."""
     if row.get("frozen"):
-        return frozen.weights_of(Path(row["frozen"]), store)
+        return frozen.weights_of(Path(row["frozen"]), store, unpack)
     return store.model_path(row["weights_digest"])
 
 
-def stored(job: TrainJob, store: Store) -> TrainedSystem | None:
+def stored(job: TrainJob, store: Store, unpack: bool = True) -> TrainedSystem | None:
     """The trained system of `job`: the repository's frozen artifact of its train key where
     there is one (verified file by file), else the store's; None when neither holds it. A
     frozen system is the reviewed one, so a store row of its key naming other weights (an
     import from another store, a training since) never stands in for it: it is ignored, with
-    a warning naming both digests."""
+    a warning naming both digests. Without `unpack`, a frozen artifact's packed weights are
+    not unpacked into the store: the bundle names and digests them, for a caller that asks
+    what is trained and never runs it (a view of the results, a study's status)."""
     row = store.get_system(job.key) if store.exists() else None
     pinned = frozen.find(job)
     if pinned is not None:
@@ -98,7 +102,7 @@ def stored(job: TrainJob, store: Store) -> TrainedSystem | None:
         row = pinned
     elif row is None or not store.model_path(row["weights_digest"]).is_dir():
         return None
-    return TrainedSystem(row, True, system_bundle(job, row, store))
+    return TrainedSystem(row, True, system_bundle(job, row, store, unpack))
 
 
 _WARNED: set[str] = set()

@@ -95,11 +95,13 @@ def resolve(system_id: str, store: Store) -> Bundle:
 
 def current_digest(system_id: str, store: Store) -> str | None:
     """The bundle digest of the system an id names under its approach's current folder and
-    defaults; None when that system is not trained (or the id no longer resolves)."""
+    defaults; None when that system is not trained (or the id no longer resolves). A frozen
+    system's packed weights stay packed: naming its digest needs only their manifest."""
     try:
-        return resolve(system_id, store).digest
+        found = stored(job_for(system_id, store), store, unpack=False)
     except UserError:
         return None
+    return None if found is None else found.bundle.digest
 
 
 def digest_today(store: Store, bundle_folders: dict | None = None

@@ -32,7 +32,7 @@ from evaluator.store.store import Store
 from evaluator.store.transfer import import_store
 from evaluator.training.run import train
 from evaluator.training.systems import resolve_bundles
-from tests.support.approaches import train_job
+from tests.support.approaches import WORDS, approach_registry, train_job
 from tests.support.stores import raw_object
 
 
@@ -41,19 +41,37 @@ def run(*argv: str) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
+@pytest.fixture(scope="module")
+def trained_elsewhere(tmp_path_factory, dev_raw, shared_data):
+    """The other machine, made once for the module: the registry with the honest approach
+    `words`, and a workspace that trained its system and scored it."""
+    home = tmp_path_factory.mktemp("elsewhere")
+    workspace = home / "workspace"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("QASHIFT_WORKSPACE", str(workspace))
+        patch.setenv("QASHIFT_CACHE", str(home / "cache"))
+        patch.setenv("QASHIFT_DATA_DIR", str(shared_data))
+        registry = approach_registry(home, dev_raw, patch, workspace, "words", WORDS)
+        made = Store.open_default()
+        train(train_job("words"), Dispatcher("local"), made)
+        made.close()
+        done = run("evaluate", "-b", "words@tiny-train/s0", "-t", "tiny-test", "--runner",
+                   "local")
+        assert done.returncode == 0, done.stderr
+    return {**registry, "sets": registry["gold"].parents[1]}
+
+
 @pytest.fixture
-def elsewhere(words, tmp_path, monkeypatch):
-    """A store that trained the honest system and scored it (the other machine's), and an
-    empty store here."""
-    made = Store.open_default()
-    train(train_job("words"), Dispatcher("local"), made)
-    made.close()
-    done = run("evaluate", "-b", "words@tiny-train/s0", "-t", "tiny-test", "--runner",
-               "local")
-    assert done.returncode == 0, done.stderr
+def elsewhere(trained_elsewhere, tmp_path, monkeypatch, workspace):
+    """A copy of the other machine's store (each test may tamper with its own), the same
+    registry, and an empty store here."""
+    other = tmp_path / "other"
+    shutil.copytree(trained_elsewhere["workspace"], other, symlinks=True)
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(trained_elsewhere["subs"]))
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(trained_elsewhere["sets"]))
     here = tmp_path / "here"
     monkeypatch.setenv("QASHIFT_WORKSPACE", str(here))
-    return {"other": words["workspace"], "here": here, "gold": words["gold"]}
+    return {"other": other, "here": here, "gold": trained_elsewhere["gold"]}
 
 
 def sql(workspace: Path, statement: str, *args) -> None:

@@ -100,13 +100,15 @@ def test_a_frozen_system_runs_on_a_clean_workspace_without_training(frozen_plan)
     status = run("qashift", "study", "status", str(frozen_plan["plan"]), "--table",
                  str(frozen_plan["table"]))
     assert "trained 2" in status.stdout and "0 cells to go" in status.stdout, status.stdout
+    workspace = Path(os.environ["QASHIFT_WORKSPACE"])
+    manifest = json.loads((frozen_plan["frozen"] / "words" / "tiny-train" / "s0" /
+                           "manifest.json").read_text())
+    unpacked = workspace / "models" / manifest["system"]["weights_digest"]
+    assert not unpacked.exists()  # what is trained is told from manifests: nothing unpacked
     for name in SYSTEMS:
         again = score(name)
         assert again["f1"] == frozen_plan["before"][name]["f1"] and not again["cached"]
-    workspace = Path(os.environ["QASHIFT_WORKSPACE"])
     assert nothing_trained(workspace)
-    manifest = json.loads((frozen_plan["frozen"] / "words" / "tiny-train" / "s0" /
-                           "manifest.json").read_text())
     assert manifest["system"]["system"] == SYSTEMS[0]
     assert set(manifest["files"]) == {"weights.txt", "vocabulary.txt"}
     # the vocabulary is stored packed; the system ran from its unpacked copy in models/
@@ -114,7 +116,6 @@ def test_a_frozen_system_runs_on_a_clean_workspace_without_training(frozen_plan)
     assert sorted(p.name for p in weights.iterdir()) == ["vocabulary.txt.xz", "weights.txt"]
     assert set(manifest["packed"]) == {"vocabulary.txt"}
     assert manifest["stored_bytes"] < manifest["bytes"] / 4
-    unpacked = workspace / "models" / manifest["system"]["weights_digest"]
     assert sorted(p.name for p in unpacked.iterdir()) == ["vocabulary.txt", "weights.txt"]
     assert manifest["scores"]["tiny-test"]["f1"] == pytest.approx(
         frozen_plan["before"][SYSTEMS[0]]["f1"]["value"], abs=1e-4)
