@@ -28,6 +28,7 @@ from evaluator.store.store import Store
 from evaluator.training import frozen
 from evaluator.training.systems import job_for
 from tests.conftest import REPO, outdate_strata_rows, write_testset
+from tests.support.approaches import WORDS, approach_registry
 from tests.support.generative import Server, allow_endpoints, write_served_twin
 
 PLAN = ("id: tiny\nname: tiny\nsplit: tiny-train\ntestsets: [tiny-test]\n"
@@ -75,22 +76,45 @@ def words_frozen(tmp_path: Path, monkeypatch, sets: str, words: str,
     return plan
 
 
+@pytest.fixture(scope="module")
+def frozen_plan_made(tmp_path_factory, dev_raw, shared_data) -> dict:
+    """`frozen_plan`'s training, scoring and freezing, done once for the module."""
+    home = tmp_path_factory.mktemp("frozen-plan")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("QASHIFT_CACHE", str(home / "cache"))
+        patch.setenv("QASHIFT_DATA_DIR", str(shared_data))
+        patch.setenv("QASHIFT_WORKSPACE", str(home / "workspace"))
+        patch.setenv("QASHIFT_FROZEN", str(home / "frozen"))
+        registry = approach_registry(home, dev_raw, patch, home / "workspace", "words", WORDS)
+        plan = home / "plan.yaml"
+        plan.write_text(PLAN)
+        assert run("qashift", "study", "run", str(plan), "--runner", "local").returncode == 0
+        table = home / "plan.csv"
+        assert run("qashift", "study", "table", str(plan), "--out", str(table)).returncode == 0
+        before = {name: score(name) for name in SYSTEMS}
+        done = run("qashift", "study", "freeze", str(plan))
+        assert done.returncode == 0, done.stderr
+        assert "2 systems frozen, 0 already frozen" in done.stdout
+    return {"home": home, "subs": registry["subs"], "before": before}
+
+
 @pytest.fixture
-def frozen_plan(words, tmp_path, monkeypatch):
-    """The plan trained and scored in one workspace, then frozen into a repository folder;
-    the process then moves to an empty workspace, as a clean clone would have."""
+def frozen_plan(frozen_plan_made, tmp_path, monkeypatch, workspace):
+    """The plan trained and scored in one workspace (tmp_path/workspace), then frozen into a
+    repository folder (tmp_path/frozen); the process then moves to an empty workspace, as a
+    clean clone would have. Each test gets its own copy to tamper with (the approach's
+    folder is shared: no test changes it)."""
+    made = frozen_plan_made["home"]
+    for name in ("workspace", "frozen", "sets"):
+        shutil.copytree(made / name, tmp_path / name, symlinks=True)
+    for name in ("plan.yaml", "plan.csv"):
+        shutil.copy(made / name, tmp_path / name)
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(frozen_plan_made["subs"]))
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(tmp_path / "sets"))
     monkeypatch.setenv("QASHIFT_FROZEN", str(tmp_path / "frozen"))
-    plan = tmp_path / "plan.yaml"
-    plan.write_text(PLAN)
-    assert run("qashift", "study", "run", str(plan), "--runner", "local").returncode == 0
-    table = tmp_path / "plan.csv"
-    assert run("qashift", "study", "table", str(plan), "--out", str(table)).returncode == 0
-    before = {name: score(name) for name in SYSTEMS}
-    done = run("qashift", "study", "freeze", str(plan))
-    assert done.returncode == 0, done.stderr
-    assert "2 systems frozen, 0 already frozen" in done.stdout
     monkeypatch.setenv("QASHIFT_WORKSPACE", str(tmp_path / "clean"))
-    return {"plan": plan, "table": table, "before": before, "frozen": tmp_path / "frozen"}
+    return {"plan": tmp_path / "plan.yaml", "table": tmp_path / "plan.csv",
+            "before": frozen_plan_made["before"], "frozen": tmp_path / "frozen"}
 
 
 def test_a_frozen_system_runs_on_a_clean_workspace_without_training(frozen_plan):
