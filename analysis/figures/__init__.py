@@ -6,14 +6,19 @@ studies) choose what to draw and where it goes.
 Everything renders with the Agg backend and is saved without dates or random ids
 (``svg.hashsalt`` fixed, no CreationDate/Date metadata), so the same input gives
 byte-identical PNG, PDF and SVG files, each written whole through `write_atomic` (a link
-at a figure's path is replaced, never followed).
+at a figure's path is replaced, never followed). Because of that, a grid or heat map drawn
+once is kept in the cache (`<cache>/figures/`) under the digest of what it shows and of the
+code and library that draw it (`kept`): a report of a table that changed in one set redraws
+that set's figures only.
 """
 
 from __future__ import annotations
 
 import io
+import os
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import cache, partial
 from pathlib import Path
 
 import matplotlib
@@ -27,8 +32,11 @@ from matplotlib.layout_engine import TightLayoutEngine  # noqa: E402
 
 from analysis.sources import facts  # noqa: E402
 from analysis.sources.tidy import paired  # noqa: E402
+from analysis.stats import fits as fits_module  # noqa: E402
 from analysis.stats.fits import Fit, fit_panel, to_scale  # noqa: E402
-from evaluator.core.files import READABLE, write_atomic  # noqa: E402
+from evaluator.core import settings  # noqa: E402
+from evaluator.core.files import READABLE, remove_tree, write_atomic  # noqa: E402
+from evaluator.core.hashing import canonical_json, sha256_bytes  # noqa: E402
 
 FORMATS = ("png", "pdf", "svg")
 METRIC_LABEL = {"em": "EM", "f1": "F1"}
@@ -368,3 +376,67 @@ def save(fig, stem: Path | str, formats: Sequence[str] = FORMATS) -> list[Path]:
             out.append(path)
     plt.close(fig)
     return out
+
+
+def save_grid(df: pd.DataFrame, panels: Sequence[tuple[str, str, str]], fits: dict | None,
+              stem: Path | str, ncols: int = 2) -> list[Path]:
+    """`save(panel_grid(...), stem)`, or the files of the same grid kept from before."""
+    shown = {"panels": [_panel_shown(df, *key, (fits or {}).get(key)) for key in panels],
+             "ncols": ncols}
+    return kept(stem, shown, partial(panel_grid, df, panels, fits, ncols=ncols))
+
+
+def save_heatmap(matrix: pd.DataFrame, title: str, stem: Path | str) -> list[Path]:
+    """`save(concurrence_heatmap(matrix, title), stem)`, or the files kept from before."""
+    shown = {"heatmap": matrix.to_csv(), "title": title}
+    return kept(stem, shown, partial(concurrence_heatmap, matrix, title))
+
+
+def kept(stem: Path | str, shown: dict, draw: Callable, formats: Sequence[str] = FORMATS
+         ) -> list[Path]:
+    """Save the figure `draw()` makes as stem.png/.pdf/.svg, unless a figure of the same
+    `shown` (everything it shows that is not code: data, fits, labels) was drawn by the same
+    code and matplotlib before: then its files, kept in the cache, are copied."""
+    key = sha256_bytes(canonical_json({"shown": shown, "formats": list(formats),
+                                       "code": _drawing_code()}))
+    folder = settings.cache_dir() / "figures" / key
+    stem = Path(stem)
+    paths = [stem.with_suffix(f".{fmt}") for fmt in formats]
+    if all((folder / f"figure.{fmt}").is_file() for fmt in formats):
+        stem.parent.mkdir(parents=True, exist_ok=True)
+        for fmt, path in zip(formats, paths, strict=True):
+            write_atomic(path, (folder / f"figure.{fmt}").read_bytes(), READABLE)
+        return paths
+    written = save(draw(), stem, formats)
+    partial_folder = folder.with_name(f"{key}.{os.getpid()}.partial")
+    try:  # complete or absent: a cache that cannot be written only costs a redraw
+        partial_folder.mkdir(parents=True, exist_ok=True)
+        for fmt, path in zip(formats, written, strict=True):
+            (partial_folder / f"figure.{fmt}").write_bytes(path.read_bytes())
+        remove_tree(folder)
+        os.replace(partial_folder, folder)
+    except OSError:
+        remove_tree(partial_folder)
+    return written
+
+
+def _panel_shown(df: pd.DataFrame, testset: str, metric: str, scale: str,
+                 fit: Fit | None) -> dict:
+    """What `scatter_panel` reads besides its code: the pairs, the fit, the sets' labels and
+    size (from their folders)."""
+    pairs = paired(df, testset, metric)
+    refs = sorted(set(pairs["x_testset"])) if len(pairs) else []
+    return {"panel": [testset, metric, scale], "pairs": pairs.to_csv(index=False),
+            "fit": None if fit is None else {
+                name: value.tolist() if isinstance(value, np.ndarray) else value
+                for name, value in vars(fit).items()},
+            "labels": [_label(t) for t in [testset, *refs]], "size": facts.size(testset)}
+
+
+@cache
+def _drawing_code() -> dict:
+    """The code a kept figure was drawn by: this module, the scales and the facts it reads,
+    and the libraries' versions."""
+    files = {Path(__file__), Path(fits_module.__file__), Path(facts.__file__)}
+    return {"files": sorted(sha256_bytes(f.read_bytes()) for f in files),
+            "matplotlib": matplotlib.__version__, "numpy": np.__version__}

@@ -70,15 +70,13 @@ def write(df: pd.DataFrame, out: Path | str, tables_dir: Path | str | None = Non
             if (t, m) not in present:
                 continue
             panels = [(t, m, s) for s in fits.SCALES]
-            fig = figures.panel_grid(df, panels, by_key, ncols=2)
-            written += figures.save(fig, out / f"{t}-{m}")
+            written += figures.save_grid(df, panels, by_key, out / f"{t}-{m}")
     for m in metrics:
         for s in fits.SCALES:
             grid = [(t, m, s) for t in testsets if (t, m) in present]
             if not grid:
                 continue  # no set has this metric on both axes
-            fig = figures.panel_grid(df, grid, by_key, ncols=2)
-            written += figures.save(fig, out / f"grid-{m}-{s}")
+            written += figures.save_grid(df, grid, by_key, out / f"grid-{m}-{s}")
     tables = {"fits": fits.fit_table(all_fits),
               "effective_robustness": fits.effective_robustness(df, all_fits)}
     per_model = pd.concat([g for g in (gaps.gaps(df, m) for m in metrics) if len(g)]
@@ -94,10 +92,10 @@ def write(df: pd.DataFrame, out: Path | str, tables_dir: Path | str | None = Non
     for m in metrics:
         pairs = conc[conc["metric"] == m]
         if len(pairs):
-            fig = figures.concurrence_heatmap(
+            written += figures.save_heatmap(
                 concurrence.as_matrix(pairs),
-                f"Concurrence ({figures.METRIC_LABEL[m]}, {pairs['n_models'].iat[0]} models)")
-            written += figures.save(fig, out / f"concurrence-{m}")
+                f"Concurrence ({figures.METRIC_LABEL[m]}, {pairs['n_models'].iat[0]} models)",
+                out / f"concurrence-{m}")
     tables_dir.mkdir(parents=True, exist_ok=True)
     published = {}
     for name, table in tables.items():

@@ -67,3 +67,73 @@ def test_humans_are_drawn_at_their_own_original_scores_in_every_panel(published)
                     drawn += 1
                 plt.close(fig)
     assert drawn == 16
+
+
+def small_report(df, out, monkeypatch) -> dict[str, set[str]]:
+    """`report.write` of `df`'s F1 (Amazon and Reddit against the SQuAD test) into `out`;
+    the figures it drew rather than took from the cache, by kind."""
+    from analysis import figures, report
+
+    drawn: dict[str, set[str]] = {"grids": set(), "heatmaps": set()}
+    grid, heatmap = figures.panel_grid, figures.concurrence_heatmap
+
+    def counted_grid(frame, panels, *args, **kwargs):
+        drawn["grids"].add(" ".join(sorted({f"{t}-{m}" for t, m, _ in panels})))
+        return grid(frame, panels, *args, **kwargs)
+
+    def counted_heatmap(matrix, title, *args, **kwargs):
+        drawn["heatmaps"].add(title.split(",")[0].removeprefix("Concurrence ("))  # the metric
+        return heatmap(matrix, title, *args, **kwargs)
+
+    monkeypatch.setattr(figures, "panel_grid", counted_grid)
+    monkeypatch.setattr(figures, "concurrence_heatmap", counted_heatmap)
+    report.write(df[df["testset"].isin(["amazon", "reddit", "squad-test"])], out, n_boot=50,
+                 metrics=("f1",))
+    return drawn
+
+
+def figure_bytes(out) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir())
+            if p.suffix in (".png", ".pdf", ".svg")}
+
+
+def test_a_report_of_an_unchanged_table_draws_no_figure_and_gives_the_same_bytes(
+        published, tmp_path, workspace, monkeypatch):
+    first = small_report(published, tmp_path / "first", monkeypatch)
+    assert first == {"grids": {"amazon-f1", "reddit-f1", "amazon-f1 reddit-f1"},
+                     "heatmaps": {"F1"}}
+    again = small_report(published, tmp_path / "again", monkeypatch)
+    assert again == {"grids": set(), "heatmaps": set()}
+    assert figure_bytes(tmp_path / "again") == figure_bytes(tmp_path / "first")
+    assert len(figure_bytes(tmp_path / "first")) == 5 * len(FORMATS)  # 2 sets, 2 grids, a map
+
+
+def test_a_changed_score_redraws_the_figures_that_show_it_and_no_other(
+        published, tmp_path, workspace, monkeypatch):
+    small_report(published, tmp_path / "first", monkeypatch)
+    changed = published.copy()
+    row = (changed["testset"] == "amazon") & (changed["metric"] == "f1")
+    changed.loc[changed.index[row][0], "value"] -= 5.0
+    drawn = small_report(changed, tmp_path / "changed", monkeypatch)
+    # Amazon's panels, the grids (both sets on one figure); the heat map only where a rank
+    # moved
+    assert drawn["grids"] == {"amazon-f1", "amazon-f1 reddit-f1"}
+    assert drawn["heatmaps"] <= {"F1"}
+    before, after = figure_bytes(tmp_path / "first"), figure_bytes(tmp_path / "changed")
+    assert before["amazon-f1.svg"] != after["amazon-f1.svg"]
+    assert before["reddit-f1.svg"] == after["reddit-f1.svg"]
+
+
+def test_a_figure_is_drawn_again_when_a_set_label_or_the_drawing_code_changes(
+        published, tmp_path, workspace, monkeypatch):
+    from analysis import figures
+
+    small_report(published, tmp_path / "first", monkeypatch)
+    label = figures._label
+    monkeypatch.setattr(figures, "_label", lambda t: "Reddit (new)" if t == "reddit" else
+                        label(t))
+    drawn = small_report(published, tmp_path / "relabelled", monkeypatch)
+    assert drawn == {"grids": {"reddit-f1", "amazon-f1 reddit-f1"}, "heatmaps": set()}
+    assert b"Reddit (new)" in (tmp_path / "relabelled" / "reddit-f1.svg").read_bytes()
+    monkeypatch.setattr(figures, "_drawing_code", lambda: {"files": ["another version"]})
+    assert len(small_report(published, tmp_path / "redrawn", monkeypatch)["grids"]) == 3
