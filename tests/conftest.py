@@ -198,12 +198,17 @@ def small_dev(dev_raw: dict) -> dict:
     return {"version": "1.1", "data": dev_raw["data"][:2]}
 
 
-@pytest.fixture
-def few_dev(dev_raw: dict) -> dict:
+def few_of(dev_raw: dict) -> dict:
     """The first three paragraphs of each of the first two articles of SQuAD dev (95
     questions): for a test that runs a model, where the set's size proves nothing more."""
     return {"version": "1.1", "data": [dict(a, paragraphs=a["paragraphs"][:3])
                                        for a in dev_raw["data"][:2]]}
+
+
+@pytest.fixture
+def few_dev(dev_raw: dict) -> dict:
+    """`few_of` SQuAD dev."""
+    return few_of(dev_raw)
 
 
 @pytest.fixture(scope="session")

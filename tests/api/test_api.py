@@ -17,7 +17,7 @@ from click.testing import CliRunner
 import evaluator
 from evaluator.cli.main import evaluate_cmd
 from evaluator.core.errors import UserError
-from tests.conftest import REPO, SLIDING_WINDOW, tiny_registry
+from tests.conftest import REPO, SLIDING_WINDOW, few_of, tiny_registry
 from tests.tiny_bert import write_hfqa_bundle
 
 
@@ -93,16 +93,34 @@ API_OPTIONS = [  # (the API's keyword arguments, the same as `evaluate` flags)
 ]
 
 
+@pytest.fixture(scope="module")
+def option_registry(tmp_path_factory, dev_raw, tiny_model, shared_data):
+    """The option tests' registry (the sliding window and a tiny checkpoint; 95 questions),
+    and the plain run (no option) of each list of bundles they run, in a store of its own:
+    (sets, subs, {bundles: the plain run's frame})."""
+    home = tmp_path_factory.mktemp("api-options")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("QASHIFT_WORKSPACE", str(home / "workspace"))
+        patch.setenv("QASHIFT_CACHE", str(home / "cache"))
+        patch.setenv("QASHIFT_DATA_DIR", str(shared_data))
+        sets, subs = tiny_registry(home, patch, {"tiny": few_of(dev_raw)},
+                                   {"sliding-window": SLIDING_WINDOW})
+        write_hfqa_bundle(subs, "tiny-hf", tiny_model)
+        plain = {names: evaluator.evaluate(bundles=list(names), testsets=["tiny"],
+                                           runner="local").frame()
+                 for names in (("tiny-hf",), ("sliding-window", "tiny-hf"))}
+    return sets, subs, plain
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kwargs, flags", API_OPTIONS, ids=lambda v: str(v)[:30])
-def test_the_api_forwards_each_option_as_the_command_reads_it(tmp_path, monkeypatch, workspace,
-                                                              few_dev, tiny_model, kwargs,
-                                                              flags):
-    sets, subs = tiny_registry(tmp_path, monkeypatch, {"tiny": few_dev},
-                               {"sliding-window": SLIDING_WINDOW})
-    write_hfqa_bundle(subs, "tiny-hf", tiny_model)
-    bundles_ = ["tiny-hf"] if "model_args" in kwargs else ["sliding-window", "tiny-hf"]
-    rows = evaluator.evaluate(bundles=bundles_, testsets=["tiny"], runner="local",
+def test_the_api_forwards_each_option_as_the_command_reads_it(monkeypatch, workspace,
+                                                              option_registry, kwargs, flags):
+    sets, subs, plain_runs = option_registry
+    monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
+    monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
+    bundles_ = ("tiny-hf",) if "model_args" in kwargs else ("sliding-window", "tiny-hf")
+    rows = evaluator.evaluate(bundles=list(bundles_), testsets=["tiny"], runner="local",
                               **kwargs).frame()
     done = CliRunner().invoke(evaluate_cmd, [*sum((["-b", b] for b in bundles_), []), "-t",
                                              "tiny", "--runner", "local", "--json", *flags])
@@ -114,7 +132,7 @@ def test_the_api_forwards_each_option_as_the_command_reads_it(tmp_path, monkeypa
         bounds = [None if math.isnan(row[b]) else row[b] for b in ("f1_lo", "f1_hi")]
         assert (row["n"], *bounds, row["level"], row["device"]) == (
             cell["n"], cell["f1"]["lo"], cell["f1"]["hi"], cell["f1"]["level"], cell["device"])
-    plain = evaluator.evaluate(bundles=bundles_, testsets=["tiny"], runner="local").frame()
+    plain = plain_runs[bundles_]
     changed = {"level": "level", "cluster": "f1_lo", "limit": "n", "model_args": "key"}
     for option, column in changed.items():
         if option in kwargs:
