@@ -91,6 +91,28 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_data: Path
     return ws
 
 
+SPACY_PARSES = ("annotations", "cloze-parses")  # the cache's folders of `data.nlp.cached`
+
+
+@pytest.fixture(scope="session")
+def spacy_parses(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of spaCy's parses for this run, shared by its test workers: a parent's tags
+    and a cloze source's sentences are computed once in the run, by whichever test needs
+    them first (the cache keys them by their input and spaCy's versions, so the others read
+    what they would have computed). Never shared between runs: each run computes them."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "spacy-parses"
+
+
+def share_parses(cache: Path, parses: Path) -> None:
+    """The spaCy parse folders of the cache `cache` linked to the run's `spacy_parses`."""
+    cache.mkdir(parents=True, exist_ok=True)
+    for kind in SPACY_PARSES:
+        (parses / kind).mkdir(parents=True, exist_ok=True)
+        if not (cache / kind).exists():
+            (cache / kind).symlink_to(parses / kind, target_is_directory=True)
+
+
 def hears_ctrl_c() -> None:
     """For a child that a test interrupts: restore SIGINT, which a shell ignores for the
     background jobs it starts (and so for a test suite run as one, and its children)."""

