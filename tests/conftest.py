@@ -45,7 +45,8 @@ pytest_plugins = ["tests.docker_kit",  # the Docker fixtures (client, toy, ...)
 # A test that starts a container, a cluster job, a server or a browser, or trains a model, is
 # slow whether or not it says so: `pytest -m "not slow"` (README's fast tier) leaves it out.
 SLOW_FIXTURES = frozenset({"client", "cluster", "browser", "served", "tiny_lm", "registry",
-                           "words", "approach_registry"})
+                           "words", "approach_registry", "trained_elsewhere",
+                           "frozen_plan_made"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -91,17 +92,32 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_data: Path
     return ws
 
 
+def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The temporary folder of this run that all its test workers share."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session", autouse=True)
+def run_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cache of a test that sets none (`workspace` gives each test its own): one for the
+    run, as a fresh machine has, so that no test reads or fills the user's
+    ~/.cache/qashift (a virtual environment or a figure kept there by an earlier run)."""
+    folder = run_folder(tmp_path_factory) / "cache"
+    os.environ["QASHIFT_CACHE"] = str(folder)
+    return folder
+
+
 SPACY_PARSES = ("annotations", "cloze-parses")  # the cache's folders of `data.nlp.cached`
 
 
 @pytest.fixture(scope="session")
 def spacy_parses(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder of spaCy's parses for this run, shared by its test workers: a parent's tags
-    and a cloze source's sentences are computed once in the run, by whichever test needs
-    them first (the cache keys them by their input and spaCy's versions, so the others read
-    what they would have computed). Never shared between runs: each run computes them."""
-    base = tmp_path_factory.getbasetemp()
-    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "spacy-parses"
+    and a cloze source's sentences are computed by whichever test needs them first (two at
+    once both compute them; the cache keys them by their input and spaCy's versions, so
+    the others read what they would have computed). Never shared between runs."""
+    return run_folder(tmp_path_factory) / "spacy-parses"
 
 
 def share_parses(cache: Path, parses: Path) -> None:

