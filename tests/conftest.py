@@ -82,14 +82,19 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+def use_workspace(patch: pytest.MonkeyPatch, home: Path, shared_data: Path) -> Path:
+    """The environment pointed at home/workspace (store, objects), home/cache and the mirror;
+    the workspace."""
+    patch.setenv("QASHIFT_WORKSPACE", str(home / "workspace"))
+    patch.setenv("QASHIFT_CACHE", str(home / "cache"))
+    patch.setenv("QASHIFT_DATA_DIR", str(shared_data))
+    return home / "workspace"
+
+
 @pytest.fixture
 def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_data: Path) -> Path:
     """A fresh workspace (store, objects) and cache for one test, with the mirror configured."""
-    ws = tmp_path / "workspace"
-    monkeypatch.setenv("QASHIFT_WORKSPACE", str(ws))
-    monkeypatch.setenv("QASHIFT_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("QASHIFT_DATA_DIR", str(shared_data))
-    return ws
+    return use_workspace(monkeypatch, tmp_path, shared_data)
 
 
 def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 import evaluator
 from evaluator.cli.main import evaluate_cmd
 from evaluator.core.errors import UserError
-from tests.conftest import REPO, SLIDING_WINDOW, few_of, tiny_registry
+from tests.conftest import REPO, SLIDING_WINDOW, few_of, tiny_registry, use_workspace
 from tests.tiny_bert import write_hfqa_bundle
 
 
@@ -100,9 +100,7 @@ def option_registry(tmp_path_factory, dev_raw, tiny_model, shared_data):
     (sets, subs, {bundles: the plain run's frame})."""
     home = tmp_path_factory.mktemp("api-options")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("QASHIFT_WORKSPACE", str(home / "workspace"))
-        patch.setenv("QASHIFT_CACHE", str(home / "cache"))
-        patch.setenv("QASHIFT_DATA_DIR", str(shared_data))
+        use_workspace(patch, home, shared_data)
         sets, subs = tiny_registry(home, patch, {"tiny": few_of(dev_raw)},
                                    {"sliding-window": SLIDING_WINDOW})
         write_hfqa_bundle(subs, "tiny-hf", tiny_model)

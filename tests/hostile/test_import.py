@@ -32,6 +32,7 @@ from evaluator.store.store import Store
 from evaluator.store.transfer import import_store
 from evaluator.training.run import train
 from evaluator.training.systems import resolve_bundles
+from tests.conftest import use_workspace
 from tests.support.approaches import WORDS, approach_registry, train_job
 from tests.support.stores import raw_object
 
@@ -46,11 +47,8 @@ def trained_elsewhere(tmp_path_factory, dev_raw, shared_data):
     """The other machine, made once for the module: the registry with the honest approach
     `words`, and a workspace that trained its system and scored it."""
     home = tmp_path_factory.mktemp("elsewhere")
-    workspace = home / "workspace"
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("QASHIFT_WORKSPACE", str(workspace))
-        patch.setenv("QASHIFT_CACHE", str(home / "cache"))
-        patch.setenv("QASHIFT_DATA_DIR", str(shared_data))
+        workspace = use_workspace(patch, home, shared_data)
         registry = approach_registry(home, dev_raw, patch, workspace, "words", WORDS)
         made = Store.open_default()
         train(train_job("words"), Dispatcher("local"), made)

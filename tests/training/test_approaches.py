@@ -14,7 +14,7 @@ import pytest
 
 from evaluator.runners.docker import daemon_available
 from evaluator.store.store import Store
-from tests.conftest import REPO, write_testset
+from tests.conftest import REPO, use_workspace, write_testset
 from tests.docker_kit import needs_docker
 from tests.support.generative import Server, allow_endpoints, write_served_twin
 
@@ -77,10 +77,9 @@ def readers_home(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def tiny_readers(tiny, readers_home, monkeypatch):
+def tiny_readers(tiny, readers_home, monkeypatch, shared_data):
     """`tiny`, in the shared workspace of `readers_home`."""
-    monkeypatch.setenv("QASHIFT_WORKSPACE", str(readers_home / "workspace"))
-    monkeypatch.setenv("QASHIFT_CACHE", str(readers_home / "cache"))
+    use_workspace(monkeypatch, readers_home, shared_data)
 
 
 def run(*argv: str) -> subprocess.CompletedProcess:

@@ -27,7 +27,7 @@ from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
 from evaluator.training import frozen
 from evaluator.training.systems import job_for
-from tests.conftest import REPO, outdate_strata_rows, write_testset
+from tests.conftest import REPO, outdate_strata_rows, use_workspace, write_testset
 from tests.support.approaches import WORDS, approach_registry
 from tests.support.generative import Server, allow_endpoints, write_served_twin
 
@@ -81,11 +81,9 @@ def frozen_plan_made(tmp_path_factory, dev_raw, shared_data) -> dict:
     """`frozen_plan`'s training, scoring and freezing, done once for the module."""
     home = tmp_path_factory.mktemp("frozen-plan")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("QASHIFT_CACHE", str(home / "cache"))
-        patch.setenv("QASHIFT_DATA_DIR", str(shared_data))
-        patch.setenv("QASHIFT_WORKSPACE", str(home / "workspace"))
+        workspace = use_workspace(patch, home, shared_data)
         patch.setenv("QASHIFT_FROZEN", str(home / "frozen"))
-        registry = approach_registry(home, dev_raw, patch, home / "workspace", "words", WORDS)
+        registry = approach_registry(home, dev_raw, patch, workspace, "words", WORDS)
         plan = home / "plan.yaml"
         plan.write_text(PLAN)
         assert run("qashift", "study", "run", str(plan), "--runner", "local").returncode == 0
