@@ -235,18 +235,18 @@ def placements(df: pd.DataFrame, testsets: list[str], labels: Mapping[str, str]
         placed = trend.each_against_the_others(pairs)
         if placed.empty:
             continue
-        points = pairs.set_index("model")
+        points = {p["model"]: p for p in pairs.to_dict("records")}
+        models = [(p["model"], float(p["x"]), float(p["y"])) for p in points.values()
+                  if p["kind"] == "model"]
         for r in placed.to_dict("records"):
-            own = points.loc[r["model"]]
-            others = [(float(x), float(y)) for m, x, y in
-                      zip(pairs["model"], pairs["x"], pairs["y"], strict=True)
-                      if m != r["model"] and points.at[m, "kind"] == "model"]
+            own = points[r["model"]]
+            others = [(x, y) for m, x, y in models if m != r["model"]]
             reference = labels.get(own["x_testset"], own["x_testset"])
             title = (f"F1 on {labels.get(t, t)} against F1 on {reference}: this model and "
                      f"the trend of the {r['n_population']} others")
             out.setdefault(r["model"], []).append({
                 **r, "testset": t, "reference": own["x_testset"],
-                "svg": plot.trend_svg(others, own.to_dict(), r["intercept"], r["slope"],
+                "svg": plot.trend_svg(others, own, r["intercept"], r["slope"],
                                       f"F1 on {reference}", f"F1 on {labels.get(t, t)}",
                                       title)})
     return out

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.sources.tidy import paired
-from analysis.studies.extra_data import linear_trend, place
+from analysis.studies.extra_data import fit_line, linear_trend, place
 from evaluator.jobs.job import parse_system_id
 
 COLUMNS = ["model", "testset", "reference", "x", "x_lo", "x_hi", "y", "y_lo", "y_hi",
@@ -43,14 +43,13 @@ def land(population: pd.DataFrame, own: pd.DataFrame, testsets: Sequence[str],
     rows = []
     for testset in testsets:
         pop = paired(population, testset, metric)
-        if len(pop) < MIN_POPULATION:
+        if len(pop) < MIN_POPULATION or np.ptp(pop["x"].to_numpy(float)) == 0:
             continue
         points = paired(own, testset, metric)
         points = points[points["x_testset"] == pop["x_testset"].iloc[0]]
         if points.empty:
             continue
         fit = linear_trend(pop)
-        residuals = np.asarray(fit.resid, dtype=float)
         for p, placed in zip(points.to_dict("records"), place(fit, points, level),
                              strict=True):
             er = placed["effective_robustness"]
@@ -62,7 +61,7 @@ def land(population: pd.DataFrame, own: pd.DataFrame, testsets: Sequence[str],
                          "effective_robustness": er, "er_lo": placed["er_lo"],
                          "er_hi": placed["er_hi"], "off_trend": placed["off_trend"],
                          "beyond_scatter": placed["beyond_scatter"],
-                         "rank": 1 + int((residuals > er + TIE).sum()), "n_population": len(pop),
+                         "rank": 1 + int((fit.resid > er + TIE).sum()), "n_population": len(pop),
                          "slope": float(fit.params[1])})
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -73,20 +72,22 @@ def each_against_the_others(pairs: pd.DataFrame, level: float = 0.95) -> pd.Data
     a trend); none where fewer than MIN_POPULATION others. The site's model pages show it.
     Columns: model, x, y, predicted, effective_robustness, er_lo, er_hi, rank,
     n_population, intercept, slope."""
-    models = pairs[pairs["kind"] == "model"]
-    rows = []
-    for i, p in pairs.iterrows():
-        others = models.drop(index=i, errors="ignore")
-        if len(others) < MIN_POPULATION:
+    is_model = (pairs["kind"] == "model").to_numpy()
+    x, y = pairs["x"].to_numpy(float), pairs["y"].to_numpy(float)
+    records, rows = pairs.to_dict("records"), []
+    for i, p in enumerate(records):
+        others = is_model.copy()
+        others[i] = False
+        if others.sum() < MIN_POPULATION or np.ptp(x[others]) == 0:
             continue
-        fit = linear_trend(others)
-        [placed] = place(fit, pairs.loc[[i]], level)
+        fit = fit_line(x[others], y[others])
+        [placed] = place(fit, records[i:i + 1], level)
         er = placed["effective_robustness"]
         rows.append({"model": p["model"], "x": p["x"], "y": p["y"],
                      "predicted": placed["predicted"], "effective_robustness": er,
                      "er_lo": placed["er_lo"], "er_hi": placed["er_hi"],
-                     "rank": 1 + int((np.asarray(fit.resid, float) > er + TIE).sum()),
-                     "n_population": len(others), "intercept": float(fit.params[0]),
+                     "rank": 1 + int((fit.resid > er + TIE).sum()),
+                     "n_population": fit.n, "intercept": float(fit.params[0]),
                      "slope": float(fit.params[1])})
     return pd.DataFrame(rows, columns=["model", "x", "y", "predicted", "effective_robustness",
                                        "er_lo", "er_hi", "rank", "n_population", "intercept",

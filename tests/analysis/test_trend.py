@@ -12,7 +12,7 @@ import statsmodels.api as sm
 from click.testing import CliRunner
 
 from analysis.sources.tidy import from_csv, paired
-from analysis.studies import trend
+from analysis.studies import extra_data, trend
 from evaluator.cli.figures import report_command
 from evaluator.cli.trend import trend_command
 from evaluator.store.store import Store
@@ -70,6 +70,58 @@ def test_a_model_without_an_interval_is_placed_with_the_trends_error_alone(popul
     [row] = trend.land(population, own, ["new-wiki-test"]).to_dict("records")
     assert math.isfinite(row["er_lo"]) and math.isfinite(row["er_hi"])
     assert row["er_hi"] - row["er_lo"] > 0
+
+
+def test_the_closed_form_trend_is_statsmodels_ols(population):
+    """Coefficients, residuals, the mean prediction's standard error and the prediction
+    interval of a new system, at two levels, as statsmodels' OLS gives them."""
+    pairs = paired(population, "new-wiki-test", "f1")
+    x, y = pairs["x"].to_numpy(float), pairs["y"].to_numpy(float)
+    ours = extra_data.linear_trend(pairs)
+    fit = sm.OLS(y, sm.add_constant(x)).fit()
+    assert ours.params == pytest.approx(fit.params, abs=1e-10)
+    assert ours.resid == pytest.approx(fit.resid, abs=1e-10)
+    at = np.array([0.0, x.min(), 55.5, x.max(), 100.0])
+    for level in (0.95, 0.8):
+        mean, se_mean, lo, hi = ours.predict(at, level)
+        prediction = fit.get_prediction(sm.add_constant(at))
+        assert mean == pytest.approx(prediction.predicted_mean, abs=1e-10)
+        assert se_mean == pytest.approx(prediction.se_mean, abs=1e-10)
+        band = prediction.conf_int(obs=True, alpha=1 - level)
+        assert lo == pytest.approx(band[:, 0], abs=1e-9)
+        assert hi == pytest.approx(band[:, 1], abs=1e-9)
+
+
+def test_each_model_is_placed_against_the_statsmodels_trend_of_all_the_others(population):
+    pairs = paired(population, "amazon-test", "f1")
+    placed = trend.each_against_the_others(pairs).set_index("model")
+    assert len(placed) == len(pairs) == 106
+    for i in (0, 41, 105):
+        model, x = pairs["model"].iloc[i], pairs["x"].iloc[i]
+        others = pairs.drop(index=pairs.index[i])
+        fit = sm.OLS(others["y"].to_numpy(float),
+                     sm.add_constant(others["x"].to_numpy(float))).fit()
+        [predicted] = fit.get_prediction(np.array([[1.0, x]])).predicted_mean
+        row = placed.loc[model]
+        assert (row["intercept"], row["slope"]) == pytest.approx(tuple(fit.params), abs=1e-10)
+        assert row["predicted"] == pytest.approx(predicted, abs=1e-10)
+        er = pairs["y"].iloc[i] - predicted
+        assert row["effective_robustness"] == pytest.approx(er, abs=1e-10)
+        assert row["rank"] == 1 + int((fit.resid > er + trend.TIE).sum())
+        assert row["n_population"] == 105
+        assert row["er_lo"] < er < row["er_hi"]
+
+
+def test_a_population_without_spread_in_its_reference_scores_gives_no_trend(population):
+    models = population["model"].unique()[:6]
+    flat = population[population["model"].isin(models)].copy()
+    flat.loc[flat["testset"] == "squad-dev-heldout", "value"] = 70.0
+    pairs = paired(flat, "reddit-test", "f1")
+    assert len(pairs) == 6 and set(pairs["x"]) == {70.0}
+    with pytest.raises(ValueError, match="same reference score"):
+        extra_data.linear_trend(pairs)
+    assert trend.each_against_the_others(pairs).empty
+    assert trend.land(flat, as_own(flat, models[0], "mine"), ["reddit-test"]).empty
 
 
 @pytest.mark.slow
