@@ -46,6 +46,8 @@ STYLE = {"svg.hashsalt": "qashift", "svg.fonttype": "none", "pdf.compression": 6
 MODEL_COLOR, HUMAN_COLOR, FIT_COLOR = "#1f77b4", "#d62728", "#2c3e50"
 FAMILY_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#17becf", "#bcbd22")
 SMALL_SET = 500  # questions: below, a panel says its intervals are wide
+# the columns of `tidy.paired` that `scatter_panel` draws from
+PANEL_COLUMNS = ("kind", "family", "x", "x_lo", "x_hi", "x_testset", "y", "y_lo", "y_hi")
 TITLE_WIDTH = 52  # characters per title line
 
 
@@ -427,11 +429,13 @@ def kept(stem: Path | str, shown: dict, draw: Callable[[], plt.Figure],
 
 def _panel_shown(df: pd.DataFrame, testset: str, metric: str, scale: str,
                  fit: Fit | None) -> dict:
-    """What `scatter_panel` reads besides its code: the pairs, the fit, the sets' labels and
-    size (from their folders)."""
+    """What `scatter_panel` reads besides its code: the pairs' columns it draws (not, say,
+    the path of the table they came from, so that a copy of a table is drawn once), the fit,
+    the sets' labels and size (from their folders)."""
     pairs = paired(df, testset, metric)
     refs = sorted(set(pairs["x_testset"])) if len(pairs) else []
-    return {"panel": [testset, metric, scale], "pairs": pairs.to_csv(index=False),
+    drawn = pairs[[c for c in pairs.columns if c in PANEL_COLUMNS]]
+    return {"panel": [testset, metric, scale], "pairs": drawn.to_csv(index=False),
             "fit": None if fit is None else {
                 name: value.tolist() if isinstance(value, np.ndarray | np.generic) else value
                 for name, value in vars(fit).items()},

@@ -108,6 +108,21 @@ def test_a_report_of_an_unchanged_table_draws_no_figure_and_gives_the_same_bytes
     assert len(figure_bytes(tmp_path / "first")) == 5 * len(FORMATS)  # 2 sets, 2 grids, a map
 
 
+def test_the_same_scores_from_another_table_draw_no_figure_but_a_new_family_does(
+        published, tmp_path, workspace, monkeypatch):
+    """A copy of a table under another name (its rows name it as their source) shows the
+    same figures; a column a panel draws (a model's family colours its dot) does not."""
+    small_report(published, tmp_path / "first", monkeypatch)
+    copied = published.assign(source="elsewhere/my-copy.csv", wall_s="12.5")
+    assert small_report(copied, tmp_path / "copy", monkeypatch) == {"grids": set(),
+                                                                    "heatmaps": set()}
+    assert figure_bytes(tmp_path / "copy") == figure_bytes(tmp_path / "first")
+    families = published.assign(family=published["model"].str.len().mod(2).map(
+        {0: "even", 1: "odd"}))
+    drawn = small_report(families, tmp_path / "families", monkeypatch)
+    assert drawn["grids"] == {"amazon-f1", "reddit-f1", "amazon-f1 reddit-f1"}
+
+
 def test_a_changed_score_redraws_the_figures_that_show_it_and_no_other(
         published, tmp_path, workspace, monkeypatch):
     small_report(published, tmp_path / "first", monkeypatch)
