@@ -604,16 +604,39 @@ def _run(step: Step, home: Path, env: dict) -> str:
         return ""
 
 
+# The analysis and the site chapters draw the same figures (the store's, the population's
+# and the published results'), which a cache keeps by what they show and the code that
+# draws them: the two run one after the other on one worker, the second reading the
+# figures the first drew, as a user's second command reads the first's.
+SHARED_FIGURES = ("analysis", "site")
+
+
+def _marks(chapter: str) -> tuple:
+    if chapter == "cluster-images-service":
+        return (SLURM,)  # one of its steps submits to the cluster
+    if chapter in SHARED_FIGURES:
+        return (pytest.mark.xdist_group("docs-figures"),)
+    return ()
+
+
+@pytest.fixture(scope="module")
+def chapters_figures(tmp_path_factory) -> Path:
+    """The figure cache of the chapters in SHARED_FIGURES (on one worker: one module)."""
+    return tmp_path_factory.mktemp("chapters-figures")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("chapter", [
-    pytest.param(name, marks=SLURM) if name == "cluster-images-service" else name
-    for name in CHAPTERS])  # one of its steps submits to the cluster
+@pytest.mark.parametrize("chapter", [pytest.param(name, marks=_marks(name))
+                                     for name in CHAPTERS])
 def test_every_documented_command_runs_on_an_empty_workspace(chapter, tmp_path, shared_data,
-                                                              dev_raw):
+                                                              dev_raw, chapters_figures):
     home = tmp_path / "checkout"
     home.mkdir()
     _checkout(home, dev_raw)
     (tmp_path / "shared").symlink_to(shared_data.parent)
+    if chapter in SHARED_FIGURES:
+        (tmp_path / "cache").mkdir()
+        (tmp_path / "cache" / "figures").symlink_to(chapters_figures, target_is_directory=True)
     env = {**os.environ, "QASHIFT_WORKSPACE": str(tmp_path / "ws"),
            "QASHIFT_CACHE": str(tmp_path / "cache"), "QASHIFT_ROOT": str(home),
            "QASHIFT_DATA_DIR": str(shared_data), "MPLBACKEND": "Agg"}
