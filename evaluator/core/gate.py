@@ -26,7 +26,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
@@ -107,6 +107,16 @@ def walk(folder: Path, *, target: Path | None = None, limits: Limits = Limits(),
     if target is not None:
         _seal(Path(target))
     return Walked(walker.digest.hexdigest(), tuple(walker.files), frozenset(walker.executable))
+
+
+def files_digest(files: Mapping[str, str]) -> str:
+    """The digest `walk` gives a folder that holds exactly `files` (relative path -> content
+    sha256), its files in the order the walk visits them: what a table of files, a frozen
+    system's manifest say, hashes to without the folder at hand."""
+    digest = hashlib.sha256()
+    for rel in sorted(files, key=lambda rel: rel.split("/")):
+        digest.update(rel.encode() + b"\0" + bytes.fromhex(files[rel]))
+    return digest.hexdigest()
 
 
 def folder_digest(folder: Path, *, with_mode: bool = False) -> str:

@@ -42,7 +42,16 @@ from pathlib import Path
 from evaluator.core import console, settings
 from evaluator.core.errors import UserError
 from evaluator.core.files import atomic_file, remove_tree, run_tempdir, write_atomic
-from evaluator.core.gate import CHUNK, Limits, Refused, is_digest, open_bounded, read_json, walk
+from evaluator.core.gate import (
+    CHUNK,
+    Limits,
+    Refused,
+    files_digest,
+    is_digest,
+    open_bounded,
+    read_json,
+    walk,
+)
 from evaluator.core.hashing import sha256_bytes
 from evaluator.jobs.job import parse_system_id
 from evaluator.store.schema import SYSTEM_FIELDS
@@ -128,8 +137,23 @@ def _manifest(path: Path) -> dict:
             or not isinstance(doc.get("files"), dict):
         raise UserError(f"{path} is not a frozen-system manifest of format {FORMAT}")
     _refuse_claims(path.parent, doc["system"])
+    _refuse_other_digest(path.parent, doc)
     _refuse_oversized(path.parent, doc.get("packed") or {})
     return {**doc, "folder": str(path.parent)}
+
+
+def _refuse_other_digest(folder: Path, doc: dict) -> None:
+    """Refuse a manifest whose table of files (the approach's files, packed ones as they
+    unpack) does not hash to the weights digest its system row names: the digest that names
+    the system's bundle and results is the files' own, packed or not, before a byte is
+    read (a view of a packed system never unpacks it)."""
+    files = doc["files"]
+    if not all(isinstance(rel, str) and is_digest(sha) for rel, sha in files.items()):
+        raise UserError(f"frozen system {folder}: its manifest's files are not paths with "
+                        f"their sha256; refused")
+    if files_digest(files) != doc["system"].get("weights_digest"):
+        raise UserError(f"frozen system {folder}: the files its manifest lists do not hash to "
+                        f"the weights digest it names; refused")
 
 
 def _refuse_claims(folder: Path, system: dict) -> None:
@@ -222,9 +246,7 @@ def verify(manifest: dict) -> None:
                    if rel not in found else "does not match its sha256 in the manifest")
             raise UserError(f"frozen system {folder}: {WEIGHTS}/{rel} {why}; refused "
                             f"(restore it with git checkout, or freeze the system again)")
-    if not manifest.get("packed") and walked.digest != manifest["system"].get("weights_digest"):
-        raise UserError(f"frozen system {folder}: its weights do not hash to the digest "
-                        f"its manifest names; refused")
+    # the files are the manifest's, whose table hashes to the weights digest (`_manifest`)
 
 
 def _unsafe(names: list[str]) -> str | None:

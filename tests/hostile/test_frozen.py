@@ -98,6 +98,29 @@ def test_a_packed_file_declared_larger_than_its_caps_allow_is_refused_naming_it(
     assert not (workspace / "models").exists()
 
 
+def test_a_manifest_whose_files_do_not_hash_to_its_weights_digest_is_refused_as_read(
+        tmp_path, workspace, monkeypatch):
+    """A packed file's unpacked sha256 edited in the manifest (its xz and the xz's sha256
+    honest, the weights digest as it was): refused as the manifest is read, so that no view,
+    which never unpacks, names the system by a digest its files do not have; nothing is
+    unpacked."""
+    monkeypatch.setenv("QASHIFT_FROZEN", str(tmp_path / "frozen"))
+    folder = packed_artifact(tmp_path / "frozen", b"weights", {"lexical.npy": 7})
+    assert [m["folder"] for m in frozen.manifests()] == [str(folder)]  # honest: listed
+    manifest = json.loads((folder / frozen.MANIFEST).read_text())
+    manifest["files"]["lexical.npy"] = hashlib.sha256(b"other weights").hexdigest()
+    (folder / frozen.MANIFEST).write_text(json.dumps(manifest))
+    why = "the files its manifest lists do not hash to the weights digest it names; refused"
+    listed = CliRunner().invoke(main, ["systems"])
+    assert listed.exit_code == 0, listed.output
+    [line] = [x for x in listed.stderr.splitlines() if str(folder) in x]
+    assert line == f"warning: frozen system {folder}: {why}; left out"
+    assert frozen.manifests() == []
+    with pytest.raises(UserError, match=why):
+        frozen.weights_of(folder, Store(workspace))
+    assert not (workspace / "models").exists()
+
+
 @pytest.fixture(scope="module")
 def xz_bomb() -> tuple[bytes, str]:
     """An xz member of some 150 KB that unpacks to 1 GiB of zeros, and the sha256 of those."""

@@ -18,6 +18,7 @@ from evaluator.core import gate
 from evaluator.core.gate import (
     Limits,
     Refused,
+    files_digest,
     folder_digest,
     is_digest,
     read_bounded,
@@ -61,6 +62,22 @@ def test_the_walk_hashes_by_the_contract_and_copies_exactly_what_it_hashed(tmp_p
     assert digest_by_the_definition(tmp_path / "copy") == walked.digest
     assert stat.S_IMODE(os.stat(tmp_path / "copy" / "reader.json").st_mode) == 0o444
     assert stat.S_IMODE(os.stat(tmp_path / "copy" / "sub").st_mode) == 0o555
+
+
+def test_a_table_of_files_hashes_as_the_walk_of_a_folder_that_holds_them(tmp_path):
+    """A manifest's table of files gives the folder's digest without the folder, in the
+    walk's order: component by component (sub/ before sub.json), not by the path's text."""
+    source = weights(tmp_path / "w")
+    (source / "sub.json").write_text("{}")
+    (source / "sub" / "deeper").mkdir()
+    (source / "sub" / "deeper" / "x.npy").write_bytes(b"\x00" * 3)
+    walked = walk(source)
+    table = {rel: sha for rel, sha, _ in walked.files}
+    assert [rel for rel, _, _ in walked.files] != sorted(table)  # the trap is there
+    assert files_digest(table) == walked.digest == digest_by_the_definition(source)
+    assert files_digest(dict(reversed(table.items()))) == walked.digest
+    table["sub.json"] = hashlib.sha256(b"[]").hexdigest()
+    assert files_digest(table) != walked.digest
 
 
 @pytest.mark.parametrize("make, pattern", [
