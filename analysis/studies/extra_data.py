@@ -104,6 +104,8 @@ def fit_line(x: np.ndarray, y: np.ndarray) -> LinearTrend:
     """`LinearTrend` of y on x (arrays of three or more values, x not all equal)."""
     if len(x) < 3:
         raise ValueError(f"a trend needs at least 3 systems, got {len(x)}")
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError("a system's score is missing or not a number: no trend")
     mean_x, mean_y = x.mean(), y.mean()
     sxx = float(((x - mean_x) ** 2).sum())
     if np.ptp(x) == 0:

@@ -120,6 +120,8 @@ def test_a_population_without_spread_in_its_reference_scores_gives_no_trend(popu
     assert len(pairs) == 6 and set(pairs["x"]) == {70.0}
     with pytest.raises(ValueError, match="same reference score"):
         extra_data.linear_trend(pairs)
+    with pytest.raises(ValueError, match="missing or not a number"):
+        extra_data.linear_trend(paired(population, "reddit-test", "f1").assign(y=np.nan))
     assert trend.each_against_the_others(pairs).empty
     assert trend.land(flat, as_own(flat, models[0], "mine"), ["reddit-test"]).empty
 
