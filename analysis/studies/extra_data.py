@@ -100,16 +100,22 @@ def linear_trend(population: pd.DataFrame) -> LinearTrend:
     return fit_line(population["x"].to_numpy(float), population["y"].to_numpy(float))
 
 
+def spread(x: np.ndarray) -> bool:
+    """Whether reference scores `x` differ at all: a population whose systems all score the
+    same there has no trend to place anything against (its callers leave such a set out)."""
+    return bool(np.ptp(x) != 0)
+
+
 def fit_line(x: np.ndarray, y: np.ndarray) -> LinearTrend:
-    """`LinearTrend` of y on x (arrays of three or more values, x not all equal)."""
+    """`LinearTrend` of y on x (arrays of three or more values, x with `spread`)."""
     if len(x) < 3:
         raise ValueError(f"a trend needs at least 3 systems, got {len(x)}")
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
         raise ValueError("a system's score is missing or not a number: no trend")
+    if not spread(x):
+        raise ValueError(f"all {len(x)} systems have the same reference score: no trend")
     mean_x, mean_y = x.mean(), y.mean()
     sxx = float(((x - mean_x) ** 2).sum())
-    if np.ptp(x) == 0:
-        raise ValueError(f"all {len(x)} systems have the same reference score: no trend")
     slope = float(((x - mean_x) * (y - mean_y)).sum()) / sxx
     intercept = float(mean_y - slope * mean_x)
     resid = y - (intercept + slope * x)
@@ -155,7 +161,7 @@ def table(df: pd.DataFrame, base: str = "squad-dev-train", metric: str = "f1",
                              split=[p["split"] if p else None for p in parsed])
         pairs = pairs[pairs["split"].notna()]
         population = pairs[pairs["split"] == base]
-        if len(population) < 3 or np.ptp(population["x"].to_numpy(float)) == 0:
+        if len(population) < 3 or not spread(population["x"].to_numpy(float)):
             continue
         placements = place(linear_trend(population), pairs, level)
         for p, placed in zip(pairs.to_dict("records"), placements, strict=True):

@@ -14,11 +14,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import numpy as np
 import pandas as pd
 
 from analysis.sources.tidy import paired
-from analysis.studies.extra_data import fit_line, linear_trend, place
+from analysis.studies.extra_data import fit_line, linear_trend, place, spread
 from evaluator.jobs.job import parse_system_id
 
 COLUMNS = ["model", "testset", "reference", "x", "x_lo", "x_hi", "y", "y_lo", "y_hi",
@@ -43,7 +42,7 @@ def land(population: pd.DataFrame, own: pd.DataFrame, testsets: Sequence[str],
     rows = []
     for testset in testsets:
         pop = paired(population, testset, metric)
-        if len(pop) < MIN_POPULATION or np.ptp(pop["x"].to_numpy(float)) == 0:
+        if len(pop) < MIN_POPULATION or not spread(pop["x"].to_numpy(float)):
             continue
         points = paired(own, testset, metric)
         points = points[points["x_testset"] == pop["x_testset"].iloc[0]]
@@ -78,7 +77,7 @@ def each_against_the_others(pairs: pd.DataFrame, level: float = 0.95) -> pd.Data
     for i, p in enumerate(records):
         others = is_model.copy()
         others[i] = False
-        if others.sum() < MIN_POPULATION or np.ptp(x[others]) == 0:
+        if others.sum() < MIN_POPULATION or not spread(x[others]):
             continue
         fit = fit_line(x[others], y[others])
         [placed] = place(fit, records[i:i + 1], level)
