@@ -15,6 +15,9 @@ fi
 for _ in $(seq 30); do su postgres -c "psql -qtAc 'select 1'" >/dev/null 2>&1 && break; sleep 1; done
 su postgres -c "psql -qtAc \"select 1 from pg_roles where rolname = 'qashift'\"" | grep -q 1 || \
   su postgres -c "psql -qc \"create user qashift password 'qashift' createdb\""
+# a test's database is dropped WITH (FORCE), which must end every backend on it, an
+# autovacuum worker's too: that takes pg_signal_backend
+su postgres -c "psql -qc 'grant pg_signal_backend to qashift'"
 su postgres -c "psql -qtAc \"select 1 from pg_database where datname = 'qashift_test'\"" | grep -q 1 || \
   su postgres -c "psql -qc 'create database qashift_test owner qashift'"
 echo "postgres.sh: PostgreSQL $version/$cluster up: postgresql+psycopg://qashift:qashift@127.0.0.1/qashift_test"

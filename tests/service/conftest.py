@@ -4,12 +4,13 @@ its own on the PostgreSQL server CI starts (`.ci/postgres.sh`)."""
 from __future__ import annotations
 
 import os
+import time
 import uuid
 
 import pytest
 from click.testing import CliRunner
 from sqlalchemy import create_engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from evaluator.cli.main import main
 
@@ -46,8 +47,15 @@ def postgres_database():
     with admin.connect() as conn:
         conn.exec_driver_sql(f"CREATE DATABASE {name}")
     yield PG.rsplit("/", 1)[0] + "/" + name
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f"DROP DATABASE {name} WITH (FORCE)")
+    for attempt in range(20):  # a server's autovacuum worker on it, where the role may not
+        try:                    # end it (pg_signal_backend not granted), ends in a moment
+            with admin.connect() as conn:
+                conn.exec_driver_sql(f"DROP DATABASE {name} WITH (FORCE)")
+            break
+        except ProgrammingError:
+            if attempt == 19:
+                raise
+            time.sleep(0.5)
     admin.dispose()
 
 
