@@ -51,7 +51,7 @@ def matrix(root: Path, connect: list, secrets: list[str]) -> None:
     bundle(root, "memhog", resources={"memory": "128m"})
     bundle(root, "sleeper", resources={"timeout": 3})
     bundle(root, "filler", resources={"output": "64m"})
-    # 1 GiB through the daemon's stream: ~10 s on an idle host, over a minute on a loaded one;
+    # 1 GiB through the daemon's stream: seconds on an idle host, over a minute on a loaded one;
     # what it tests is that the stream is drained in a small process, not how fast
     bundle(root, "flood", resources={"timeout": 600})
     for name in ("sloppy_ids", "duplicate_ids", "symlink_predictions", "well_behaved"):

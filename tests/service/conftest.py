@@ -47,8 +47,10 @@ def postgres_database():
     with admin.connect() as conn:
         conn.exec_driver_sql(f"CREATE DATABASE {name}")
     yield PG.rsplit("/", 1)[0] + "/" + name
-    for attempt in range(20):  # a server's autovacuum worker on it, where the role may not
-        try:                    # end it (pg_signal_backend not granted), ends in a moment
+    # PostgreSQL's autovacuum worker may be on it; a role without pg_signal_backend (a server
+    # set up before .ci/postgres.sh granted it) cannot end that, but it ends in a moment
+    for attempt in range(20):
+        try:
             with admin.connect() as conn:
                 conn.exec_driver_sql(f"DROP DATABASE {name} WITH (FORCE)")
             break
