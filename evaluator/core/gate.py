@@ -115,8 +115,15 @@ def files_digest(files: Mapping[str, str]) -> str:
     system's manifest say, hashes to without the folder at hand."""
     digest = hashlib.sha256()
     for rel in sorted(files, key=lambda rel: rel.split("/")):
-        digest.update(rel.encode() + b"\0" + bytes.fromhex(files[rel]))
+        digest.update(_file_entry(rel, files[rel]))
     return digest.hexdigest()
+
+
+def _file_entry(rel: str, sha: str, mode: str | None = None) -> bytes:
+    """One file's part of a folder's digest: its relative path, its executable bits (octal,
+    where the digest holds modes), and its content's sha256, NUL between them."""
+    head = rel if mode is None else f"{rel}\0{mode}"
+    return head.encode() + b"\0" + bytes.fromhex(sha)
 
 
 def folder_digest(folder: Path, *, with_mode: bool = False) -> str:
@@ -231,13 +238,10 @@ class _Walker:
         sha, size = _copy_hashing(dir_fd, name, info, None if target is None else target / name,
                                   lambda why: self.refuse(rel, why))
         self.total += size
-        if self.with_mode:
-            self.digest.update(f"{rel}\0{info.st_mode & 0o111:o}\0".encode())
-            if info.st_mode & 0o111:
-                self.executable.add(rel)
-        else:
-            self.digest.update(rel.encode() + b"\0")
-        self.digest.update(bytes.fromhex(sha))
+        mode = f"{info.st_mode & 0o111:o}" if self.with_mode else None
+        if mode is not None and info.st_mode & 0o111:
+            self.executable.add(rel)
+        self.digest.update(_file_entry(rel, sha, mode))
         self.files.append((rel, sha, size))
 
 
