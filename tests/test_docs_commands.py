@@ -208,9 +208,10 @@ APPROACH_RUN_FUNCTION = f'run() {{ {APPROACH_RUN} "$@"; }}'
 # The steps fall in chapters, each run from its own copy of the checkout on an empty
 # workspace, so that test workers share them: a chapter holds steps that stand on each other's
 # work, and repeats first the quick steps of another that it needs (`SETUP`: a pair of small
-# sets scored, and the population recorded in the store by `trend`).
+# sets scored, and the population's committed results recorded in the store, which `trend`
+# also does after scoring its bundle on two large sets: the main-job chapter runs that).
 SETUP = [Step("evaluate -b sliding-window -t my-new-set -t my-reference"),
-         Step("qashift trend -b sliding-window -t reddit-test -t new-wiki-test")]
+         Step("qashift store record")]
 
 CHAPTERS: dict[str, list[Step]] = {
     "first-look": [
@@ -303,7 +304,7 @@ CHAPTERS: dict[str, list[Step]] = {
         Step("qashift study freeze studies/extra-data.yaml --table results/extra-data.csv"),
         Step("qashift study run studies/population.yaml --runner local "
              "--table results/population.csv", "started"),
-        Step("qashift extra-data", "refused"),  # the population, recorded by `trend`, has no
+        Step("qashift extra-data", "refused"),  # the recorded population has no
         # system trained with extra data beside it
     ],
     "approach-level": [
