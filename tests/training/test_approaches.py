@@ -210,7 +210,7 @@ def test_each_span_reader_trains_on_a_few_paragraphs_and_answers(tiny_readers, b
 
 
 @pytest.mark.slow
-def test_a_span_reader_trained_again_on_this_machine_has_the_same_weights(tiny):
+def test_a_span_reader_trained_again_on_this_machine_has_the_same_weights(tiny_readers):
     """Same code, data, settings, seed, CPU and thread count: the same weights digest (what
     lets a study keep a table's scores for a system it trains again). Another CPU may sum in
     another order and give other weights; the study then scores them on every set."""
