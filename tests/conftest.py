@@ -241,10 +241,11 @@ def small_dev(dev_raw: dict) -> dict:
     return {"version": "1.1", "data": dev_raw["data"][:2]}
 
 
-def few_of(dev_raw: dict) -> dict:
-    """The first three paragraphs of each of the first two articles of SQuAD dev (95
-    questions): for a test that runs a model, where the set's size proves nothing more."""
-    return {"version": "1.1", "data": [dict(a, paragraphs=a["paragraphs"][:3])
+def few_of(dev_raw: dict, paragraphs: int = 3) -> dict:
+    """The first `paragraphs` paragraphs of each of the first two articles of a SQuAD-format
+    set (of SQuAD dev, 95 questions for three): for a test that runs a model, where the set's
+    size proves nothing more."""
+    return {"version": "1.1", "data": [dict(a, paragraphs=a["paragraphs"][:paragraphs])
                                        for a in dev_raw["data"][:2]]}
 
 

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from evaluator.cli.main import evaluate_cmd
-from tests.conftest import REPO, write_testset
+from tests.conftest import REPO, few_of, write_testset
 
 LOGREG = REPO / "submissions" / "logreg-rajpurkar"
 FAST = ["--set", "epochs=2"]
@@ -28,8 +28,7 @@ def registry(tmp_path, dev_raw, monkeypatch, workspace):
     subs, sets = tmp_path / "subs", tmp_path / "sets"
     shutil.copytree(LOGREG, subs / "logreg-rajpurkar")
     shutil.copytree(REPO / "submissions" / "sliding-window", subs / "sliding-window")
-    first = [dict(a, paragraphs=a["paragraphs"][:TRAIN_PARAGRAPHS]) for a in dev_raw["data"][:2]]
-    train_folder = write_testset(sets, "tiny-train", {"version": "1.1", "data": first})
+    train_folder = write_testset(sets, "tiny-train", few_of(dev_raw, TRAIN_PARAGRAPHS))
     text = (train_folder / "testset.yaml").read_text().replace("kind: derived",
                                                                "kind: training")
     (train_folder / "testset.yaml").write_text(text)

@@ -27,7 +27,7 @@ from evaluator.runners.dispatch import Dispatcher
 from evaluator.store.store import Store
 from evaluator.training import frozen
 from evaluator.training.systems import job_for
-from tests.conftest import REPO, outdate_strata_rows, use_workspace, write_testset
+from tests.conftest import REPO, few_of, outdate_strata_rows, use_workspace, write_testset
 from tests.support.approaches import WORDS, approach_registry
 from tests.support.generative import Server, allow_endpoints, write_served_twin
 
@@ -619,8 +619,7 @@ def test_the_frozen_generative_reader_answers_alike_here_and_served(workspace, t
     sets, subs = tmp_path / "sets", tmp_path / "subs"
     shutil.copytree(REPO / "testsets", sets)
     shutil.copytree(REPO / "submissions", subs, ignore=shutil.ignore_patterns("__pycache__"))
-    sample = {"version": "1.1", "data": [dict(article, paragraphs=article["paragraphs"][:6])
-                                         for article in held["data"][:2]]}
+    sample = few_of(held, 6)
     write_testset(sets, "heldout-sample", sample, reference="squad-dev-heldout")
     monkeypatch.setenv("QASHIFT_TESTSETS", str(sets))
     monkeypatch.setenv("QASHIFT_SUBMISSIONS", str(subs))
